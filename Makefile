@@ -1,0 +1,38 @@
+# Two commands do all the set-up on a fresh machine: `make demo` and `make test`.
+# Both create the project-local .venv and node_modules idempotently (stamps skip repeat work).
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP_PY := $(VENV)/.installed
+STAMP_NPM := node_modules/.installed
+
+.PHONY: setup demo test gas bench clean
+
+setup: $(STAMP_PY) $(STAMP_NPM)
+
+$(STAMP_NPM): package.json package-lock.json
+	npm ci --no-audit --no-fund
+	touch $@
+
+$(STAMP_PY): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	# torch first, pinned to the CPU wheel on local disk, so nothing pulls a multi-GB CUDA build
+	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $@
+
+demo: setup
+	$(PY) scripts/demo.py
+
+test: setup
+	$(PY) -m pytest -q
+
+gas: setup
+	$(PY) scripts/gas_report.py
+
+bench: setup
+	$(PY) scripts/bench_decode.py
+
+clean:
+	rm -rf build .pytest_cache

@@ -1,0 +1,68 @@
+// SPDX-License-Identifier: MIT
+pragma solidity 0.8.28;
+
+import {MerkleProof} from "@openzeppelin/contracts/utils/cryptography/MerkleProof.sol";
+import {CycleRecord} from "../lib/CycleRecord.sol";
+import {SpecMath} from "../lib/SpecMath.sol";
+
+/// @title SpecMathHarness
+/// @notice Exposes the internal `SpecMath` and `CycleRecord` libraries (and OpenZeppelin's Merkle proof check
+/// that draft roots must satisfy) as external calls, for replaying the shared vectors.
+contract SpecMathHarness {
+    /// @notice See {SpecMath-leaf}.
+    function leaf(uint256 jobId, uint32 cycle, uint32 index, uint32 token, uint64 qWad)
+        external
+        pure
+        returns (bytes32)
+    {
+        return SpecMath.leaf(jobId, cycle, index, token, qWad);
+    }
+
+    /// @notice See {SpecMath-root}.
+    function root(bytes32[] memory leaves) external pure returns (bytes32) {
+        return SpecMath.root(leaves);
+    }
+
+    /// @notice See {SpecMath-uniform}.
+    function uniform(bytes32 h) external pure returns (uint64) {
+        return SpecMath.uniform(h);
+    }
+
+    /// @notice See {SpecMath-draftUniform}.
+    function draftUniform(uint256 jobId, uint32 cycle, uint32 index) external pure returns (uint64) {
+        return SpecMath.draftUniform(jobId, cycle, index);
+    }
+
+    /// @notice See {SpecMath-acceptUniform}.
+    function acceptUniform(bytes32 reveal, bytes32 draftRoot, uint32 index) external pure returns (uint64) {
+        return SpecMath.acceptUniform(reveal, draftRoot, index);
+    }
+
+    /// @notice See {SpecMath-residualUniform}.
+    function residualUniform(bytes32 reveal, bytes32 draftRoot) external pure returns (uint64) {
+        return SpecMath.residualUniform(reveal, draftRoot);
+    }
+
+    /// @notice See {SpecMath-countAccepted}.
+    function countAccepted(bytes32 reveal, bytes32 draftRoot, uint64[] memory q, uint64[] memory p)
+        external
+        pure
+        returns (uint256)
+    {
+        return SpecMath.countAccepted(reveal, draftRoot, q, p);
+    }
+
+    /// @notice See {CycleRecord-hash}.
+    function cycleRecordHash(bytes32 draftRoot, uint64[] memory p, uint32 accepted, uint32 outToken)
+        external
+        pure
+        returns (bytes32)
+    {
+        return CycleRecord.hash(draftRoot, p, accepted, outToken);
+    }
+
+    /// @notice OpenZeppelin `MerkleProof.verify`, the check single-leaf dispute proofs go through.
+    function verifyProof(bytes32[] memory proof, bytes32 draftRoot, bytes32 leafHash) external pure returns (bool) {
+        return MerkleProof.verify(proof, draftRoot, leafHash);
+    }
+}

@@ -1,0 +1,1 @@
+"""verispec node: protocol math, decoding engine, chain client, roles and CLI."""

@@ -1,0 +1,1 @@
+"""Chain side of the node: compiling, local chains, deployment and contract calls (no engine imports)."""

@@ -1,0 +1,85 @@
+"""Start and stop a local anvil chain (from node_modules) on a free port."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import requests
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+ANVIL_BINARY = PROJECT_ROOT / "node_modules" / ".bin" / "anvil"
+ANVIL_CHAIN_ID = 31337
+
+
+class AnvilError(RuntimeError):
+    """anvil is missing or did not come up."""
+
+
+@dataclass
+class Anvil:
+    process: subprocess.Popen
+    port: int
+
+    @property
+    def rpc_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _rpc_ready(url: str) -> bool:
+    try:
+        reply = requests.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "eth_chainId", "params": []}, timeout=1)
+        return reply.ok
+    except requests.RequestException:
+        return False
+
+
+def start_anvil(port: int | None = None, accounts: int = 20, balance_eth: int = 100_000,
+                extra_args: tuple[str, ...] = (), startup_timeout: float = 30.0) -> Anvil:
+    if not ANVIL_BINARY.exists():
+        raise AnvilError(f"{ANVIL_BINARY} is missing: run `make setup` (npm install) first")
+    port = port or free_port()
+    process = subprocess.Popen(
+        [str(ANVIL_BINARY), "--host", "127.0.0.1", "--port", str(port), "--accounts", str(accounts),
+         "--balance", str(balance_eth), "--chain-id", str(ANVIL_CHAIN_ID), *extra_args],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+    )
+    node = Anvil(process, port)
+    deadline = time.monotonic() + startup_timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AnvilError(f"anvil exited with {process.returncode}: {process.stderr.read().decode()[-2000:]}")
+        if _rpc_ready(node.rpc_url):
+            return node
+        time.sleep(0.1)
+    node.stop()
+    raise AnvilError(f"anvil did not answer on port {port} within {startup_timeout}s")
+
+
+@contextlib.contextmanager
+def running_anvil(**kwargs) -> Iterator[Anvil]:
+    node = start_anvil(**kwargs)
+    try:
+        yield node
+    finally:
+        node.stop()

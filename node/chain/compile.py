@@ -1,0 +1,91 @@
+"""Compile `contracts/` offline with py-solc-x over the project's solc-js wrapper (`scripts/solc`).
+
+Artifacts (ABI + bytecode per contract) are cached in `build/contracts.json`, keyed by a hash of
+every source and the compiler settings, so repeated runs cost nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+CONTRACTS_DIR = PROJECT_ROOT / "contracts"
+SOLC_WRAPPER = PROJECT_ROOT / "scripts" / "solc"
+SOLC_VERSION = "0.8.28"
+ARTIFACTS_PATH = PROJECT_ROOT / "build" / "contracts.json"
+
+SETTINGS = {
+    "optimizer": {"enabled": True, "runs": 1000},
+    "evmVersion": "cancun",
+    "remappings": ["@openzeppelin/=node_modules/@openzeppelin/"],
+    "outputSelection": {"*": {"*": ["abi", "evm.bytecode.object", "evm.deployedBytecode.object"]}},
+}
+
+
+class CompileError(RuntimeError):
+    """The contracts did not compile; the message carries solc's errors."""
+
+
+def _sources() -> dict[str, dict[str, str]]:
+    files = sorted(CONTRACTS_DIR.rglob("*.sol"))
+    return {str(f.relative_to(PROJECT_ROOT)): {"content": f.read_text()} for f in files}
+
+
+def _fingerprint(sources: dict) -> str:
+    blob = json.dumps({"sources": sources, "settings": SETTINGS, "solc": SOLC_VERSION}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _check_toolchain() -> None:
+    solcjs = PROJECT_ROOT / "node_modules" / "solc"
+    if not solcjs.is_dir():
+        raise CompileError(f"{solcjs} is missing: run `make setup` (npm install) first")
+
+
+def compile_contracts(force: bool = False) -> dict[str, dict]:
+    """Return {ContractName: {"abi": [...], "bytecode": "0x..."}} for every contract in contracts/."""
+    sources = _sources()
+    fingerprint = _fingerprint(sources)
+    if not force and ARTIFACTS_PATH.exists():
+        cached = json.loads(ARTIFACTS_PATH.read_text())
+        if cached.get("fingerprint") == fingerprint:
+            return cached["contracts"]
+
+    _check_toolchain()
+    import solcx  # imported here so reading cached artifacts needs no compiler
+
+    output = solcx.compile_standard(
+        {"language": "Solidity", "sources": sources, "settings": SETTINGS},
+        solc_binary=str(SOLC_WRAPPER),
+        base_path=str(PROJECT_ROOT),
+        allow_paths=[str(PROJECT_ROOT)],
+        allow_empty=True,
+    )
+    errors = [e for e in output.get("errors", []) if e.get("severity") == "error"]
+    if errors:
+        raise CompileError("\n".join(e.get("formattedMessage", e["message"]) for e in errors))
+
+    contracts = {}
+    for path, by_name in output["contracts"].items():
+        for name, artifact in by_name.items():
+            if path.startswith("node_modules/"):
+                continue
+            contracts[name] = {
+                "abi": artifact["abi"],
+                "bytecode": "0x" + artifact["evm"]["bytecode"]["object"],
+                "source": path,
+            }
+    ARTIFACTS_PATH.parent.mkdir(parents=True, exist_ok=True)
+    tmp = ARTIFACTS_PATH.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps({"fingerprint": fingerprint, "contracts": contracts}))
+    tmp.replace(ARTIFACTS_PATH)
+    return contracts
+
+
+if __name__ == "__main__":
+    built = compile_contracts(force=True)
+    for name, artifact in sorted(built.items()):
+        print(f"{name:28s} {(len(artifact['bytecode']) - 2) // 2:6d} bytes")

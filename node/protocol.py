@@ -1,0 +1,246 @@
+"""The protocol math of PROTOCOL.md §3-§4, mirrored bit for bit by `contracts/lib/SpecMath.sol`.
+
+Everything here takes and returns plain ints and bytes (numpy is used only
+to make the vocabulary-wide loops fast; results are identical to the
+integer definitions). Shared JSON vectors in `tests/vectors/` pin the two
+implementations together.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+from eth_hash.auto import keccak
+
+WAD = 10**18
+UINT64_MAX = 2**64 - 1
+UINT32_MAX = 2**32 - 1
+
+DRAFT_TAG = keccak(b"verispec.draft")
+ACCEPT_TAG = keccak(b"verispec.accept")
+RESIDUAL_TAG = keccak(b"verispec.residual")
+
+
+def _word(value: int) -> bytes:
+    """One ABI-encoded static word (uint256 / uint32 / uint64 all pad to 32 bytes)."""
+    if value < 0:
+        raise ValueError(f"negative value {value} cannot be ABI-encoded as unsigned")
+    return value.to_bytes(32, "big")
+
+
+def _bytes32(value: bytes) -> bytes:
+    if len(value) != 32:
+        raise ValueError(f"expected 32 bytes, got {len(value)}")
+    return bytes(value)
+
+
+def _check_range(name: str, value: int, upper: int) -> None:
+    if not 0 <= value <= upper:
+        raise ValueError(f"{name}={value} out of range 0..{upper}")
+
+
+# ---------------------------------------------------------------- hashing & leaves
+
+
+def leaf(job_id: int, cycle: int, index: int, token: int, q_wad: int) -> bytes:
+    """keccak256(bytes.concat(keccak256(abi.encode(jobId, cycle, index, token, qWad))))."""
+    _check_range("cycle", cycle, UINT32_MAX)
+    _check_range("index", index, UINT32_MAX)
+    _check_range("token", token, UINT32_MAX)
+    _check_range("q_wad", q_wad, UINT64_MAX)
+    inner = keccak(b"".join(_word(v) for v in (job_id, cycle, index, token, q_wad)))
+    return keccak(inner)
+
+
+def _hash_pair(a: bytes, b: bytes) -> bytes:
+    """OpenZeppelin `Hashes.commutativeKeccak256`: hash of the sorted pair."""
+    return keccak(a + b) if a < b else keccak(b + a)
+
+
+def _tree_levels(leaves: Sequence[bytes]) -> list[list[bytes]]:
+    if not leaves:
+        raise ValueError("a draft root needs at least one leaf")
+    level = [_bytes32(x) for x in leaves]
+    levels = [level]
+    while len(level) > 1:
+        parents = [_hash_pair(level[i], level[i + 1]) for i in range(0, len(level) - 1, 2)]
+        if len(level) % 2:
+            parents.append(level[-1])  # an odd last node is carried up unchanged
+        level = parents
+        levels.append(level)
+    return levels
+
+
+def root(leaves: Sequence[bytes]) -> bytes:
+    """Draft root: binary tree over leaves in index order, commutative pair hashing."""
+    return _tree_levels(leaves)[-1][0]
+
+
+def proof(leaves: Sequence[bytes], index: int) -> list[bytes]:
+    """Merkle proof for leaves[index] that OpenZeppelin `MerkleProof.verify` accepts against `root`."""
+    levels = _tree_levels(leaves)
+    if not 0 <= index < len(leaves):
+        raise ValueError(f"leaf index {index} out of range 0..{len(leaves) - 1}")
+    path = []
+    for level in levels[:-1]:
+        sibling = index ^ 1
+        if sibling < len(level):
+            path.append(level[sibling])
+        index //= 2
+    return path
+
+
+def verify_proof(proof_path: Sequence[bytes], root_hash: bytes, leaf_hash: bytes) -> bool:
+    node = _bytes32(leaf_hash)
+    for sibling in proof_path:
+        node = _hash_pair(node, _bytes32(sibling))
+    return node == root_hash
+
+
+def draft_root(job_id: int, cycle: int, tokens: Sequence[int], q_wads: Sequence[int]) -> bytes:
+    if len(tokens) != len(q_wads):
+        raise ValueError(f"{len(tokens)} tokens but {len(q_wads)} q values")
+    return root([leaf(job_id, cycle, i, t, q) for i, (t, q) in enumerate(zip(tokens, q_wads))])
+
+
+def cycle_record_hash(draft_root_hash: bytes, p: Sequence[int], accepted: int, out_token: int) -> bytes:
+    """keccak256(abi.encode(draftRoot, uint64[] p, uint32 accepted, uint32 outToken)), as `CycleRecord.hash`."""
+    for i, value in enumerate(p):
+        _check_range(f"p[{i}]", value, UINT64_MAX)
+    _check_range("accepted", accepted, UINT32_MAX)
+    _check_range("out_token", out_token, UINT32_MAX)
+    head = _bytes32(draft_root_hash) + _word(4 * 32) + _word(accepted) + _word(out_token)
+    return keccak(head + _word(len(p)) + b"".join(_word(v) for v in p))
+
+
+# ---------------------------------------------------------------- uniforms
+
+
+def uniform(h: bytes) -> int:
+    return int.from_bytes(_bytes32(h), "big") % WAD
+
+
+def draft_uniform(job_id: int, cycle: int, index: int) -> int:
+    _check_range("cycle", cycle, UINT32_MAX)
+    _check_range("index", index, UINT32_MAX)
+    return uniform(keccak(DRAFT_TAG + _word(job_id) + _word(cycle) + _word(index)))
+
+
+def accept_uniform(reveal: bytes, draft_root_hash: bytes, index: int) -> int:
+    _check_range("index", index, UINT32_MAX)
+    return uniform(keccak(ACCEPT_TAG + _bytes32(reveal) + _bytes32(draft_root_hash) + _word(index)))
+
+
+def residual_uniform(reveal: bytes, draft_root_hash: bytes) -> int:
+    return uniform(keccak(RESIDUAL_TAG + _bytes32(reveal) + _bytes32(draft_root_hash)))
+
+
+# ---------------------------------------------------------------- verifier hash chain
+
+
+def hash_chain(seed: bytes, steps: int) -> bytes:
+    """H^steps(seed) with H = keccak256."""
+    value = _bytes32(seed)
+    for _ in range(steps):
+        value = keccak(value)
+    return value
+
+
+def chain_reveal(seed: bytes, length: int, cycle: int) -> bytes:
+    """Reveal of cycle c for a chain whose committed head is H^length(seed): H^(length-1-c)(seed)."""
+    if not 0 <= cycle < length:
+        raise ValueError(f"cycle {cycle} is beyond the hash chain of length {length}")
+    return hash_chain(seed, length - 1 - cycle)
+
+
+# ---------------------------------------------------------------- accept rule
+
+
+def _check_probability(name: str, value: int, allow_zero: bool) -> None:
+    if value < 0 or value > WAD or (value == 0 and not allow_zero):
+        bound = "0..WAD" if allow_zero else "1..WAD"
+        raise ValueError(f"{name}={value} out of range {bound}")
+
+
+def count_accepted(reveal: bytes, draft_root_hash: bytes, q: Sequence[int], p: Sequence[int]) -> int:
+    """Accepted prefix length: accept proposal i while u_i * q_i < p_i * WAD."""
+    if len(q) != len(p):
+        raise ValueError(f"{len(q)} q values but {len(p)} p values")
+    for i, (q_i, p_i) in enumerate(zip(q, p)):
+        _check_probability(f"q[{i}]", q_i, allow_zero=False)
+        _check_probability(f"p[{i}]", p_i, allow_zero=True)
+    for i, (q_i, p_i) in enumerate(zip(q, p)):
+        if accept_uniform(reveal, draft_root_hash, i) * q_i >= p_i * WAD:
+            return i
+    return len(q)
+
+
+# ---------------------------------------------------------------- distributions
+
+
+def quantize(probs: Sequence[float]) -> list[int]:
+    """w[t] = floor(v[t] * WAD); the remainder WAD - sum(w) goes to the largest w (lowest id on ties)."""
+    v = np.asarray(probs, dtype=np.float64)
+    if v.ndim != 1 or v.size == 0:
+        raise ValueError("quantize expects a non-empty 1-D probability vector")
+    if not np.all(np.isfinite(v)) or np.any(v < 0):
+        raise ValueError("probabilities must be finite and non-negative")
+    total = float(v.sum())
+    if abs(total - 1.0) > 1e-3:
+        raise ValueError(f"probabilities sum to {total}, not 1")
+    w = np.floor(v * WAD).astype(np.int64)
+    top = int(np.argmax(w))  # argmax returns the lowest index on ties
+    out = w.tolist()
+    out[top] += WAD - int(w.sum(dtype=np.int64))
+    if out[top] < 0:
+        raise ValueError("probabilities exceed 1 by more than the largest entry")
+    return out
+
+
+def _check_wad_vector(name: str, w: Sequence[int]) -> np.ndarray:
+    arr = np.asarray(w, dtype=np.int64)
+    if arr.ndim != 1 or arr.size == 0 or np.any(arr < 0) or int(arr.sum(dtype=np.int64)) != WAD:
+        raise ValueError(f"{name} must be a non-empty vector of non-negative WAD values summing to WAD")
+    return arr
+
+
+def invcdf(wad_vector: Sequence[int], u: int) -> int:
+    """Smallest token id t with cumsum(w)[t] > u."""
+    _check_range("u", u, WAD - 1)
+    cumulative = np.cumsum(_check_wad_vector("wad_vector", wad_vector))
+    return int(np.searchsorted(cumulative, u, side="right"))
+
+
+def residual_sample(p_wad: Sequence[int], q_wad: Sequence[int], u: int) -> int:
+    """Sample norm(max(0, p - q)) with uniform u: smallest t with cumsum(r)[t] > u * Z // WAD."""
+    _check_range("u", u, WAD - 1)
+    p_arr = _check_wad_vector("p_wad", p_wad)
+    q_arr = _check_wad_vector("q_wad", q_wad)
+    if p_arr.shape != q_arr.shape:
+        raise ValueError(f"p has {p_arr.size} entries but q has {q_arr.size}")
+    cumulative = np.cumsum(np.maximum(p_arr - q_arr, 0))
+    mass = int(cumulative[-1])
+    if mass == 0:
+        raise ValueError("residual is empty: p equals q, so no rejection can have happened")
+    return int(np.searchsorted(cumulative, u * mass // WAD, side="right"))
+
+
+def emitted_token(p_next: Sequence[int], q_next: Sequence[int] | None, u: int) -> int:
+    """The verifier's outToken: the residual sample after a rejection, else the bonus sample from p."""
+    return invcdf(p_next, u) if q_next is None else residual_sample(p_next, q_next, u)
+
+
+# ---------------------------------------------------------------- speedup model
+
+
+def expected_tokens_per_pass(alpha: float, gamma: int) -> float:
+    """Ω(α, γ) = (1 - α^(γ+1)) / (1 - α): tokens emitted per target pass under a geometric model."""
+    if not 0 <= alpha <= 1 or gamma < 0:
+        raise ValueError(f"need 0 <= alpha <= 1 and gamma >= 0, got alpha={alpha}, gamma={gamma}")
+    return float(gamma + 1) if alpha == 1 else (1 - alpha ** (gamma + 1)) / (1 - alpha)
+
+
+def predicted_speedup(alpha: float, gamma: int, cost_ratio: float) -> float:
+    """S = Ω / (1 + γc), c = draft-step cost / target-pass cost."""
+    return expected_tokens_per_pass(alpha, gamma) / (1 + gamma * cost_ratio)

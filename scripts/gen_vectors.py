@@ -1,0 +1,134 @@
+"""Generate the shared protocol-math vectors in tests/vectors/specmath.json from node/protocol.py.
+
+The contract tests replay every vector against the deployed SpecMath (through SpecMathHarness),
+so the Python and Solidity implementations cannot drift apart silently.
+Usage: python scripts/gen_vectors.py [--check]   (--check: fail if the committed file is stale)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+from pathlib import Path
+
+from eth_hash.auto import keccak
+
+from node import protocol as P
+
+OUT = Path(__file__).resolve().parents[1] / "tests" / "vectors" / "specmath.json"
+SEED = 20261129
+
+
+def _hex(b: bytes) -> str:
+    return "0x" + b.hex()
+
+
+def _rand_hash(rng: random.Random) -> bytes:
+    return keccak(rng.getrandbits(256).to_bytes(32, "big"))
+
+
+def _prob_pair(rng: random.Random, case: str) -> tuple[int, int]:
+    """(q, p) for one proposal, shaped by the case the vector is meant to cover."""
+    q = rng.randint(1, P.WAD)
+    if case == "p>=q":
+        return q, rng.randint(q, P.WAD)
+    if case == "p<q":
+        return q, rng.randint(0, q - 1)
+    if case == "p=0":
+        return q, 0
+    if case == "q~WAD":
+        return P.WAD - rng.randint(0, 10**6), rng.randint(0, P.WAD)
+    # mixed: near-equal values make the uniform decide
+    p = max(0, min(P.WAD, q + rng.randint(-q // 3, q // 3)))
+    return q, p
+
+
+def build(rng: random.Random) -> dict:
+    vectors: dict[str, list] = {k: [] for k in (
+        "leaf", "uniform", "draftUniform", "acceptUniform", "residualUniform",
+        "root", "countAccepted", "countAcceptedReverts", "cycleRecord", "quantize", "invcdf", "residualSample")}
+
+    for _ in range(24):
+        job, cycle, index = rng.getrandbits(256), rng.getrandbits(32), rng.getrandbits(32)
+        token, q = rng.getrandbits(32), rng.randint(0, P.UINT64_MAX)
+        vectors["leaf"].append({"jobId": job, "cycle": cycle, "index": index, "token": token, "qWad": q,
+                                "expected": _hex(P.leaf(job, cycle, index, token, q))})
+        h = _rand_hash(rng)
+        vectors["uniform"].append({"h": _hex(h), "expected": P.uniform(h)})
+        vectors["draftUniform"].append({"jobId": job, "cycle": cycle, "index": index,
+                                        "expected": P.draft_uniform(job, cycle, index)})
+        reveal, root = _rand_hash(rng), _rand_hash(rng)
+        vectors["acceptUniform"].append({"reveal": _hex(reveal), "draftRoot": _hex(root), "index": index,
+                                         "expected": P.accept_uniform(reveal, root, index)})
+        vectors["residualUniform"].append({"reveal": _hex(reveal), "draftRoot": _hex(root),
+                                           "expected": P.residual_uniform(reveal, root)})
+    for extreme in (b"\x00" * 32, b"\xff" * 32):
+        vectors["uniform"].append({"h": _hex(extreme), "expected": P.uniform(extreme)})
+
+    for width in list(range(1, 17)) + [31, 32, 33]:
+        job, cycle = rng.getrandbits(64), rng.getrandbits(16)
+        leaves = [P.leaf(job, cycle, i, rng.getrandbits(16), rng.randint(1, P.WAD)) for i in range(width)]
+        tree_root = P.root(leaves)
+        vectors["root"].append({"leaves": [_hex(x) for x in leaves], "expected": _hex(tree_root),
+                                "proofs": [[_hex(s) for s in P.proof(leaves, i)] for i in range(width)]})
+
+    cases = ("p>=q", "p<q", "p=0", "q~WAD", "mixed")
+    for k in range(1, 17):
+        for case in cases:
+            for _ in range(2):
+                pairs = [_prob_pair(rng, case if i % 2 == 0 else "mixed") for i in range(k)]
+                q, p = [a for a, _ in pairs], [b for _, b in pairs]
+                reveal, root = _rand_hash(rng), _rand_hash(rng)
+                vectors["countAccepted"].append({
+                    "case": case, "reveal": _hex(reveal), "draftRoot": _hex(root), "q": q, "p": p,
+                    "expected": P.count_accepted(reveal, root, q, p)})
+    reveal, root = _rand_hash(rng), _rand_hash(rng)
+    for name, q, p in (("SpecMathLengthMismatch", [P.WAD // 2] * 3, [P.WAD // 2] * 2),
+                       ("SpecMathZeroDraftProbability", [P.WAD // 2, 0], [1, 1]),
+                       ("SpecMathProbabilityAboveWad", [P.WAD + 1], [0]),
+                       ("SpecMathProbabilityAboveWad", [1], [P.WAD + 1])):
+        vectors["countAcceptedReverts"].append({"reveal": _hex(reveal), "draftRoot": _hex(root),
+                                                "q": q, "p": p, "error": name})
+
+    for k in (1, 4, 16):
+        root = _rand_hash(rng)
+        p = [rng.randint(0, P.WAD) for _ in range(k)]
+        accepted, out = rng.randint(0, k), rng.getrandbits(32)
+        vectors["cycleRecord"].append({"draftRoot": _hex(root), "p": p, "accepted": accepted, "outToken": out,
+                                       "expected": _hex(P.cycle_record_hash(root, p, accepted, out))})
+
+    # Python-only primitives, for independent implementations to check against.
+    for vocab in (2, 5, 17):
+        raw = [rng.random() for _ in range(vocab)]
+        probs = [x / sum(raw) for x in raw]
+        w = P.quantize(probs)
+        vectors["quantize"].append({"probs": probs, "expected": w})
+        u = rng.randrange(P.WAD)
+        vectors["invcdf"].append({"w": w, "u": u, "expected": P.invcdf(w, u)})
+        other = P.quantize([x / sum(raw[::-1]) for x in raw[::-1]])
+        if other != w:
+            vectors["residualSample"].append({"p": w, "q": other, "u": u, "expected": P.residual_sample(w, other, u)})
+    return vectors
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="fail if the committed vectors are stale")
+    args = parser.parse_args()
+    text = json.dumps(build(random.Random(SEED)), indent=1) + "\n"
+    if args.check:
+        if OUT.read_text() != text:
+            print(f"{OUT} is stale: run python scripts/gen_vectors.py", file=sys.stderr)
+            return 1
+        print(f"{OUT} is up to date")
+        return 0
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(text)
+    print(f"wrote {OUT}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
