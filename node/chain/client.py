@@ -1,0 +1,488 @@
+"""Send transactions from one key, exactly once, over any EVM JSON-RPC endpoint (anvil or a real chain).
+
+The rule that makes this safe: a transaction is signed and *recorded in the node store under an
+idempotency key before it is broadcast*. Whatever happens next (RPC down, process killed, tx dropped
+from the pool), a later send under the same key finds the record and either returns its receipt or
+re-broadcasts the very same signed bytes (same nonce, same hash). A fresh transaction is built for a
+key only when the recorded one provably can never land: the node refused it, or its nonce was
+consumed by another transaction. Two transactions with one nonce cannot both land, so nothing is
+ever sent twice.
+
+One `TxSender` per key and process: the nonce is tracked locally (resynced from the node's pending
+count at start and after any nonce error), so a second process signing with the same key would fight it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Iterator, TypeVar
+
+import requests
+from eth_abi import decode as abi_decode
+from eth_account.signers.local import LocalAccount
+from eth_utils import to_checksum_address, to_hex
+from eth_utils.abi import function_abi_to_4byte_selector, get_abi_input_names, get_abi_input_types
+from web3 import Web3
+from web3.contract.contract import ContractFunction
+from web3.exceptions import (
+    ContractLogicError,
+    ProviderConnectionError,
+    RequestTimedOut,
+    TimeExhausted,
+    TooManyRequests,
+    TransactionNotFound,
+    Web3RPCError,
+)
+from web3.types import TxReceipt
+
+from node.store import (
+    TX_MINED, TX_REJECTED, TX_SENT, TX_SIGNED, TX_SUPERSEDED, IdempotencyConflict, NodeStore, SentTx,
+)
+
+T = TypeVar("T")
+
+GWEI = 10**9
+DEFAULT_PRIORITY_FEE = 1 * GWEI  # when the node has no eth_maxPriorityFeePerGas
+
+# Substrings of node error messages (geth, anvil, erigon, nethermind, besu spell these differently).
+_ALREADY_KNOWN = ("already known", "already imported", "known transaction", "alreadyknown")
+_NONCE_TOO_LOW = ("nonce too low", "oldnonce", "nonce has already been used", "nonce is too low")
+_NONCE_CONFLICT = ("replacement transaction underpriced", "nonce too high", "replacement fee too low")
+
+
+class ChainError(RuntimeError):
+    """Base of everything the chain client raises on purpose."""
+
+
+class ChainUnavailable(ChainError):
+    """The RPC endpoint did not answer within the retry budget."""
+
+    def __init__(self, url: str, reason: str = ""):
+        super().__init__(f"chain RPC at {url} is unavailable" + (f": {reason}" if reason else ""))
+        self.url = url
+        self.reason = reason
+
+
+class TransactionRejected(ChainError):
+    """The node refused the transaction outright (not a revert): e.g. insufficient funds."""
+
+    def __init__(self, key: str, reason: str):
+        super().__init__(f"{key}: transaction rejected by the node: {reason}")
+        self.key = key
+        self.reason = reason
+
+
+class TransactionReverted(ChainError):
+    """The call reverts (at gas estimation) or a mined transaction reverted; carries the decoded error."""
+
+    def __init__(self, key: str, error_name: str | None, error_args: dict[str, Any], data: bytes,
+                 tx_hash: str | None = None):
+        shown = error_name or (f"unknown error 0x{data[:4].hex()}" if data else "no revert data")
+        args = ", ".join(f"{name}={value!r}" for name, value in error_args.items())
+        where = f" in {tx_hash}" if tx_hash else ""
+        super().__init__(f"{key}: reverted{where} with {shown}({args})")
+        self.key = key
+        self.error_name = error_name
+        self.error_args = error_args
+        self.data = data
+        self.tx_hash = tx_hash
+
+
+class ReceiptTimeout(ChainError):
+    """No receipt within the timeout; the transaction is recorded, so a later send with the key resumes it."""
+
+    def __init__(self, key: str, tx_hash: str, timeout: float):
+        super().__init__(f"{key}: no receipt for {tx_hash} after {timeout:.1f}s "
+                         "(it stays recorded: send the key again to resume)")
+        self.key = key
+        self.tx_hash = tx_hash
+
+
+class TransactionSuperseded(ChainError):
+    """The key's transaction can never land (its nonce went to another transaction); submit the key again."""
+
+    def __init__(self, key: str, tx_hash: str):
+        super().__init__(f"{key}: {tx_hash} was superseded by another transaction with its nonce")
+        self.key = key
+        self.tx_hash = tx_hash
+
+
+class IdempotencyError(ChainError):
+    """The key's transaction kept losing its nonce to other transactions: another signer uses this key."""
+
+
+# --- retries -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Exponential backoff for transient RPC errors: `attempts` tries in all, delays doubling up to a cap."""
+
+    attempts: int = 8
+    first_delay: float = 0.2
+    max_delay: float = 5.0
+
+    def delays(self) -> Iterator[float]:
+        delay = self.first_delay
+        for _ in range(self.attempts - 1):
+            yield delay
+            delay = min(delay * 2, self.max_delay)
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Errors worth retrying: the endpoint is down, slow, overloaded or restarting."""
+    if isinstance(exc, (requests.ConnectionError, requests.Timeout, ConnectionError, TimeoutError,
+                        ProviderConnectionError, TooManyRequests, RequestTimedOut)):
+        return True
+    if isinstance(exc, requests.HTTPError) and exc.response is not None:
+        return exc.response.status_code >= 500 or exc.response.status_code == 429
+    return False
+
+
+def with_retries(call: Callable[[], T], policy: RetryPolicy, url: str) -> T:
+    delays = policy.delays()
+    while True:
+        try:
+            return call()
+        except Exception as exc:
+            if not is_transient(exc):
+                raise
+            delay = next(delays, None)
+            if delay is None:
+                raise ChainUnavailable(url, f"{type(exc).__name__}: {exc}") from exc
+            time.sleep(delay)
+
+
+def rpc_url_of(w3: Web3) -> str:
+    return str(getattr(w3.provider, "endpoint_uri", None) or w3.provider)
+
+
+def connect(url: str, *, wait: float = 10.0, request_timeout: float = 10.0) -> Web3:
+    """A Web3 over HTTP(S) `url` that answered eth_chainId within `wait` seconds, else ChainUnavailable.
+
+    The provider's own retry loop is switched off, so `RetryPolicy` is the one place retries happen.
+    """
+    w3 = Web3(Web3.HTTPProvider(url, request_kwargs={"timeout": request_timeout},
+                                exception_retry_configuration=None))
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            w3.eth.chain_id
+            return w3
+        except Exception as exc:
+            if not is_transient(exc):
+                raise ChainUnavailable(url, f"{type(exc).__name__}: {exc}") from exc
+            if time.monotonic() >= deadline:
+                raise ChainUnavailable(url, f"no answer within {wait:.1f}s ({type(exc).__name__})") from None
+            time.sleep(min(0.25, max(0.0, deadline - time.monotonic())))
+
+
+# --- revert decoding ---------------------------------------------------------------------------------
+
+_BUILTIN_ERRORS = [
+    {"type": "error", "name": "Error", "inputs": [{"name": "message", "type": "string"}]},
+    {"type": "error", "name": "Panic", "inputs": [{"name": "code", "type": "uint256"}]},
+]
+
+
+@dataclass(frozen=True)
+class DecodedError:
+    name: str | None  # None when no ABI knows the selector
+    args: dict[str, Any]
+    data: bytes
+
+
+class RevertDecoder:
+    """Maps a revert's 4-byte selector to the custom error (name, args) declared in the given ABIs."""
+
+    def __init__(self, abis: Iterable[list[dict]] = ()):
+        self._errors: dict[bytes, dict] = {}
+        for entry in _BUILTIN_ERRORS + [e for abi in abis for e in abi if e.get("type") == "error"]:
+            self._errors[function_abi_to_4byte_selector(entry)] = entry
+
+    @classmethod
+    def from_artifacts(cls, artifacts: dict[str, dict]) -> RevertDecoder:
+        return cls(artifact["abi"] for artifact in artifacts.values())
+
+    def decode(self, data: bytes) -> DecodedError:
+        entry = self._errors.get(data[:4]) if len(data) >= 4 else None
+        if entry is None:
+            return DecodedError(None, {}, data)
+        try:
+            values = abi_decode(get_abi_input_types(entry), data[4:])
+        except Exception:  # malformed payload: report the name we know, without args
+            return DecodedError(entry["name"], {}, data)
+        names = [name or f"arg{i}" for i, name in enumerate(get_abi_input_names(entry))]
+        types = get_abi_input_types(entry)
+        # eth_abi gives lowercase addresses; web3 gives checksummed ones everywhere else
+        values = [to_checksum_address(v) if t == "address" else v for t, v in zip(types, values)]
+        return DecodedError(entry["name"], dict(zip(names, values)), data)
+
+
+def revert_data(exc: BaseException) -> bytes:
+    """The raw revert bytes web3 attached to a ContractLogicError (or an RPC error), b"" if none."""
+    data: Any = getattr(exc, "data", None)
+    if data is None and isinstance(exc, Web3RPCError) and isinstance(exc.rpc_response, dict):
+        data = (exc.rpc_response.get("error") or {}).get("data")
+    if isinstance(data, dict):
+        data = data.get("data") or data.get("result")
+    if isinstance(data, (bytes, bytearray)):
+        return bytes(data)
+    if isinstance(data, str):
+        data = data.removeprefix("Reverted ").strip()
+        if data.startswith("0x"):
+            try:
+                return bytes.fromhex(data[2:])
+            except ValueError:
+                return b""
+    return b""
+
+
+def request_digest(to: str, data: bytes, value: int) -> str:
+    """Fingerprint of what a key asks for, so a key reused for a different action is caught."""
+    return hashlib.sha256(f"{to.lower()}|{value}|{bytes(data).hex()}".encode()).hexdigest()
+
+
+# --- the sender --------------------------------------------------------------------------------------
+
+_LANDED, _PENDING, _DEAD = "landed", "pending", "dead"
+
+
+class TxSender:
+    """Signs with one local key and sends each idempotency key's transaction at most once."""
+
+    def __init__(self, w3: Web3, account: LocalAccount, store: NodeStore, *,
+                 errors: RevertDecoder | None = None, retry: RetryPolicy = RetryPolicy(),
+                 gas_margin: float = 1.2, receipt_timeout: float = 120.0, poll_interval: float = 0.05,
+                 rebroadcast_every: float = 5.0):
+        self.w3 = w3
+        self.account = account
+        self.address = to_checksum_address(account.address)
+        self.store = store
+        self.errors = errors or RevertDecoder()
+        self.retry = retry
+        self.gas_margin = gas_margin
+        self.receipt_timeout = receipt_timeout
+        self.poll_interval = poll_interval
+        self.rebroadcast_every = rebroadcast_every
+        self.url = rpc_url_of(w3)
+        self._lock = threading.RLock()
+        # Set when a broadcast ended in an exception: the node may or may not hold that tx, so before the
+        # next new tx we re-push outstanding records (a nonce gap would otherwise stall every later tx).
+        self._unsure_of_pool = False
+        self.chain_id: int = self._rpc(lambda: w3.eth.chain_id)
+        self.resume_outstanding()
+
+    def _rpc(self, call: Callable[[], T]) -> T:
+        return with_retries(call, self.retry, self.url)
+
+    # --- nonces ----------------------------------------------------------------------------------
+
+    def resync_nonce(self) -> int:
+        """Take the next nonce from the node's pending count (at start and after any nonce error)."""
+        with self._lock:
+            self._next_nonce = self._rpc(lambda: self.w3.eth.get_transaction_count(self.address, "pending"))
+            return self._next_nonce
+
+    def resume_outstanding(self) -> None:
+        """Push every recorded-but-unconfirmed transaction of this key back into the pool, lowest nonce
+        first, so a restart neither leaves a nonce gap nor hands a recorded nonce to a new transaction."""
+        with self._lock:
+            for record in self.store.outstanding_txs(self.address):
+                try:
+                    self._settle(record)
+                except TransactionRejected:
+                    pass  # marked rejected; its key will get a fresh transaction if sent again
+            self.resync_nonce()
+            self._unsure_of_pool = False
+
+    # --- public API ------------------------------------------------------------------------------
+
+    def submit(self, key: str, to: str, data: bytes = b"", value: int = 0, gas: int | None = None) -> str:
+        """Ensure the transaction for `key` is signed, recorded and in the pool (or mined); returns its hash.
+
+        Reverts found by gas estimation raise TransactionReverted before anything is signed.
+        """
+        to = to_checksum_address(to)
+        digest = request_digest(to, data, value)
+        with self._lock:
+            if self._unsure_of_pool:
+                self.resume_outstanding()
+            for _ in range(3):
+                record = self.store.sent_tx(key)
+                if record is not None and not record.dead:
+                    if record.request_digest != digest:
+                        raise IdempotencyConflict(f"key {key!r} was used before for a different transaction")
+                    if self._settle(record) != _DEAD:
+                        return record.tx_hash
+                    continue
+                record = self._sign_and_record(key, digest, to, bytes(data), value, gas)
+                if self._broadcast(record) != _DEAD:
+                    return record.tx_hash
+            raise self._nonce_fight(key)
+
+    def send(self, key: str, to: str, data: bytes = b"", value: int = 0, gas: int | None = None,
+             timeout: float | None = None) -> TxReceipt:
+        """Submit and wait for the receipt; a reverted transaction raises TransactionReverted."""
+        for _ in range(3):
+            self.submit(key, to, data, value, gas)
+            try:
+                return self.wait_for_receipt(key, timeout)
+            except TransactionSuperseded:
+                continue  # provably dead: the next submit builds a fresh transaction for the key
+        raise self._nonce_fight(key)
+
+    def send_call(self, key: str, function: ContractFunction, value: int = 0, gas: int | None = None,
+                  timeout: float | None = None) -> TxReceipt:
+        """`send` for a bound contract call, e.g. `contract.functions.commitDraft(...)`."""
+        # web3 has no public "calldata of this bound call"; this private helper is stable across v6-v8.
+        data = bytes.fromhex(function._encode_transaction_data()[2:])
+        return self.send(key, function.address, data, value, gas, timeout)
+
+    def wait_for_receipt(self, key: str, timeout: float | None = None) -> TxReceipt:
+        """Wait for the key's transaction to be mined, re-broadcasting it now and then in case a node
+        restarted or evicted it. Raises TransactionSuperseded if its nonce went to another transaction."""
+        timeout = self.receipt_timeout if timeout is None else timeout
+        deadline = time.monotonic() + timeout
+        next_rebroadcast = time.monotonic() + self.rebroadcast_every
+        record = self._record(key)
+        while True:
+            receipt = self._receipt_or_none(record.tx_hash)
+            if receipt is not None:
+                return self._landed(record, receipt)
+            now = time.monotonic()
+            if now >= deadline:
+                raise ReceiptTimeout(key, record.tx_hash, timeout)
+            if now >= next_rebroadcast:
+                with self._lock:
+                    if self._settle(self._record(key)) == _DEAD:
+                        raise TransactionSuperseded(key, record.tx_hash)
+                next_rebroadcast = now + self.rebroadcast_every
+            time.sleep(self.poll_interval)
+
+    # --- internals -------------------------------------------------------------------------------
+
+    def _nonce_fight(self, key: str) -> IdempotencyError:
+        return IdempotencyError(f"{key}: its nonce was taken by other transactions three times; "
+                                f"is another process signing for {self.address}?")
+
+    def _record(self, key: str) -> SentTx:
+        record = self.store.sent_tx(key)
+        if record is None:
+            raise KeyError(f"no transaction recorded under {key!r}")
+        return record
+
+    def _sign_and_record(self, key: str, digest: str, to: str, data: bytes, value: int, gas: int | None) -> SentTx:
+        tx: dict[str, Any] = {"from": self.address, "to": to, "value": value, "data": data, "chainId": self.chain_id}
+        tx["gas"] = gas if gas is not None else self._estimate_gas(key, tx)
+        tx.update(self._fees())
+        tx["nonce"] = self._next_nonce
+        del tx["from"]
+        signed = self.account.sign_transaction(tx)
+        record = self.store.record_tx(key, self.address, digest, to_hex(signed.hash), signed.raw_transaction,
+                                      tx["nonce"])
+        self._next_nonce += 1
+        return record
+
+    def _estimate_gas(self, key: str, tx: dict[str, Any]) -> int:
+        try:
+            estimate = self._rpc(lambda: self.w3.eth.estimate_gas(tx))
+        except ContractLogicError as exc:
+            raise self._reverted(key, exc) from None
+        except Web3RPCError as exc:
+            if "revert" in _message(exc).lower():  # a revert the node reported without data
+                raise self._reverted(key, exc) from None
+            raise TransactionRejected(key, _message(exc)) from None
+        return int(estimate * self.gas_margin)
+
+    def _fees(self) -> dict[str, int]:
+        block = self._rpc(lambda: self.w3.eth.get_block("latest"))
+        base_fee = block.get("baseFeePerGas")
+        if base_fee is None:  # pre-London chain
+            return {"gasPrice": self._rpc(lambda: self.w3.eth.gas_price)}
+        try:
+            tip = self._rpc(lambda: self.w3.eth.max_priority_fee)
+        except Web3RPCError:
+            tip = DEFAULT_PRIORITY_FEE
+        # Twice the base fee keeps the tx includable through several full blocks of base-fee growth.
+        return {"maxFeePerGas": 2 * base_fee + tip, "maxPriorityFeePerGas": tip, "type": 2}
+
+    def _settle(self, record: SentTx) -> str:
+        """Decide what became of a recorded transaction, re-broadcasting it if it may still land."""
+        if self._receipt_or_none(record.tx_hash) is not None:
+            self.store.set_tx_status(record.key, TX_MINED)
+            return _LANDED
+        if record.dead:
+            return _DEAD
+        mined_count = self._rpc(lambda: self.w3.eth.get_transaction_count(self.address, "latest"))
+        if mined_count > record.nonce:
+            return self._nonce_taken(record)
+        return self._broadcast(record)
+
+    def _nonce_taken(self, record: SentTx) -> str:
+        # Ask for the receipt again: it may have been mined between our two questions.
+        if self._receipt_or_none(record.tx_hash) is not None:
+            self.store.set_tx_status(record.key, TX_MINED)
+            return _LANDED
+        self.store.set_tx_status(record.key, TX_SUPERSEDED)
+        self.resync_nonce()
+        return _DEAD
+
+    def _broadcast(self, record: SentTx) -> str:
+        try:
+            self._rpc(lambda: self.w3.eth.send_raw_transaction(record.raw_tx))
+        except ChainUnavailable:
+            self._unsure_of_pool = True
+            raise
+        except Web3RPCError as exc:
+            message = _message(exc).lower()
+            if any(s in message for s in _NONCE_TOO_LOW):
+                return self._nonce_taken(record)
+            if any(s in message for s in _NONCE_CONFLICT):
+                self.store.set_tx_status(record.key, TX_REJECTED)
+                self.resync_nonce()
+                return _DEAD
+            if not any(s in message for s in _ALREADY_KNOWN):
+                self.store.set_tx_status(record.key, TX_REJECTED)
+                self.resync_nonce()
+                raise TransactionRejected(record.key, _message(exc)) from None
+        if record.status == TX_SIGNED:
+            self.store.set_tx_status(record.key, TX_SENT)
+        return _PENDING
+
+    def _receipt_or_none(self, tx_hash: str) -> TxReceipt | None:
+        try:
+            return self._rpc(lambda: self.w3.eth.get_transaction_receipt(tx_hash))
+        except (TransactionNotFound, TimeExhausted):
+            return None
+
+    def _landed(self, record: SentTx, receipt: TxReceipt) -> TxReceipt:
+        self.store.set_tx_status(record.key, TX_MINED, receipt["blockNumber"])
+        if receipt["status"] != 1:
+            raise self._replay_revert(record, receipt)
+        return receipt
+
+    def _replay_revert(self, record: SentTx, receipt: TxReceipt) -> TransactionReverted:
+        """Recover the custom error of a mined, reverted tx by replaying it on the parent block's state
+        (exact when it was alone in its block, best effort otherwise)."""
+        tx = self._rpc(lambda: self.w3.eth.get_transaction(record.tx_hash))
+        call = {"from": tx["from"], "to": tx["to"], "data": tx["input"], "value": tx["value"], "gas": tx["gas"]}
+        try:
+            self._rpc(lambda: self.w3.eth.call(call, block_identifier=receipt["blockNumber"] - 1))
+        except ContractLogicError as exc:
+            return self._reverted(record.key, exc, record.tx_hash)
+        return TransactionReverted(record.key, None, {}, b"", record.tx_hash)
+
+    def _reverted(self, key: str, exc: BaseException, tx_hash: str | None = None) -> TransactionReverted:
+        decoded = self.errors.decode(revert_data(exc))
+        return TransactionReverted(key, decoded.name, decoded.args, decoded.data, tx_hash)
+
+
+def _message(exc: Web3RPCError) -> str:
+    error = exc.rpc_response.get("error") if isinstance(exc.rpc_response, dict) else None
+    if isinstance(error, dict) and error.get("message"):
+        return str(error["message"])
+    return str(exc.message)

@@ -1,0 +1,382 @@
+"""The node's durable state: one SQLite file per node (stdlib sqlite3, WAL mode).
+
+It holds what must survive a crash: transactions signed but maybe not yet mined (so nothing is ever
+sent twice), event-poller cursors and processed logs (so no event is lost or handled twice), and the
+job transcripts a node needs to answer disputes long after it produced them.
+
+WAD probabilities can exceed int64 (uint64, and sums of them), so they are stored as decimal strings
+inside JSON; callers read and write plain Python ints.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+SCHEMA_VERSION = 1
+# PRAGMA application_id marks the file as ours, so a foreign SQLite file is refused instead of mutated.
+APPLICATION_ID = 0x76737063  # "vspc"
+
+# Transaction record states. A "dead" record can never land (its nonce went to another transaction, or
+# the node refused it), so a later send under the same key may build a fresh transaction.
+TX_SIGNED = "signed"          # recorded before broadcast; may or may not have reached a node
+TX_SENT = "sent"              # a node accepted it into its pool
+TX_MINED = "mined"            # a receipt was seen
+TX_SUPERSEDED = "superseded"  # its nonce was consumed by another transaction
+TX_REJECTED = "rejected"      # a node refused it outright
+DEAD_TX_STATES = frozenset({TX_SUPERSEDED, TX_REJECTED})
+
+_SCHEMA = """
+CREATE TABLE sent_txs (
+    idempotency_key TEXT PRIMARY KEY,
+    sender          TEXT NOT NULL,
+    request_digest  TEXT NOT NULL,
+    tx_hash         TEXT NOT NULL,
+    raw_tx          BLOB NOT NULL,
+    nonce           INTEGER NOT NULL,
+    status          TEXT NOT NULL,
+    block_number    INTEGER,
+    created_at      REAL NOT NULL,
+    updated_at      REAL NOT NULL
+);
+CREATE INDEX sent_txs_by_sender ON sent_txs (sender, status, nonce);
+
+CREATE TABLE event_cursors (
+    name       TEXT PRIMARY KEY,
+    last_block INTEGER NOT NULL
+);
+
+CREATE TABLE processed_logs (
+    consumer  TEXT NOT NULL,
+    tx_hash   TEXT NOT NULL,
+    log_index INTEGER NOT NULL,
+    PRIMARY KEY (consumer, tx_hash, log_index)
+);
+
+CREATE TABLE jobs (
+    job_id     INTEGER NOT NULL,
+    role       TEXT NOT NULL,
+    status     TEXT NOT NULL,
+    params     TEXT NOT NULL,
+    updated_at REAL NOT NULL,
+    PRIMARY KEY (job_id, role)
+);
+
+CREATE TABLE cycles (
+    job_id         INTEGER NOT NULL,
+    role           TEXT NOT NULL,
+    cycle          INTEGER NOT NULL,
+    proposals      TEXT,
+    q              TEXT,
+    p              TEXT,
+    top_k          TEXT,
+    reveal         TEXT,
+    accepted       INTEGER,
+    emitted_tokens TEXT,
+    tx_hashes      TEXT NOT NULL DEFAULT '{}',
+    updated_at     REAL NOT NULL,
+    PRIMARY KEY (job_id, role, cycle)
+);
+"""
+
+
+class StoreError(RuntimeError):
+    """The store file is unusable: not SQLite, not ours, or from a newer schema."""
+
+
+class IdempotencyConflict(StoreError):
+    """An idempotency key was reused for a different request."""
+
+
+@dataclass(frozen=True)
+class SentTx:
+    key: str
+    sender: str
+    request_digest: str
+    tx_hash: str
+    raw_tx: bytes
+    nonce: int
+    status: str
+    block_number: int | None
+
+    @property
+    def dead(self) -> bool:
+        return self.status in DEAD_TX_STATES
+
+
+@dataclass(frozen=True)
+class Job:
+    job_id: int
+    role: str
+    status: str
+    params: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class CycleTranscript:
+    """What one node saw and did in one cycle; fields a role never fills stay None."""
+
+    job_id: int
+    role: str
+    cycle: int
+    proposals: list[int] | None = None
+    q: list[int] | None = None  # WAD, at the proposals
+    p: list[int] | None = None  # WAD, at the proposals
+    top_k: Any = None  # JSON-able: per-position top-k distributions
+    reveal: bytes | None = None
+    accepted: int | None = None
+    emitted_tokens: list[int] | None = None
+    tx_hashes: dict[str, str] = field(default_factory=dict)  # action -> tx hash
+
+
+def _int64(value: int, what: str) -> int:
+    if not 0 <= value < 2**63:
+        raise ValueError(f"{what} {value} does not fit the store's INTEGER column")
+    return value
+
+
+def _wads_to_json(values: list[int] | None) -> str | None:
+    return None if values is None else json.dumps([str(int(v)) for v in values])
+
+
+def _wads_from_json(text: str | None) -> list[int] | None:
+    return None if text is None else [int(v) for v in json.loads(text)]
+
+
+def _json_or_none(value: Any) -> str | None:
+    return None if value is None else json.dumps(value)
+
+
+def _loads_or_none(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+def log_identity(log: Any) -> tuple[str, int]:
+    """(tx hash as 0x-hex, log index) of a decoded event, a web3 log dict, or anything with those fields."""
+    if isinstance(log, Mapping):
+        tx_hash, log_index = log["transactionHash"], log["logIndex"]
+    else:
+        tx_hash, log_index = log.tx_hash, log.log_index
+    if isinstance(tx_hash, (bytes, bytearray)):
+        tx_hash = "0x" + bytes(tx_hash).hex()
+    return str(tx_hash).lower(), int(log_index)
+
+
+class NodeStore:
+    """One node's SQLite store. Safe to share between threads of one process."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        # Autocommit mode: transactions are opened explicitly by `transaction()`, never implicitly.
+        self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
+        self._lock = threading.RLock()
+        self._depth = 0
+        try:
+            self._open()
+        except sqlite3.DatabaseError as exc:
+            self._db.close()
+            raise StoreError(f"{self.path} is not a usable node store: {exc}") from exc
+        except StoreError:
+            self._db.close()
+            raise
+
+    def _open(self) -> None:
+        app_id = self._db.execute("PRAGMA application_id").fetchone()[0]
+        version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        has_tables = self._db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] > 0
+        if app_id != APPLICATION_ID and (has_tables or app_id != 0):
+            raise StoreError(f"{self.path} is an SQLite file of another application (application_id {app_id:#x})")
+        if app_id == APPLICATION_ID and version != SCHEMA_VERSION:
+            # No migrations exist yet: v1 is the first schema. Add them here when the schema changes.
+            raise StoreError(f"{self.path} has schema v{version}; this node understands v{SCHEMA_VERSION}")
+        self._db.execute("PRAGMA journal_mode=WAL")
+        # FULL: a recorded transaction must be on disk before we broadcast it, even across a power cut.
+        self._db.execute("PRAGMA synchronous=FULL")
+        if app_id == 0:
+            with self.transaction():
+                for statement in _SCHEMA.split(";"):
+                    if statement.strip():
+                        self._db.execute(statement)
+                self._db.execute(f"PRAGMA application_id={APPLICATION_ID}")
+                self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def __enter__(self) -> NodeStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        """All writes inside commit together or not at all; nested calls join the outer transaction."""
+        with self._lock:
+            if self._depth:
+                self._depth += 1
+                try:
+                    yield
+                finally:
+                    self._depth -= 1
+                return
+            self._db.execute("BEGIN IMMEDIATE")
+            self._depth = 1
+            try:
+                yield
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            else:
+                self._db.execute("COMMIT")
+            finally:
+                self._depth = 0
+
+    def _query(self, sql: str, params: tuple = ()) -> list[tuple]:
+        with self._lock:
+            return self._db.execute(sql, params).fetchall()
+
+    def _write(self, sql: str, params: tuple = ()) -> None:
+        with self.transaction():
+            self._db.execute(sql, params)
+
+    # --- sent transactions -------------------------------------------------------------------------
+
+    def record_tx(self, key: str, sender: str, request_digest: str, tx_hash: str, raw_tx: bytes,
+                  nonce: int) -> SentTx:
+        """Durably record a signed transaction under `key` before it is broadcast.
+
+        Replaces a dead record for the same key; refuses to replace a live one (that would risk sending
+        the action twice) or one recorded for a different request.
+        """
+        now = time.time()
+        with self.transaction():
+            existing = self.sent_tx(key)
+            if existing is not None:
+                if existing.request_digest != request_digest:
+                    raise IdempotencyConflict(f"key {key!r} was used before for a different transaction")
+                if not existing.dead:
+                    raise StoreError(f"key {key!r} already has a live transaction {existing.tx_hash}")
+            self._db.execute(
+                "INSERT OR REPLACE INTO sent_txs VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?, ?)",
+                (key, sender.lower(), request_digest, tx_hash.lower(), bytes(raw_tx), _int64(nonce, "nonce"),
+                 TX_SIGNED, now, now),
+            )
+        return SentTx(key, sender.lower(), request_digest, tx_hash.lower(), bytes(raw_tx), nonce, TX_SIGNED, None)
+
+    def set_tx_status(self, key: str, status: str, block_number: int | None = None) -> None:
+        self._write("UPDATE sent_txs SET status = ?, block_number = COALESCE(?, block_number), updated_at = ? "
+                    "WHERE idempotency_key = ?", (status, block_number, time.time(), key))
+
+    def sent_tx(self, key: str) -> SentTx | None:
+        rows = self._query("SELECT idempotency_key, sender, request_digest, tx_hash, raw_tx, nonce, status, "
+                           "block_number FROM sent_txs WHERE idempotency_key = ?", (key,))
+        return SentTx(*rows[0]) if rows else None
+
+    def outstanding_txs(self, sender: str) -> list[SentTx]:
+        """Records of `sender` that may still be waiting to land, lowest nonce first."""
+        rows = self._query("SELECT idempotency_key, sender, request_digest, tx_hash, raw_tx, nonce, status, "
+                           "block_number FROM sent_txs WHERE sender = ? AND status IN (?, ?) ORDER BY nonce",
+                           (sender.lower(), TX_SIGNED, TX_SENT))
+        return [SentTx(*row) for row in rows]
+
+    # --- event cursors and processed logs -----------------------------------------------------------
+
+    def cursor(self, name: str) -> int | None:
+        """Last block fully processed by the poller `name`, or None if it never ran."""
+        rows = self._query("SELECT last_block FROM event_cursors WHERE name = ?", (name,))
+        return rows[0][0] if rows else None
+
+    def set_cursor(self, name: str, last_block: int) -> None:
+        self._write("INSERT INTO event_cursors VALUES (?, ?) "
+                    "ON CONFLICT(name) DO UPDATE SET last_block = excluded.last_block",
+                    (name, _int64(last_block, "block")))
+
+    def seen(self, log: Any, consumer: str = "") -> bool:
+        """Whether `consumer` already handled this log (keyed by tx hash and log index)."""
+        tx_hash, log_index = log_identity(log)
+        return bool(self._query("SELECT 1 FROM processed_logs WHERE consumer = ? AND tx_hash = ? AND log_index = ?",
+                                (consumer, tx_hash, log_index)))
+
+    def mark_seen(self, log: Any, consumer: str = "") -> None:
+        """Record that `consumer` handled this log; call inside the handler's own `transaction()`."""
+        tx_hash, log_index = log_identity(log)
+        self._write("INSERT OR IGNORE INTO processed_logs VALUES (?, ?, ?)", (consumer, tx_hash, log_index))
+
+    # --- job transcripts ----------------------------------------------------------------------------
+
+    def save_job(self, job_id: int, role: str, status: str, params: Mapping[str, Any] | None = None) -> None:
+        """Insert or update a job; `params=None` keeps the stored params."""
+        now = time.time()
+        _int64(job_id, "job id")
+        with self.transaction():
+            if params is None:
+                current = self.job(job_id, role)
+                params = current.params if current else {}
+            self._db.execute(
+                "INSERT INTO jobs VALUES (?, ?, ?, ?, ?) ON CONFLICT(job_id, role) DO UPDATE SET "
+                "status = excluded.status, params = excluded.params, updated_at = excluded.updated_at",
+                (_int64(job_id, "job id"), role, status, json.dumps(dict(params)), now),
+            )
+
+    def job(self, job_id: int, role: str) -> Job | None:
+        rows = self._query("SELECT job_id, role, status, params FROM jobs WHERE job_id = ? AND role = ?",
+                           (job_id, role))
+        return Job(rows[0][0], rows[0][1], rows[0][2], json.loads(rows[0][3])) if rows else None
+
+    def jobs(self, role: str | None = None, status: str | None = None) -> list[Job]:
+        rows = self._query("SELECT job_id, role, status, params FROM jobs WHERE (? IS NULL OR role = ?) "
+                           "AND (? IS NULL OR status = ?) ORDER BY job_id, role", (role, role, status, status))
+        return [Job(r[0], r[1], r[2], json.loads(r[3])) for r in rows]
+
+    def save_cycle(self, job_id: int, role: str, cycle: int, *, proposals: list[int] | None = None,
+                   q: list[int] | None = None, p: list[int] | None = None, top_k: Any = None,
+                   reveal: bytes | None = None, accepted: int | None = None,
+                   emitted_tokens: list[int] | None = None, tx_hashes: Mapping[str, str] | None = None) -> None:
+        """Merge the given fields into a cycle's transcript; fields left None keep their stored value and
+        `tx_hashes` entries are added to the stored ones (a cycle is written as it progresses)."""
+        _int64(job_id, "job id")
+        _int64(cycle, "cycle")
+        with self.transaction():
+            current = self.cycle(job_id, role, cycle)
+            hashes = dict(current.tx_hashes) if current else {}
+            hashes.update(tx_hashes or {})
+            self._db.execute(
+                "INSERT INTO cycles VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT(job_id, role, cycle) DO UPDATE SET "
+                "proposals = COALESCE(excluded.proposals, proposals), q = COALESCE(excluded.q, q), "
+                "p = COALESCE(excluded.p, p), top_k = COALESCE(excluded.top_k, top_k), "
+                "reveal = COALESCE(excluded.reveal, reveal), accepted = COALESCE(excluded.accepted, accepted), "
+                "emitted_tokens = COALESCE(excluded.emitted_tokens, emitted_tokens), "
+                "tx_hashes = excluded.tx_hashes, updated_at = excluded.updated_at",
+                (_int64(job_id, "job id"), role, _int64(cycle, "cycle"), _json_or_none(proposals),
+                 _wads_to_json(q), _wads_to_json(p), _json_or_none(top_k),
+                 None if reveal is None else "0x" + bytes(reveal).hex(), accepted,
+                 _json_or_none(emitted_tokens), json.dumps(hashes), time.time()),
+            )
+
+    def cycle(self, job_id: int, role: str, cycle: int) -> CycleTranscript | None:
+        rows = self._query("SELECT * FROM cycles WHERE job_id = ? AND role = ? AND cycle = ?", (job_id, role, cycle))
+        return self._cycle_from_row(rows[0]) if rows else None
+
+    def cycles(self, job_id: int, role: str) -> list[CycleTranscript]:
+        rows = self._query("SELECT * FROM cycles WHERE job_id = ? AND role = ? ORDER BY cycle", (job_id, role))
+        return [self._cycle_from_row(row) for row in rows]
+
+    @staticmethod
+    def _cycle_from_row(row: tuple) -> CycleTranscript:
+        job_id, role, cycle, proposals, q, p, top_k, reveal, accepted, emitted, tx_hashes, _updated = row
+        return CycleTranscript(
+            job_id=job_id, role=role, cycle=cycle, proposals=_loads_or_none(proposals), q=_wads_from_json(q),
+            p=_wads_from_json(p), top_k=_loads_or_none(top_k),
+            reveal=None if reveal is None else bytes.fromhex(reveal[2:]), accepted=accepted,
+            emitted_tokens=_loads_or_none(emitted), tx_hashes=json.loads(tx_hashes),
+        )

@@ -1,0 +1,197 @@
+"""The node's SQLite store: schema and file checks, tx records, cursors, processed logs, transcripts."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+
+import pytest
+
+from node.store import (
+    SCHEMA_VERSION,
+    TX_MINED,
+    TX_REJECTED,
+    TX_SENT,
+    TX_SIGNED,
+    TX_SUPERSEDED,
+    CycleTranscript,
+    IdempotencyConflict,
+    NodeStore,
+    StoreError,
+)
+
+ADDRESS = "0x" + "ab" * 20
+HASH_A = "0x" + "11" * 32
+HASH_B = "0x" + "22" * 32
+
+
+@pytest.fixture
+def path(tmp_path):
+    return tmp_path / "node.db"
+
+
+@pytest.fixture
+def store(path):
+    with NodeStore(path) as node_store:
+        yield node_store
+
+
+# --- the file ---------------------------------------------------------------------------------------
+
+
+def test_new_store_is_versioned_and_in_wal_mode(store, path):
+    raw = sqlite3.connect(path)
+    assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    raw.close()
+
+
+def test_data_survives_reopening(path):
+    with NodeStore(path) as store:
+        store.set_cursor("market", 41)
+        store.save_job(7, "drafter", "running", {"gamma": 4})
+    with NodeStore(path) as store:
+        assert store.cursor("market") == 41
+        assert store.job(7, "drafter").params == {"gamma": 4}
+
+
+def test_file_that_is_not_sqlite_is_refused(path):
+    path.write_bytes(b"definitely not a database" * 100)
+    with pytest.raises(StoreError, match="not a usable node store"):
+        NodeStore(path)
+
+
+def test_sqlite_file_of_another_application_is_refused(path):
+    foreign = sqlite3.connect(path)
+    foreign.execute("CREATE TABLE invoices (id INTEGER)")
+    foreign.commit()
+    foreign.close()
+    with pytest.raises(StoreError, match="another application"):
+        NodeStore(path)
+    assert sqlite3.connect(path).execute("SELECT name FROM sqlite_master").fetchall() == [("invoices",)]
+
+
+def test_store_from_an_unknown_schema_version_is_refused(path):
+    NodeStore(path).close()
+    raw = sqlite3.connect(path)
+    raw.execute(f"PRAGMA user_version={SCHEMA_VERSION + 1}")
+    raw.close()
+    with pytest.raises(StoreError, match=f"v{SCHEMA_VERSION + 1}"):
+        NodeStore(path)
+
+
+def test_failed_transaction_writes_nothing(store):
+    with pytest.raises(RuntimeError), store.transaction():
+        store.set_cursor("market", 10)
+        store.save_job(1, "verifier", "open")
+        raise RuntimeError("handler failed")
+    assert store.cursor("market") is None
+    assert store.job(1, "verifier") is None
+
+
+def test_concurrent_writers_from_threads_do_not_interfere(store):
+    def write(thread: int) -> None:
+        for i in range(50):
+            store.save_cycle(thread, "drafter", i, proposals=[i])
+
+    threads = [threading.Thread(target=write, args=(t,)) for t in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(len(store.cycles(t, "drafter")) == 50 for t in range(4))
+
+
+# --- sent transactions ------------------------------------------------------------------------------
+
+
+def test_recorded_tx_round_trips(store):
+    store.record_tx("job:1:cycle:0:commitDraft", ADDRESS, "digest", HASH_A, b"\x02raw", 5)
+    store.set_tx_status("job:1:cycle:0:commitDraft", TX_MINED, block_number=12)
+    record = store.sent_tx("job:1:cycle:0:commitDraft")
+    assert (record.tx_hash, record.raw_tx, record.nonce, record.status, record.block_number) == (
+        HASH_A, b"\x02raw", 5, TX_MINED, 12)
+    assert store.sent_tx("job:1:cycle:1:commitDraft") is None
+
+
+def test_live_tx_is_never_replaced_but_a_dead_one_is(store):
+    store.record_tx("k", ADDRESS, "digest", HASH_A, b"a", 0)
+    with pytest.raises(StoreError, match="live transaction"):
+        store.record_tx("k", ADDRESS, "digest", HASH_B, b"b", 1)
+    store.set_tx_status("k", TX_SUPERSEDED)
+    store.record_tx("k", ADDRESS, "digest", HASH_B, b"b", 1)
+    assert (store.sent_tx("k").tx_hash, store.sent_tx("k").status) == (HASH_B, TX_SIGNED)
+
+
+def test_key_reused_for_a_different_request_is_refused(store):
+    store.record_tx("k", ADDRESS, "digest-1", HASH_A, b"a", 0)
+    store.set_tx_status("k", TX_REJECTED)
+    with pytest.raises(IdempotencyConflict):
+        store.record_tx("k", ADDRESS, "digest-2", HASH_B, b"b", 1)
+
+
+def test_outstanding_txs_are_the_unconfirmed_ones_by_nonce(store):
+    for key, nonce, status in [("c", 2, TX_SENT), ("a", 0, TX_MINED), ("d", 3, TX_SIGNED), ("b", 1, TX_REJECTED)]:
+        store.record_tx(key, ADDRESS, key, "0x" + f"{nonce:064x}", b"", nonce)
+        store.set_tx_status(key, status)
+    store.record_tx("other", "0x" + "cd" * 20, "x", HASH_B, b"", 0)
+    assert [r.key for r in store.outstanding_txs(ADDRESS.upper().replace("0X", "0x"))] == ["c", "d"]
+
+
+# --- events -----------------------------------------------------------------------------------------
+
+
+def test_cursor_starts_unset_and_moves(store):
+    assert store.cursor("market") is None
+    store.set_cursor("market", 3)
+    store.set_cursor("market", 9)
+    assert store.cursor("market") == 9
+    assert store.cursor("registry") is None
+
+
+def test_seen_identifies_logs_by_tx_hash_and_index_in_any_shape(store):
+    class Decoded:
+        tx_hash = HASH_A.upper().replace("0X", "0x")
+        log_index = 3
+
+    raw_log = {"transactionHash": bytes.fromhex(HASH_A[2:]), "logIndex": 3}
+    assert not store.seen(Decoded())
+    store.mark_seen(raw_log)
+    store.mark_seen(raw_log)  # idempotent
+    assert store.seen(Decoded())
+    assert not store.seen({"transactionHash": HASH_A, "logIndex": 4})
+    assert not store.seen(raw_log, consumer="watchdog")  # each consumer keeps its own record
+
+
+# --- transcripts ------------------------------------------------------------------------------------
+
+
+def test_job_status_updates_keep_params(store):
+    store.save_job(3, "verifier", "open", {"gamma": 5, "maxTokens": 64})
+    store.save_job(3, "verifier", "running")
+    store.save_job(3, "drafter", "running", {"gamma": 5})
+    assert store.job(3, "verifier").status == "running"
+    assert store.job(3, "verifier").params == {"gamma": 5, "maxTokens": 64}
+    assert [j.role for j in store.jobs(status="running")] == ["drafter", "verifier"]
+    assert [j.job_id for j in store.jobs(role="drafter")] == [3]
+
+
+def test_cycle_transcript_is_merged_as_the_cycle_progresses(store):
+    big_wad = 2**64 - 1  # past int64: must come back exact
+    store.save_cycle(9, "verifier", 0, proposals=[5, 17, 2], q=[big_wad, 10**18, 1],
+                     top_k=[[[5, 0.7], [6, 0.3]]], tx_hashes={"commitDraft": HASH_A})
+    store.save_cycle(9, "verifier", 0, p=[10**18, 0, 3], reveal=b"\x01" * 32, accepted=1,
+                     emitted_tokens=[5, 6], tx_hashes={"submitVerification": HASH_B})
+    store.save_cycle(9, "verifier", 1, proposals=[1])
+
+    assert store.cycle(9, "verifier", 0) == CycleTranscript(
+        job_id=9, role="verifier", cycle=0, proposals=[5, 17, 2], q=[big_wad, 10**18, 1], p=[10**18, 0, 3],
+        top_k=[[[5, 0.7], [6, 0.3]]], reveal=b"\x01" * 32, accepted=1, emitted_tokens=[5, 6],
+        tx_hashes={"commitDraft": HASH_A, "submitVerification": HASH_B})
+    assert [c.cycle for c in store.cycles(9, "verifier")] == [0, 1]
+    assert store.cycle(9, "drafter", 0) is None
+
+
+def test_ids_beyond_int64_are_refused_clearly(store):
+    with pytest.raises(ValueError, match="job id"):
+        store.save_job(2**64, "drafter", "open")
