@@ -184,18 +184,32 @@ def quantize(probs: Sequence[float]) -> list[int]:
     v = np.asarray(probs, dtype=np.float64)
     if v.ndim != 1 or v.size == 0:
         raise ValueError("quantize expects a non-empty 1-D probability vector")
-    if not np.all(np.isfinite(v)) or np.any(v < 0):
+    return quantize_rows(v[None, :])[0].tolist()
+
+
+def quantize_rows(probs) -> np.ndarray:
+    """`quantize` of every row of a 2-D array at once, as an int64 array (the engine's fast path).
+
+    This is the one implementation of the rule; `quantize` is its one-row case.
+    Every WAD value (and every row sum, about WAD) fits in int64, so no step overflows.
+    """
+    v = np.asarray(probs, dtype=np.float64)
+    if v.ndim != 2 or v.size == 0:
+        raise ValueError("quantize_rows expects a non-empty 2-D array of probability rows")
+    totals = v.sum(axis=1)
+    # entries >= 0 (NaN fails it) and finite row sums (an inf entry makes its sum inf): all finite, non-negative
+    if not (v >= 0).all() or not np.isfinite(totals).all():
         raise ValueError("probabilities must be finite and non-negative")
-    total = float(v.sum())
-    if abs(total - 1.0) > 1e-3:
-        raise ValueError(f"probabilities sum to {total}, not 1")
+    off = np.abs(totals - 1.0) > 1e-3
+    if off.any():
+        raise ValueError(f"probabilities sum to {float(totals[off][0])}, not 1")
     w = np.floor(v * WAD).astype(np.int64)
-    top = int(np.argmax(w))  # argmax returns the lowest index on ties
-    out = w.tolist()
-    out[top] += WAD - int(w.sum(dtype=np.int64))
-    if out[top] < 0:
+    rows = np.arange(len(w))
+    top = w.argmax(axis=1)  # argmax returns the lowest index on ties
+    w[rows, top] += WAD - w.sum(axis=1, dtype=np.int64)
+    if (w[rows, top] < 0).any():
         raise ValueError("probabilities exceed 1 by more than the largest entry")
-    return out
+    return w
 
 
 def _check_wad_vector(name: str, w: Sequence[int]) -> np.ndarray:
@@ -244,3 +258,77 @@ def expected_tokens_per_pass(alpha: float, gamma: int) -> float:
 def predicted_speedup(alpha: float, gamma: int, cost_ratio: float) -> float:
     """S = Ω / (1 + γc), c = draft-step cost / target-pass cost."""
     return expected_tokens_per_pass(alpha, gamma) / (1 + gamma * cost_ratio)
+
+
+# ---------------------------------------------------------------- job conventions shared by engine and chain
+
+
+def hash_chain_length(max_tokens: int) -> int:
+    """N, the length of a job's verifier hash chain: N = maxTokens.
+
+    Every cycle emits at least one token, so a job has at most maxTokens
+    cycles and needs at most maxTokens reveals (PROTOCOL.md §3: N >= maxTokens).
+    The verifier commits head = hash_chain(seed, N) at job acceptance.
+    """
+    if max_tokens < 1:
+        raise ValueError(f"max_tokens must be at least 1, got {max_tokens}")
+    return max_tokens
+
+
+def chain_reveals(seed: bytes, length: int) -> list[bytes]:
+    """[chain_reveal(seed, length, c) for c in range(length)] with `length` hashes instead of length²/2."""
+    if length < 1:
+        raise ValueError(f"a hash chain needs length >= 1, got {length}")
+    backwards = [_bytes32(seed)]  # H^0, H^1, ... H^(length-1) of the seed
+    for _ in range(length - 1):
+        backwards.append(hash_chain(backwards[-1], 1))
+    return backwards[::-1]
+
+
+def truncate_emitted(tokens: Sequence[int], eos_token: int | None, remaining: int) -> list[int]:
+    """What a cycle emits: its n accepted proposals + outToken, cut after the first EOS and to the remaining budget.
+
+    The EOS token itself is emitted (inclusive); eos_token None means the job has no EOS.
+    """
+    out = list(tokens[: max(remaining, 0)])
+    if eos_token is not None and eos_token in out:
+        out = out[: out.index(eos_token) + 1]
+    return out
+
+
+# ---------------------------------------------------------------- disputes (contracts/DisputeManager.sol, docs/disputes.md)
+
+VERDICT_ACCUSED_FAITHFUL = 1
+VERDICT_ACCUSED_CHEATED = 2
+
+
+def _address_word(address: str | bytes) -> bytes:
+    raw = bytes.fromhex(address[2:] if address.startswith("0x") else address) if isinstance(address, str) else address
+    if len(raw) != 20:
+        raise ValueError(f"expected a 20-byte address, got {len(raw)} bytes")
+    return bytes(12) + raw
+
+
+def vote_commitment(dispute_id: int, referee: str | bytes, verdict: int, salt: bytes) -> bytes:
+    """A referee's sealed vote: keccak256(abi.encode(uint256 disputeId, address referee, uint8 verdict, bytes32 salt)).
+
+    Mirrors `DisputeManager.voteCommitment`; binding the dispute and the referee stops a referee from
+    copying another's commitment and replaying its reveal.
+    """
+    if verdict not in (VERDICT_ACCUSED_FAITHFUL, VERDICT_ACCUSED_CHEATED):
+        raise ValueError(f"verdict must be 1 (AccusedFaithful) or 2 (AccusedCheated), got {verdict}")
+    return keccak(_word(dispute_id) + _address_word(referee) + _word(verdict) + _bytes32(salt))
+
+
+def answer_hash(claimed_prob: int, top_tokens: Sequence[int], top_probs: Sequence[int]) -> bytes:
+    """keccak256(abi.encode(uint64 claimedProb, uint32[] topTokens, uint64[] topProbs)), as stored by `answer`."""
+    _check_range("claimed_prob", claimed_prob, UINT64_MAX)
+    for t in top_tokens:
+        _check_range("top token", t, UINT32_MAX)
+    for q in top_probs:
+        _check_range("top prob", q, UINT64_MAX)
+    first = 3 * 32
+    second = first + 32 * (1 + len(top_tokens))
+    tail = _word(len(top_tokens)) + b"".join(_word(t) for t in top_tokens)
+    tail += _word(len(top_probs)) + b"".join(_word(q) for q in top_probs)
+    return keccak(_word(claimed_prob) + _word(first) + _word(second) + tail)

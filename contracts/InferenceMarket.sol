@@ -1,0 +1,884 @@
+// SPDX-License-Identifier: MIT
+pragma solidity 0.8.28;
+
+import {ReentrancyGuardTransient} from "@openzeppelin/contracts/utils/ReentrancyGuardTransient.sol";
+import {IInferenceMarket} from "./interfaces/IInferenceMarket.sol";
+import {IStakingRegistry} from "./interfaces/IStakingRegistry.sol";
+import {CycleRecord} from "./lib/CycleRecord.sol";
+import {SpecMath} from "./lib/SpecMath.sol";
+import {AlphaWindow} from "./AlphaWindow.sol";
+import {StakingRegistry} from "./StakingRegistry.sol";
+
+/// @title InferenceMarket
+/// @notice Jobs of verifiable speculative decoding in per-cycle on-chain mode (PROTOCOL.md §4, §7):
+/// escrow, the verifier's hash-chain commitment, draft commitments, the on-chain accept rule, the
+/// per-cycle record hashes disputes prove against, deadlines with slashing timeouts, a challenge window,
+/// and settlement by pull payments. Also the drafters' α window (inherited {AlphaWindow}).
+/// @dev Gas: a draft reads job slot 0 and rewrites the per-job commitment slot; a verification reads
+/// slots 0 and 1, rewrites slot 0 and the commitment slot, and creates one slot for the record hash.
+/// Earnings and α counts accrue in slot 0 and settle once per job (see docs/contracts.md).
+contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransient {
+    /// @notice Where a running job waits.
+    enum Phase {
+        AwaitDraft, // the drafter's commitDraft for `cycle`
+        AwaitVerify // the verifier's submitVerification for `cycle`
+    }
+
+    /// @notice Why a job stopped generating.
+    enum FinishReason {
+        Completed, // EOS or maxTokens
+        AcceptTimeout, // the verifier never accepted (no slash: accepting is consent)
+        DraftTimeout, // the drafter missed a commit deadline
+        VerifyTimeout, // the verifier missed a verification deadline
+        DisputeLost // a dispute found a party cheating
+    }
+
+    /// @notice What a requester asks for in `submitJob`.
+    struct JobRequest {
+        bytes32 draftModel;
+        bytes32 targetModel;
+        address drafter;
+        address verifier;
+        uint8 gamma; // proposals per cycle K, 1..16
+        uint64 temperature; // WAD; 0 = greedy
+        uint32 topK; // 0 = off
+        uint64 topP; // WAD, 1..WAD (WAD = off)
+        uint16 maxTokens; // tokens to generate, ≥ 1
+        uint32 eosToken; // generation stops after emitting it
+        uint128 pricePerAcceptedToken; // wei to the drafter per accepted (and emitted) proposal
+        uint128 pricePerPass; // wei to the verifier per verified cycle (target pass)
+    }
+
+    /// @dev Packed job state. A draft reads slot 0 and `commitment`; a verification reads slots 0 and 1 and
+    /// `commitment`, and writes slot 0 (assembled in one word) and `commitment`.
+    struct Job {
+        // slot 0
+        address drafter;
+        uint8 state; // JobStatus in the low 4 bits, flags (_ELIGIBLE, ...) in the high 4
+        uint8 gamma;
+        uint16 cycle; // next cycle to draft / verify = cycles verified so far = target passes
+        uint16 emitted; // output tokens so far
+        uint16 rejected; // verified cycles with a rejection (accrued for the α window)
+        uint32 deadline; // Open: accept by; Running: draft of `cycle` by (its verification: + verifyTimeout);
+        // Finished: end of the challenge window
+        // slot 1
+        address verifier;
+        uint16 maxTokens;
+        uint32 eosToken;
+        uint16 openDisputes;
+        // slot 2
+        address requester;
+        uint96 escrow;
+        // slot 3
+        uint128 pricePerAcceptedToken;
+        uint128 pricePerPass;
+        // slot 4, 5
+        bytes32 draftModel;
+        bytes32 targetModel;
+        // slot 6, bits 255..1: awaiting a draft (bit 0 = 0): the verifier's last reveal (the chain head
+        // before cycle 0); awaiting its verification (bit 0 = 1): keccak256(draftRoot, last reveal).
+        // Comparisons use 255 bits, far beyond any collision or preimage search.
+        bytes32 commitment;
+    }
+
+    /// @notice A job as the `getJob` view returns it.
+    struct JobView {
+        address requester;
+        address drafter;
+        address verifier;
+        bytes32 draftModel;
+        bytes32 targetModel;
+        JobStatus status;
+        Phase phase;
+        uint8 gamma;
+        bool alphaEligible;
+        uint16 cycle;
+        uint16 emitted;
+        uint16 rejected; // verified cycles with a rejection (α window)
+        uint16 maxTokens;
+        uint32 eosToken;
+        uint256 deadline;
+        uint16 openDisputes;
+        uint96 escrow;
+        uint128 pricePerAcceptedToken;
+        uint128 pricePerPass;
+        uint256 drafterTokens; // accepted proposals emitted so far (what the drafter is paid for)
+        bool drafterForfeited;
+        bool verifierForfeited;
+        bytes32 commitment;
+    }
+
+    uint8 private constant _STATUS_MASK = 0x0f;
+    uint8 private constant _ELIGIBLE = 0x10; // the job's cycles count toward the drafter's α window
+    uint8 private constant _OUT_CUT = 0x20; // the last cycle's outToken was not emitted (EOS / maxTokens first)
+    uint8 private constant _DRAFTER_FORFEIT = 0x40;
+    uint8 private constant _VERIFIER_FORFEIT = 0x80;
+    uint256 private constant _WAD = 1e18;
+    uint256 private constant _PHASE_BIT = 1;
+    /// @notice Largest γ (proposals per cycle).
+    uint256 public constant MAX_GAMMA = 16;
+    // Bit offsets of the Job fields in slots 0 and 1, as Solidity packs them (right-aligned, in order).
+    uint256 private constant _STATE_AT = 160;
+    uint256 private constant _GAMMA_AT = 168;
+    uint256 private constant _CYCLE_AT = 176;
+    uint256 private constant _EMITTED_AT = 192;
+    uint256 private constant _REJECTED_AT = 208;
+    uint256 private constant _DEADLINE_AT = 224;
+    uint256 private constant _MAX_TOKENS_AT = 160;
+    uint256 private constant _EOS_AT = 176;
+
+    /// @notice The staking registry.
+    StakingRegistry public immutable registry;
+    /// @notice The account that may wire the dispute manager, once.
+    address public immutable deployer;
+    /// @notice Seconds the verifier has to accept a job.
+    uint256 public immutable acceptTimeout;
+    /// @notice Seconds the drafter has to commit each cycle's draft.
+    uint256 public immutable commitTimeout;
+    /// @notice Seconds the verifier has to verify each committed draft.
+    uint256 public immutable verifyTimeout;
+    /// @notice Seconds after a job finishes during which disputes can be opened; then `finalize`.
+    uint256 public immutable challengeWindow;
+    /// @notice Stake (wei) slashed from a party that misses a deadline, credited to the requester.
+    uint256 public immutable timeoutSlash;
+
+    /// @notice The dispute manager; zero until wired.
+    address public disputeManager;
+    /// @notice Id of the last job submitted (ids start at 1).
+    uint256 public jobCount;
+    /// @notice Wei each account can `withdraw`.
+    mapping(address account => uint256) public owed;
+
+    mapping(uint256 jobId => Job) private _jobs;
+    mapping(uint256 jobId => mapping(uint256 cycle => bytes32)) private _records;
+
+    /// @notice The deployer wired the dispute manager.
+    event DisputeManagerSet(address indexed disputeManager);
+    /// @notice A job was submitted with `escrow` wei; `prompt` is the token-id input, as the node encodes it.
+    event JobSubmitted(
+        uint256 indexed jobId, address indexed requester, JobRequest request, bytes prompt, uint256 escrow
+    );
+    /// @notice The verifier accepted `jobId`, committing to hash-chain head `chainHead`.
+    event JobAccepted(uint256 indexed jobId, bytes32 chainHead);
+    /// @notice The drafter committed cycle `cycle`'s proposals and their draft probabilities (`draft`).
+    /// @dev `draft` packs each proposal i as 12 big-endian bytes: token (uint32) ‖ q (uint64).
+    event DraftCommitted(uint256 indexed jobId, uint256 cycle, bytes32 draftRoot, bytes draft);
+    /// @notice Cycle `cycle` was verified with hash-chain `reveal`: `accepted` proposals, residual/bonus
+    /// sample `outToken`, and the cycle's output tokens `output` (4 big-endian bytes each).
+    event CycleVerified(
+        uint256 indexed jobId, uint256 cycle, bytes32 reveal, uint256 accepted, uint32 outToken, bytes output
+    );
+    /// @notice `jobId` stopped generating; `slashed` wei were taken from `party` (zero address: nobody).
+    event JobFinished(uint256 indexed jobId, FinishReason reason, address party, uint256 slashed);
+    /// @notice `jobId` was settled: credited to the drafter, the verifier and (refund) the requester.
+    event JobFinalized(uint256 indexed jobId, uint256 drafterPay, uint256 verifierPay, uint256 refund);
+    /// @notice A dispute on `jobId` was opened; `open` are now open.
+    event DisputeOpened(uint256 indexed jobId, uint256 open);
+    /// @notice A dispute on `jobId` against `accused` closed; `open` remain open.
+    event DisputeClosed(uint256 indexed jobId, address indexed accused, bool accusedLost, uint256 open);
+    /// @notice The α window slashed `amount` wei of `drafter`'s stake, credited to the requester of `jobId`.
+    event AlphaSlashed(uint256 indexed jobId, address indexed drafter, uint256 amount);
+    /// @notice `account` withdrew `amount` wei.
+    event Withdrawn(address indexed account, uint256 amount);
+
+    /// @dev Only the deployer may wire the dispute manager.
+    error NotDeployer(address caller);
+    /// @dev The dispute manager is already wired.
+    error AlreadyWired();
+    /// @dev A required address was zero, or a period was zero.
+    error BadParams();
+    /// @dev Only the dispute manager.
+    error NotDisputeManager(address caller);
+    /// @dev ETH arrived from someone other than the registry.
+    error UnexpectedSender(address sender);
+    /// @dev γ must be in 1..16.
+    error BadGamma(uint256 gamma);
+    /// @dev maxTokens must be ≥ 1.
+    error BadMaxTokens();
+    /// @dev topP must be in 1..WAD.
+    error BadTopP(uint256 topP);
+    /// @dev requester, drafter and verifier must be three different accounts.
+    error PartiesNotDistinct();
+    /// @dev The drafter is not active for the (draft, target) model pair.
+    error DrafterNotActive(address drafter);
+    /// @dev The verifier is not active for the target model.
+    error VerifierNotActive(address verifier);
+    /// @dev msg.value does not cover maxTokens × (pricePerAcceptedToken + pricePerPass).
+    error InsufficientEscrow(uint256 sent, uint256 required);
+    /// @dev The job is not in a status that allows this call.
+    error WrongStatus(uint256 jobId, JobStatus status);
+    /// @dev The running job waits for the other party.
+    error WrongPhase(uint256 jobId, Phase phase);
+    /// @dev The caller is not the job's drafter.
+    error NotJobDrafter(address caller);
+    /// @dev The caller is not the job's verifier.
+    error NotJobVerifier(address caller);
+    /// @dev The phase's deadline has passed.
+    error DeadlinePassed(uint256 deadline);
+    /// @dev The deadline (or challenge window) has not passed yet.
+    error DeadlineNotPassed(uint256 deadline);
+    /// @dev Not the cycle the job is at.
+    error WrongCycle(uint256 expected, uint256 got);
+    /// @dev An array's length is not γ.
+    error LengthMismatch(uint256 expected, uint256 got);
+    /// @dev A proposed token does not fit in uint32.
+    error TokenOutOfRange(uint256 index, uint256 token);
+    /// @dev `root` is not the root of (tokens, q).
+    error RootMismatch(bytes32 computed, bytes32 given);
+    /// @dev (tokens, q) are not the committed draft, or keccak256(reveal) is not the previous reveal.
+    error CommitmentMismatch();
+    /// @dev The chain head must not be zero.
+    error ZeroChainHead();
+    /// @dev Disputes on the job are still open.
+    error DisputesOpen(uint256 open);
+    /// @dev `disputeClosed` without an open dispute.
+    error NoOpenDispute(uint256 jobId);
+    /// @dev Nothing to withdraw.
+    error NothingOwed();
+    /// @dev An ETH transfer failed.
+    error TransferFailed();
+
+    /// @param registry_ The staking registry.
+    /// @param acceptTimeout_ Seconds the verifier has to accept a job.
+    /// @param commitTimeout_ Seconds the drafter has per draft.
+    /// @param verifyTimeout_ Seconds the verifier has per verification.
+    /// @param challengeWindow_ Seconds for disputes after a job finishes.
+    /// @param timeoutSlash_ Wei slashed from a party that misses its deadline.
+    /// @param alphaBucketCycles_ α window: cycles per bucket M (window N = 8 M).
+    /// @param alphaTolerance_ α window: τ (WAD).
+    /// @param alphaSlashBps_ α window: share of stake slashed on a breach (basis points).
+    constructor(
+        address registry_,
+        uint256 acceptTimeout_,
+        uint256 commitTimeout_,
+        uint256 verifyTimeout_,
+        uint256 challengeWindow_,
+        uint256 timeoutSlash_,
+        uint256 alphaBucketCycles_,
+        uint256 alphaTolerance_,
+        uint256 alphaSlashBps_
+    ) AlphaWindow(alphaBucketCycles_, alphaTolerance_, alphaSlashBps_) {
+        if (
+            registry_ == address(0) || acceptTimeout_ == 0 || commitTimeout_ == 0 || verifyTimeout_ == 0
+                || challengeWindow_ == 0
+        ) revert BadParams();
+        registry = StakingRegistry(registry_);
+        deployer = msg.sender;
+        acceptTimeout = acceptTimeout_;
+        commitTimeout = commitTimeout_;
+        verifyTimeout = verifyTimeout_;
+        challengeWindow = challengeWindow_;
+        timeoutSlash = timeoutSlash_;
+    }
+
+    /// @notice Accepts slashed stake from the registry (and nothing else).
+    receive() external payable {
+        if (msg.sender != address(registry)) revert UnexpectedSender(msg.sender);
+    }
+
+    /// @notice Wires the dispute manager; callable once, by the deployer.
+    function setDisputeManager(address disputeManager_) external {
+        if (msg.sender != deployer) revert NotDeployer(msg.sender);
+        if (disputeManager != address(0)) revert AlreadyWired();
+        if (disputeManager_ == address(0)) revert BadParams();
+        disputeManager = disputeManager_;
+        emit DisputeManagerSet(disputeManager_);
+    }
+
+    // ------------------------------------------------------------------ job lifecycle
+
+    /// @notice Submits a job with escrow `msg.value` ≥ maxTokens × (pricePerAcceptedToken + pricePerPass);
+    /// any excess is refunded at finalize. Locks the drafter's and the verifier's stakes until finalize.
+    /// @dev The job's cycles count toward the drafter's α window only at the reference sampling settings
+    /// temperature = WAD, topK = 0, topP = WAD (the drafter's claim is per model pair at those settings).
+    /// @return jobId The new job's id.
+    function submitJob(JobRequest calldata request, bytes calldata prompt) external payable returns (uint256 jobId) {
+        if (request.gamma == 0 || request.gamma > MAX_GAMMA) revert BadGamma(request.gamma);
+        if (request.maxTokens == 0) revert BadMaxTokens();
+        if (request.topP == 0 || request.topP > _WAD) revert BadTopP(request.topP);
+        address drafter = request.drafter;
+        address verifier = request.verifier;
+        if (drafter == verifier || drafter == msg.sender || verifier == msg.sender) revert PartiesNotDistinct();
+        if (!registry.isActiveDrafter(drafter, request.draftModel, request.targetModel)) {
+            revert DrafterNotActive(drafter);
+        }
+        if (!registry.isActive(verifier, IStakingRegistry.Role.Verifier, request.targetModel)) {
+            revert VerifierNotActive(verifier);
+        }
+        uint256 required =
+            uint256(request.maxTokens) * (uint256(request.pricePerAcceptedToken) + request.pricePerPass);
+        if (msg.value < required || msg.value > type(uint96).max) revert InsufficientEscrow(msg.value, required);
+
+        jobId = ++jobCount;
+        Job storage job = _jobs[jobId];
+        bool eligible = request.temperature == _WAD && request.topK == 0 && request.topP == _WAD;
+        job.drafter = drafter;
+        job.state = uint8(JobStatus.Open) | (eligible ? _ELIGIBLE : 0);
+        job.gamma = request.gamma;
+        job.deadline = uint32(block.timestamp + acceptTimeout);
+        job.verifier = verifier;
+        job.maxTokens = request.maxTokens;
+        job.eosToken = request.eosToken;
+        job.requester = msg.sender;
+        job.escrow = uint96(msg.value);
+        job.pricePerAcceptedToken = request.pricePerAcceptedToken;
+        job.pricePerPass = request.pricePerPass;
+        job.draftModel = request.draftModel;
+        job.targetModel = request.targetModel;
+        emit JobSubmitted(jobId, msg.sender, request, prompt, msg.value);
+        registry.lock(drafter);
+        registry.lock(verifier);
+    }
+
+    /// @notice The assigned verifier accepts `jobId`, committing to its randomness hash-chain head
+    /// `chainHead` = H^L(seed) with L ≥ maxTokens (a shorter chain runs out and the verifier times out).
+    function acceptJob(uint256 jobId, bytes32 chainHead) external {
+        Job storage job = _jobs[jobId];
+        JobStatus status = _status(job);
+        if (status != JobStatus.Open) revert WrongStatus(jobId, status);
+        if (msg.sender != job.verifier) revert NotJobVerifier(msg.sender);
+        if (block.timestamp > job.deadline) revert DeadlinePassed(job.deadline);
+        if (chainHead == bytes32(0)) revert ZeroChainHead();
+        _setStatus(job, JobStatus.Running);
+        job.deadline = uint32(block.timestamp + commitTimeout);
+        job.commitment = _clearPhase(chainHead); // phase: AwaitDraft
+        emit JobAccepted(jobId, chainHead);
+    }
+
+    /// @notice The drafter commits cycle `cycle`'s γ proposals `tokens` with their draft probabilities `q`
+    /// (WAD, 1..WAD); `root` must be their draft root (SpecMath.leaf / SpecMath.root). The proposals are
+    /// emitted (packed) so that the verifier, and anyone, has them.
+    function commitDraft(uint256 jobId, uint32 cycle, bytes32 root, uint32[] calldata tokens, uint64[] calldata q)
+        external
+    {
+        Job storage job = _jobs[jobId];
+        uint256 head = _runningSlot0(jobId, job);
+        if (msg.sender != address(uint160(head))) revert NotJobDrafter(msg.sender);
+        bytes32 last = job.commitment;
+        if (uint256(last) & _PHASE_BIT != 0) revert WrongPhase(jobId, Phase.AwaitVerify);
+        _checkTime(head >> _DEADLINE_AT);
+        _checkCycle(head, cycle);
+        uint256 k = (head >> _GAMMA_AT) & 0xff;
+        if (tokens.length != k) revert LengthMismatch(k, tokens.length);
+        if (q.length != k) revert LengthMismatch(k, q.length);
+        bytes memory packed = _packDraft(tokens, q);
+        bytes32 computed = _draftRoot(jobId, cycle, tokens, q);
+        if (computed != root) revert RootMismatch(computed, root);
+        job.commitment = bytes32(uint256(_hashPair(root, last)) | _PHASE_BIT); // phase: AwaitVerify
+        emit DraftCommitted(jobId, cycle, root, packed);
+    }
+
+    /// @notice The verifier verifies cycle `cycle`: the committed draft (`tokens`, `q`), the target's
+    /// probabilities `p` (p[i] = p_i(tokens[i]), WAD), its hash-chain `reveal` for this cycle and the
+    /// residual/bonus sample `outToken`. The contract applies the accept rule, stores the cycle record,
+    /// emits the cycle's output tokens (the accepted proposals then outToken, cut after EOS or at
+    /// maxTokens) and accrues earnings and α counts. The job finishes at EOS/maxTokens.
+    /// @dev Deadline: the cycle's draft deadline + verifyTimeout.
+    function submitVerification(
+        uint256 jobId,
+        uint32 cycle,
+        uint32[] calldata tokens,
+        uint64[] calldata q,
+        uint64[] calldata p,
+        bytes32 reveal,
+        uint32 outToken
+    ) external {
+        Job storage job = _jobs[jobId];
+        uint256 head = _verifyTurn(jobId, job, cycle);
+        _checkLengths((head >> _GAMMA_AT) & 0xff, tokens.length, q.length, p.length);
+        bytes32 root = _draftRoot(jobId, cycle, tokens, q);
+        if (uint256(_hashPair(root, _clearPhase(_hash(reveal)))) | _PHASE_BIT != uint256(job.commitment)) {
+            revert CommitmentMismatch();
+        }
+        uint256 accepted = _acceptedCount(reveal, root, q, p);
+        _storeRecord(jobId, cycle, root, p, accepted, outToken);
+        _advance(jobId, job, head, tokens, accepted, outToken, reveal);
+    }
+
+    /// @notice Ends a job whose current deadline passed (callable by anyone). A verifier that never
+    /// accepted is not slashed (the job is cancelled and refunded). A drafter that misses a draft
+    /// deadline after having committed at least once, or a verifier that misses a verification deadline,
+    /// loses `timeoutSlash` of stake to the requester. The job then finishes (challenge window) or, when
+    /// no cycle was verified, settles at once.
+    function claimTimeout(uint256 jobId) external nonReentrant {
+        Job storage job = _jobs[jobId];
+        JobStatus status = _status(job);
+        uint256 deadline = job.deadline;
+        FinishReason reason;
+        address party;
+        if (status == JobStatus.Open) {
+            reason = FinishReason.AcceptTimeout;
+        } else if (status == JobStatus.Running) {
+            if (uint256(job.commitment) & _PHASE_BIT == 0) {
+                reason = FinishReason.DraftTimeout;
+                if (job.cycle > 0) party = job.drafter; // its first commit is the drafter's consent
+            } else {
+                reason = FinishReason.VerifyTimeout;
+                party = job.verifier;
+                deadline += verifyTimeout;
+            }
+        } else {
+            revert WrongStatus(jobId, status);
+        }
+        if (block.timestamp <= deadline) revert DeadlineNotPassed(deadline);
+        _stop(jobId, job);
+        uint256 taken;
+        if (party != address(0) && timeoutSlash != 0) {
+            taken = registry.slash(party, timeoutSlash);
+            owed[job.requester] += taken;
+        }
+        emit JobFinished(jobId, reason, party, taken);
+        if (job.cycle == 0) _settle(jobId, job);
+    }
+
+    /// @notice Settles a finished job once its challenge window has passed with no open dispute: credits
+    /// the drafter (accepted emitted tokens × price), the verifier (passes × price) and refunds the rest of
+    /// the escrow to the requester (a party that lost a dispute forfeits its share to the requester);
+    /// unlocks the parties' stakes. Callable by anyone.
+    function finalize(uint256 jobId) external nonReentrant {
+        Job storage job = _jobs[jobId];
+        JobStatus status = _status(job);
+        if (status != JobStatus.Finished) revert WrongStatus(jobId, status);
+        if (block.timestamp <= job.deadline) revert DeadlineNotPassed(job.deadline);
+        if (job.openDisputes != 0) revert DisputesOpen(job.openDisputes);
+        _settle(jobId, job);
+    }
+
+    /// @notice Pays out everything owed to the caller.
+    function withdraw() external nonReentrant {
+        uint256 amount = owed[msg.sender];
+        if (amount == 0) revert NothingOwed();
+        owed[msg.sender] = 0;
+        emit Withdrawn(msg.sender, amount);
+        (bool ok,) = payable(msg.sender).call{value: amount}("");
+        if (!ok) revert TransferFailed();
+    }
+
+    // ------------------------------------------------------------------ dispute hooks
+
+    /// @inheritdoc IInferenceMarket
+    function disputeOpened(uint256 jobId) external {
+        if (msg.sender != disputeManager || msg.sender == address(0)) revert NotDisputeManager(msg.sender);
+        Job storage job = _jobs[jobId];
+        JobStatus status = _status(job);
+        if (status != JobStatus.Running && status != JobStatus.Finished) revert WrongStatus(jobId, status);
+        uint256 open = job.openDisputes + 1;
+        job.openDisputes = uint16(open);
+        emit DisputeOpened(jobId, open);
+    }
+
+    /// @inheritdoc IInferenceMarket
+    function disputeClosed(uint256 jobId, address accused, bool accusedLost) external nonReentrant {
+        if (msg.sender != disputeManager || msg.sender == address(0)) revert NotDisputeManager(msg.sender);
+        Job storage job = _jobs[jobId];
+        uint256 open = job.openDisputes;
+        if (open == 0) revert NoOpenDispute(jobId);
+        job.openDisputes = uint16(open - 1);
+        emit DisputeClosed(jobId, accused, accusedLost, open - 1);
+        if (!accusedLost) return;
+        if (accused == job.drafter) job.state |= _DRAFTER_FORFEIT;
+        else if (accused == job.verifier) job.state |= _VERIFIER_FORFEIT;
+        if (_status(job) == JobStatus.Running) {
+            _stop(jobId, job);
+            emit JobFinished(jobId, FinishReason.DisputeLost, accused, 0);
+        }
+    }
+
+    // ------------------------------------------------------------------ views
+
+    /// @inheritdoc IInferenceMarket
+    function jobStatus(uint256 jobId) external view returns (JobStatus) {
+        return _status(_jobs[jobId]);
+    }
+
+    /// @inheritdoc IInferenceMarket
+    function jobParties(uint256 jobId) external view returns (JobParties memory) {
+        Job storage job = _jobs[jobId];
+        return JobParties(job.requester, job.drafter, job.verifier, job.draftModel, job.targetModel);
+    }
+
+    /// @inheritdoc IInferenceMarket
+    function cycleRecordHash(uint256 jobId, uint32 cycle) external view returns (bytes32) {
+        return _records[jobId][cycle];
+    }
+
+    /// @notice Everything about `jobId`. `deadline` is the deadline of the current phase (for a
+    /// verification: the draft deadline + verifyTimeout) or the end of the challenge window.
+    function getJob(uint256 jobId) external view returns (JobView memory v) {
+        Job storage job = _jobs[jobId];
+        uint8 state = job.state;
+        v.requester = job.requester;
+        v.drafter = job.drafter;
+        v.verifier = job.verifier;
+        v.draftModel = job.draftModel;
+        v.targetModel = job.targetModel;
+        v.status = JobStatus(state & _STATUS_MASK);
+        v.phase = uint256(job.commitment) & _PHASE_BIT == 0 ? Phase.AwaitDraft : Phase.AwaitVerify;
+        v.gamma = job.gamma;
+        v.alphaEligible = state & _ELIGIBLE != 0;
+        v.cycle = job.cycle;
+        v.emitted = job.emitted;
+        v.rejected = job.rejected;
+        v.maxTokens = job.maxTokens;
+        v.eosToken = job.eosToken;
+        v.deadline = v.status == JobStatus.Running && v.phase == Phase.AwaitVerify
+            ? uint256(job.deadline) + verifyTimeout
+            : job.deadline;
+        v.openDisputes = job.openDisputes;
+        v.escrow = job.escrow;
+        v.pricePerAcceptedToken = job.pricePerAcceptedToken;
+        v.pricePerPass = job.pricePerPass;
+        v.drafterTokens = _drafterTokens(job);
+        v.drafterForfeited = state & _DRAFTER_FORFEIT != 0;
+        v.verifierForfeited = state & _VERIFIER_FORFEIT != 0;
+        v.commitment = job.commitment;
+    }
+
+    // ------------------------------------------------------------------ internals
+
+    function _alphaAuthority() internal view override returns (address) {
+        return address(registry);
+    }
+
+    function _status(Job storage job) private view returns (JobStatus) {
+        return JobStatus(job.state & _STATUS_MASK);
+    }
+
+    function _setStatus(Job storage job, JobStatus status) private {
+        job.state = (job.state & ~_STATUS_MASK) | uint8(status);
+    }
+
+    /// @dev Loads slot 0 of `job` and requires the job to be Running.
+    function _runningSlot0(uint256 jobId, Job storage job) private view returns (uint256 head) {
+        assembly ("memory-safe") {
+            head := sload(job.slot)
+        }
+        JobStatus status = JobStatus((head >> _STATE_AT) & _STATUS_MASK);
+        if (status != JobStatus.Running) revert WrongStatus(jobId, status);
+    }
+
+    /// @dev All checks of a verification's turn; returns slot 0.
+    function _verifyTurn(uint256 jobId, Job storage job, uint256 cycle) private view returns (uint256 head) {
+        head = _runningSlot0(jobId, job);
+        if (msg.sender != job.verifier) revert NotJobVerifier(msg.sender);
+        if (uint256(job.commitment) & _PHASE_BIT == 0) revert WrongPhase(jobId, Phase.AwaitDraft);
+        _checkTime((head >> _DEADLINE_AT) + verifyTimeout);
+        _checkCycle(head, cycle);
+    }
+
+    function _checkTime(uint256 deadline) private view {
+        if (block.timestamp > deadline) revert DeadlinePassed(deadline);
+    }
+
+    function _checkCycle(uint256 head, uint256 cycle) private pure {
+        uint256 expected = (head >> _CYCLE_AT) & 0xffff;
+        if (cycle != expected) revert WrongCycle(expected, cycle);
+    }
+
+    function _checkLengths(uint256 gamma, uint256 tokens, uint256 q, uint256 p) private pure {
+        if (tokens != gamma) revert LengthMismatch(gamma, tokens);
+        if (q != gamma) revert LengthMismatch(gamma, q);
+        if (p != gamma) revert LengthMismatch(gamma, p);
+    }
+
+    /// @dev Range-checks the raw calldata words (token ≤ uint32 max, 1 ≤ q ≤ WAD) and packs the proposals
+    /// 12 bytes each (token ‖ q, big-endian) for the DraftCommitted event.
+    function _packDraft(uint32[] calldata tokens, uint64[] calldata q) private pure returns (bytes memory packed) {
+        uint256 k = tokens.length;
+        uint256 bad = k; // index of the first invalid proposal, k if none
+        packed = new bytes(k * 12 + 20); // room for the last 32-byte store
+        assembly ("memory-safe") {
+            let out := add(packed, 0x20)
+            for { let i := 0 } lt(i, k) { i := add(i, 1) } {
+                let token := calldataload(add(tokens.offset, shl(5, i)))
+                let qi := calldataload(add(q.offset, shl(5, i)))
+                if or(or(gt(token, 0xffffffff), iszero(qi)), gt(qi, 1000000000000000000)) {
+                    bad := i
+                    break
+                }
+                mstore(add(out, mul(i, 12)), or(shl(224, token), shl(160, qi)))
+            }
+            mstore(packed, mul(k, 12))
+        }
+        if (bad < k) {
+            uint256 token;
+            uint256 qi;
+            assembly ("memory-safe") {
+                token := calldataload(add(tokens.offset, shl(5, bad)))
+                qi := calldataload(add(q.offset, shl(5, bad)))
+            }
+            if (token > type(uint32).max) revert TokenOutOfRange(bad, token);
+            if (qi == 0) revert SpecMath.SpecMathZeroDraftProbability(bad);
+            revert SpecMath.SpecMathProbabilityAboveWad(bad, qi);
+        }
+    }
+
+    /// @dev The draft root of (tokens, q): SpecMath.leaf per proposal, then SpecMath.root (commutative
+    /// pairs, odd last node carried up), computed in scratch memory straight from calldata. Equal to the
+    /// library by construction; the tests pin it to node/protocol.py. Values are raw calldata words: the
+    /// commit range-checks them and the root binds them, so a verification with dirty words mismatches.
+    function _draftRoot(uint256 jobId, uint256 cycle, uint32[] calldata tokens, uint64[] calldata q)
+        private
+        pure
+        returns (bytes32 root)
+    {
+        assembly ("memory-safe") {
+            let k := tokens.length
+            let buf := mload(0x40) // leaf preimage (5 words), then the k tree nodes
+            let nodes := add(buf, 0xa0)
+            mstore(buf, jobId)
+            mstore(add(buf, 0x20), cycle)
+            for { let i := 0 } lt(i, k) { i := add(i, 1) } {
+                mstore(add(buf, 0x40), i)
+                mstore(add(buf, 0x60), calldataload(add(tokens.offset, shl(5, i))))
+                mstore(add(buf, 0x80), calldataload(add(q.offset, shl(5, i))))
+                mstore(0x00, keccak256(buf, 0xa0))
+                mstore(add(nodes, shl(5, i)), keccak256(0x00, 0x20))
+            }
+            for { let width := k } gt(width, 1) {} {
+                let half := shr(1, width)
+                for { let i := 0 } lt(i, half) { i := add(i, 1) } {
+                    let a := mload(add(nodes, shl(6, i)))
+                    let b := mload(add(nodes, add(shl(6, i), 0x20)))
+                    switch lt(a, b)
+                    case 1 {
+                        mstore(0x00, a)
+                        mstore(0x20, b)
+                    }
+                    default {
+                        mstore(0x00, b)
+                        mstore(0x20, a)
+                    }
+                    mstore(add(nodes, shl(5, i)), keccak256(0x00, 0x40))
+                }
+                if and(width, 1) { mstore(add(nodes, shl(5, half)), mload(add(nodes, shl(5, sub(width, 1))))) }
+                width := sub(width, half)
+            }
+            root := mload(nodes)
+        }
+    }
+
+    /// @dev SpecMath.countAccepted over calldata: every p range-checked, then accept i while
+    /// acceptUniform(reveal, root, i) × q_i < p_i × WAD. (q was range-checked at commit.)
+    function _acceptedCount(bytes32 reveal, bytes32 root, uint64[] calldata q, uint64[] calldata p)
+        private
+        pure
+        returns (uint256 accepted)
+    {
+        uint256 k = p.length;
+        uint256 bad = k; // first p above WAD, k if none
+        assembly ("memory-safe") {
+            for { let i := 0 } lt(i, k) { i := add(i, 1) } {
+                if gt(calldataload(add(p.offset, shl(5, i))), 1000000000000000000) {
+                    bad := i
+                    break
+                }
+            }
+        }
+        if (bad < k) {
+            uint256 pi;
+            assembly ("memory-safe") {
+                pi := calldataload(add(p.offset, shl(5, bad)))
+            }
+            revert SpecMath.SpecMathProbabilityAboveWad(bad, pi);
+        }
+        bytes32 tag = SpecMath.ACCEPT_TAG;
+        assembly ("memory-safe") {
+            let m := mload(0x40)
+            mstore(m, tag)
+            mstore(add(m, 0x20), reveal)
+            mstore(add(m, 0x40), root)
+            accepted := k
+            for { let i := 0 } lt(i, k) { i := add(i, 1) } {
+                mstore(add(m, 0x60), i)
+                let u := mod(keccak256(m, 0x80), 1000000000000000000)
+                let qi := calldataload(add(q.offset, shl(5, i)))
+                let pi := calldataload(add(p.offset, shl(5, i)))
+                if iszero(lt(mul(u, qi), mul(pi, 1000000000000000000))) {
+                    accepted := i
+                    break
+                }
+            }
+        }
+    }
+
+    /// @dev Stores CycleRecord.hash(root, p, accepted, outToken), encoded in place from calldata.
+    function _storeRecord(
+        uint256 jobId,
+        uint256 cycle,
+        bytes32 root,
+        uint64[] calldata p,
+        uint256 accepted,
+        uint256 outToken
+    ) private {
+        bytes32 h;
+        assembly ("memory-safe") {
+            let m := mload(0x40)
+            mstore(m, root)
+            mstore(add(m, 0x20), 0x80)
+            mstore(add(m, 0x40), accepted)
+            mstore(add(m, 0x60), outToken)
+            mstore(add(m, 0x80), p.length)
+            calldatacopy(add(m, 0xa0), p.offset, shl(5, p.length))
+            h := keccak256(m, add(0xa0, shl(5, p.length)))
+        }
+        _records[jobId][cycle] = h;
+    }
+
+    /// @dev Emits the cycle's output and writes slot 0 (next cycle, or Finished) and the new reveal.
+    function _advance(
+        uint256 jobId,
+        Job storage job,
+        uint256 head,
+        uint32[] calldata tokens,
+        uint256 accepted,
+        uint32 outToken,
+        bytes32 reveal
+    ) private {
+        uint256 info;
+        assembly ("memory-safe") {
+            info := sload(add(job.slot, 1))
+        }
+        (uint256 count, bool finished) = _emitOutput(jobId, head, info, tokens, accepted, outToken, reveal);
+        uint256 next = _nextSlot0(head, count, accepted, tokens.length, finished);
+        assembly ("memory-safe") {
+            sstore(job.slot, next)
+        }
+        job.commitment = _clearPhase(reveal); // phase: AwaitDraft
+        if (finished) {
+            emit JobFinished(jobId, FinishReason.Completed, address(0), 0);
+            // α counts: the earlier cycles each emitted accepted + 1 tokens; this one `accepted` proposals.
+            uint256 earlierAccepted = ((head >> _EMITTED_AT) & 0xffff) - ((head >> _CYCLE_AT) & 0xffff);
+            _recordAlpha(jobId, next, earlierAccepted + accepted);
+        }
+    }
+
+    /// @dev Slot 0 after a verified cycle that emitted `count` tokens.
+    function _nextSlot0(uint256 head, uint256 count, uint256 accepted, uint256 gamma, bool finished)
+        private
+        view
+        returns (uint256 next)
+    {
+        uint256 state = (head >> _STATE_AT) & 0xff;
+        uint256 deadline = block.timestamp + commitTimeout;
+        if (finished) {
+            state = (state & ~uint256(_STATUS_MASK)) | uint8(JobStatus.Finished) | (count <= accepted ? _OUT_CUT : 0);
+            deadline = block.timestamp + challengeWindow;
+        }
+        next = (head & ((1 << _STATE_AT) - 1)) | (state << _STATE_AT) | (head & (uint256(0xff) << _GAMMA_AT))
+            | ((((head >> _CYCLE_AT) & 0xffff) + 1) << _CYCLE_AT)
+            | ((((head >> _EMITTED_AT) & 0xffff) + count) << _EMITTED_AT)
+            | ((((head >> _REJECTED_AT) & 0xffff) + (accepted < gamma ? 1 : 0)) << _REJECTED_AT)
+            | (uint256(uint32(deadline)) << _DEADLINE_AT);
+    }
+
+    /// @dev Emits CycleVerified with the cycle's output packed 4 bytes per token: the first `accepted`
+    /// proposals then outToken, cut after EOS or when maxTokens tokens are out. The event data is
+    /// ABI-encoded in place (head words, then the bytes) to avoid a copy.
+    function _emitOutput(
+        uint256 jobId,
+        uint256 head,
+        uint256 info,
+        uint32[] calldata tokens,
+        uint256 accepted,
+        uint256 outToken,
+        bytes32 reveal
+    ) private returns (uint256 count, bool finished) {
+        uint256 room = ((info >> _MAX_TOKENS_AT) & 0xffff) - ((head >> _EMITTED_AT) & 0xffff);
+        uint256 eos = (info >> _EOS_AT) & 0xffffffff;
+        count = accepted + 1;
+        if (count >= room) {
+            count = room;
+            finished = true;
+        }
+        bytes32 topic = CycleVerified.selector;
+        assembly ("memory-safe") {
+            let buf := mload(0x40)
+            let out := add(buf, 0xc0) // after cycle, reveal, accepted, outToken, offset, length
+            for { let i := 0 } lt(i, count) { i := add(i, 1) } {
+                let token := outToken
+                if lt(i, accepted) { token := calldataload(add(tokens.offset, shl(5, i))) }
+                mstore(add(out, shl(2, i)), shl(224, token)) // also zeroes the padding after it
+                if eq(token, eos) {
+                    count := add(i, 1)
+                    finished := 1
+                    break
+                }
+            }
+            mstore(buf, and(shr(_CYCLE_AT, head), 0xffff))
+            mstore(add(buf, 0x20), reveal)
+            mstore(add(buf, 0x40), accepted)
+            mstore(add(buf, 0x60), outToken)
+            mstore(add(buf, 0x80), 0xa0)
+            mstore(add(buf, 0xa0), shl(2, count))
+            log2(buf, add(0xc0, shl(5, shr(5, add(shl(2, count), 31)))), topic, jobId)
+        }
+    }
+
+    /// @dev Stops a running (or open) job: Finished, challenge window from now; feeds the α window.
+    function _stop(uint256 jobId, Job storage job) private {
+        bool running = _status(job) == JobStatus.Running;
+        _setStatus(job, JobStatus.Finished);
+        job.deadline = uint32(block.timestamp + challengeWindow);
+        if (running) {
+            uint256 head;
+            assembly ("memory-safe") {
+                head := sload(job.slot)
+            }
+            // No cycle was cut: each emitted its accepted proposals + 1.
+            _recordAlpha(jobId, head, ((head >> _EMITTED_AT) & 0xffff) - ((head >> _CYCLE_AT) & 0xffff));
+        }
+    }
+
+    /// @dev Feeds a stopped job's cycles into its drafter's α window (eligible jobs only); slashes on breach.
+    function _recordAlpha(uint256 jobId, uint256 head, uint256 accepted) private {
+        uint256 cycles = (head >> _CYCLE_AT) & 0xffff;
+        if ((head >> _STATE_AT) & _ELIGIBLE == 0 || cycles == 0) return;
+        address drafter = address(uint160(head));
+        if (_recordCycles(drafter, cycles, accepted, (head >> _REJECTED_AT) & 0xffff)) {
+            uint256 taken = registry.slash(drafter, registry.stakeOf(drafter) * alphaSlashBps / 10_000);
+            owed[_jobs[jobId].requester] += taken;
+            emit AlphaSlashed(jobId, drafter, taken);
+        }
+    }
+
+    function _drafterTokens(Job storage job) private view returns (uint256) {
+        // Every verified cycle emits its accepted proposals then outToken; only the last one can be cut.
+        return uint256(job.emitted) + (job.state & _OUT_CUT != 0 ? 1 : 0) - job.cycle;
+    }
+
+    function _settle(uint256 jobId, Job storage job) private {
+        uint8 state = job.state;
+        uint256 drafterPay = state & _DRAFTER_FORFEIT != 0 ? 0 : _drafterTokens(job) * job.pricePerAcceptedToken;
+        uint256 verifierPay = state & _VERIFIER_FORFEIT != 0 ? 0 : uint256(job.cycle) * job.pricePerPass;
+        uint256 refund = job.escrow - drafterPay - verifierPay;
+        address drafter = job.drafter;
+        address verifier = job.verifier;
+        _setStatus(job, JobStatus.Finalized);
+        owed[drafter] += drafterPay;
+        owed[verifier] += verifierPay;
+        owed[job.requester] += refund;
+        emit JobFinalized(jobId, drafterPay, verifierPay, refund);
+        registry.unlock(drafter);
+        registry.unlock(verifier);
+    }
+
+    function _clearPhase(bytes32 value) private pure returns (bytes32) {
+        return bytes32(uint256(value) & ~_PHASE_BIT);
+    }
+
+    function _hash(bytes32 a) private pure returns (bytes32 h) {
+        assembly ("memory-safe") {
+            mstore(0x00, a)
+            h := keccak256(0x00, 0x20)
+        }
+    }
+
+    function _hashPair(bytes32 a, bytes32 b) private pure returns (bytes32 h) {
+        assembly ("memory-safe") {
+            mstore(0x00, a)
+            mstore(0x20, b)
+            h := keccak256(0x00, 0x40)
+        }
+    }
+}

@@ -1,0 +1,378 @@
+// SPDX-License-Identifier: MIT
+pragma solidity 0.8.28;
+
+import {ReentrancyGuardTransient} from "@openzeppelin/contracts/utils/ReentrancyGuardTransient.sol";
+import {IStakingRegistry} from "./interfaces/IStakingRegistry.sol";
+import {IAlphaClaims} from "./AlphaWindow.sol";
+
+/// @dev The market views the registry needs when it is wired.
+interface IChallengeWindow {
+    function challengeWindow() external view returns (uint256);
+}
+
+/// @title StakingRegistry
+/// @notice Stakes, roles and served model ids of the protocol's operators (PROTOCOL.md §2, §7).
+/// One role per address: a drafter serves one (draft model, target model) pair and claims an
+/// acceptance rate α*; a verifier serves target model ids; a referee serves the model ids it can replay.
+/// Stake leaves only through `requestUnbond` + `withdrawUnbonded` after `unbondingPeriod`, and never
+/// while its owner has open jobs or disputes (`lock` counters held by the protocol's own contracts).
+/// Slashes are taken only by the protocol's own contracts (the market, which is also the α window,
+/// and the dispute manager), wired once by the deployer; the slashed ETH goes to the calling contract.
+contract StakingRegistry is IStakingRegistry, ReentrancyGuardTransient {
+    /// @notice Most model ids one verifier or referee may serve (bounds every loop over them).
+    uint256 public constant MAX_MODELS = 8;
+    uint256 internal constant WAD = 1e18;
+
+    struct Account {
+        uint128 stake; // wei, slashes deducted
+        Role role;
+        uint32 locks; // open jobs and disputes
+        uint64 unbondingSince; // 0 = not unbonding
+        uint64 alphaStar; // drafters only: claimed acceptance rate (WAD)
+        bytes32 targetModel; // drafters only: the target model the draft model drafts for
+    }
+
+    /// @notice Minimum stake of a drafter (wei).
+    uint256 public immutable minDrafterStake;
+    /// @notice Minimum stake of a verifier (wei).
+    uint256 public immutable minVerifierStake;
+    /// @notice Minimum stake of a referee (wei).
+    uint256 public immutable minRefereeStake;
+    /// @notice Seconds between `requestUnbond` and `withdrawUnbonded`. Must exceed the market's challenge
+    /// window plus a full dispute's duration (checked against the market at wiring, and by the deployer
+    /// script against the dispute periods).
+    uint256 public immutable unbondingPeriod;
+    /// @notice The account that may wire the protocol contracts, once.
+    address public immutable deployer;
+
+    /// @notice The inference market (also the α window); zero until wired.
+    address public market;
+    /// @notice The dispute manager; zero until wired (or when deployed without one).
+    address public disputes;
+
+    mapping(address account => Account) private _accounts;
+    mapping(address account => bytes32[]) private _models;
+    mapping(address account => mapping(bytes32 modelId => bool)) private _serves;
+    mapping(bytes32 modelId => address[]) private _referees;
+    mapping(bytes32 modelId => mapping(address referee => uint256)) private _refereeIndexPlusOne;
+
+    /// @notice The deployer wired the market and the dispute manager.
+    event ProtocolContractsSet(address indexed market, address indexed disputes);
+    /// @notice `account` registered as `role` with `stake` wei, serving `modelIds`.
+    event Registered(address indexed account, Role indexed role, uint256 stake, bytes32[] modelIds);
+    /// @notice Drafter `account` drafts with `draftModel` for `targetModel`.
+    event DrafterPairSet(address indexed account, bytes32 indexed draftModel, bytes32 indexed targetModel);
+    /// @notice Drafter `account` claims acceptance rate `alphaStar` (WAD).
+    event AlphaStarSet(address indexed account, uint64 alphaStar);
+    /// @notice `account` added `amount` wei; its stake is now `stake`.
+    event StakeAdded(address indexed account, uint256 amount, uint256 stake);
+    /// @notice `account` started unbonding; it can withdraw from `withdrawableAt` if no obligation is open.
+    event UnbondRequested(address indexed account, uint256 withdrawableAt);
+    /// @notice `account` withdrew `amount` wei and is no longer registered.
+    event Unbonded(address indexed account, uint256 amount);
+    /// @notice Protocol contract `by` opened an obligation on `account`, which now has `locks` open.
+    event Locked(address indexed account, address indexed by, uint256 locks);
+    /// @notice Protocol contract `by` closed an obligation on `account`, which now has `locks` open.
+    event Unlocked(address indexed account, address indexed by, uint256 locks);
+    /// @notice Protocol contract `by` took `amount` wei of `account`'s stake.
+    event Slashed(address indexed account, address indexed by, uint256 amount);
+
+    /// @dev Only the deployer may wire the protocol contracts.
+    error NotDeployer(address caller);
+    /// @dev The protocol contracts are already wired.
+    error AlreadyWired();
+    /// @dev The protocol contracts are not wired yet.
+    error NotWired();
+    /// @dev A required address was zero.
+    error ZeroAddress();
+    /// @dev The unbonding period does not outlast the challenge window (plus a dispute).
+    error UnbondingTooShort(uint256 unbondingPeriod, uint256 challengeWindow);
+    /// @dev The caller is not one of the protocol's own contracts.
+    error NotProtocol(address caller);
+    /// @dev `account` already holds a registration (one role per address).
+    error AlreadyRegistered(address account);
+    /// @dev `account` holds no registration.
+    error NotRegistered(address account);
+    /// @dev The role cannot be registered this way.
+    error InvalidRole(Role role);
+    /// @dev A verifier or referee must serve between 1 and MAX_MODELS model ids.
+    error BadModelCount(uint256 count);
+    /// @dev A model id was zero.
+    error ZeroModel();
+    /// @dev A model id appeared twice.
+    error DuplicateModel(bytes32 modelId);
+    /// @dev The stake would be below the role's minimum.
+    error StakeBelowMinimum(uint256 stake, uint256 minimum);
+    /// @dev No ETH was sent.
+    error ZeroValue();
+    /// @dev A claimed acceptance rate above WAD.
+    error AlphaAboveWad(uint256 alphaStar);
+    /// @dev The caller is not a registered drafter.
+    error NotDrafter(address account);
+    /// @dev The account is already unbonding.
+    error AlreadyUnbonding(address account);
+    /// @dev The account is not unbonding.
+    error NotUnbonding(address account);
+    /// @dev The unbonding period has not passed; it does at `withdrawableAt`.
+    error UnbondingNotElapsed(uint256 withdrawableAt);
+    /// @dev The stake is locked by `locks` open jobs or disputes.
+    error StakeLocked(uint256 locks);
+    /// @dev `unlock` without a matching `lock`.
+    error NotLocked(address account);
+    /// @dev An ETH transfer failed.
+    error TransferFailed();
+
+    modifier onlyProtocol() {
+        if (msg.sender == address(0) || (msg.sender != market && msg.sender != disputes)) {
+            revert NotProtocol(msg.sender);
+        }
+        _;
+    }
+
+    modifier whenWired() {
+        if (market == address(0)) revert NotWired();
+        _;
+    }
+
+    /// @param minDrafterStake_ Minimum stake of a drafter (wei).
+    /// @param minVerifierStake_ Minimum stake of a verifier (wei).
+    /// @param minRefereeStake_ Minimum stake of a referee (wei).
+    /// @param unbondingPeriod_ Seconds from `requestUnbond` to `withdrawUnbonded`.
+    constructor(uint256 minDrafterStake_, uint256 minVerifierStake_, uint256 minRefereeStake_, uint256 unbondingPeriod_) {
+        minDrafterStake = minDrafterStake_;
+        minVerifierStake = minVerifierStake_;
+        minRefereeStake = minRefereeStake_;
+        unbondingPeriod = unbondingPeriod_;
+        deployer = msg.sender;
+    }
+
+    // ------------------------------------------------------------------ wiring
+
+    /// @notice Wires the market (which is also the α window) and the dispute manager; callable once, by the deployer.
+    /// @dev `disputes_` may be zero for a deployment without a dispute manager. Requires
+    /// `unbondingPeriod > market.challengeWindow()`; the deployer checks the full relation
+    /// (challenge window + answer + commit + reveal periods) before wiring.
+    function setProtocolContracts(address market_, address disputes_) external {
+        if (msg.sender != deployer) revert NotDeployer(msg.sender);
+        if (market != address(0)) revert AlreadyWired();
+        if (market_ == address(0)) revert ZeroAddress();
+        uint256 window = IChallengeWindow(market_).challengeWindow();
+        if (unbondingPeriod <= window) revert UnbondingTooShort(unbondingPeriod, window);
+        market = market_;
+        disputes = disputes_;
+        emit ProtocolContractsSet(market_, disputes_);
+    }
+
+    // ------------------------------------------------------------------ registration
+
+    /// @notice Registers the caller as a drafter of `draftModel` for `targetModel`, staking `msg.value`
+    /// and claiming acceptance rate `alphaStar` (WAD). Starts a fresh α window.
+    function registerDrafter(bytes32 draftModel, bytes32 targetModel, uint64 alphaStar) external payable whenWired {
+        if (draftModel == bytes32(0) || targetModel == bytes32(0)) revert ZeroModel();
+        if (alphaStar > WAD) revert AlphaAboveWad(alphaStar);
+        _register(Role.Drafter, minDrafterStake);
+        Account storage account = _accounts[msg.sender];
+        account.alphaStar = alphaStar;
+        account.targetModel = targetModel;
+        _serves[msg.sender][draftModel] = true;
+        _models[msg.sender].push(draftModel);
+        bytes32[] memory served = new bytes32[](1);
+        served[0] = draftModel;
+        emit Registered(msg.sender, Role.Drafter, msg.value, served);
+        emit DrafterPairSet(msg.sender, draftModel, targetModel);
+        emit AlphaStarSet(msg.sender, alphaStar);
+        IAlphaClaims(market).alphaClaimSet(msg.sender, alphaStar, true);
+    }
+
+    /// @notice Registers the caller as a verifier (target model ids) or referee (model ids it can replay),
+    /// staking `msg.value`.
+    function register(Role role, bytes32[] calldata modelIds) external payable whenWired {
+        uint256 minimum;
+        if (role == Role.Verifier) minimum = minVerifierStake;
+        else if (role == Role.Referee) minimum = minRefereeStake;
+        else revert InvalidRole(role);
+        uint256 count = modelIds.length;
+        if (count == 0 || count > MAX_MODELS) revert BadModelCount(count);
+        _register(role, minimum);
+        for (uint256 i = 0; i < count; ++i) {
+            bytes32 modelId = modelIds[i];
+            if (modelId == bytes32(0)) revert ZeroModel();
+            if (_serves[msg.sender][modelId]) revert DuplicateModel(modelId);
+            _serves[msg.sender][modelId] = true;
+            _models[msg.sender].push(modelId);
+            if (role == Role.Referee) {
+                _referees[modelId].push(msg.sender);
+                _refereeIndexPlusOne[modelId][msg.sender] = _referees[modelId].length;
+            }
+        }
+        emit Registered(msg.sender, role, msg.value, modelIds);
+    }
+
+    /// @notice Adds `msg.value` to the caller's stake (not while unbonding).
+    function addStake() external payable {
+        Account storage account = _accounts[msg.sender];
+        if (account.role == Role.None) revert NotRegistered(msg.sender);
+        if (account.unbondingSince != 0) revert AlreadyUnbonding(msg.sender);
+        if (msg.value == 0) revert ZeroValue();
+        uint256 stake = account.stake + msg.value;
+        account.stake = uint128(stake);
+        emit StakeAdded(msg.sender, msg.value, stake);
+    }
+
+    /// @notice Sets the caller's (a drafter's) claimed acceptance rate α* (WAD). Raising is always allowed;
+    /// lowering reverts in the α window while the drafter's window holds any cycle.
+    function setAlphaStar(uint64 alphaStar) external {
+        Account storage account = _accounts[msg.sender];
+        if (account.role != Role.Drafter) revert NotDrafter(msg.sender);
+        if (alphaStar > WAD) revert AlphaAboveWad(alphaStar);
+        account.alphaStar = alphaStar;
+        emit AlphaStarSet(msg.sender, alphaStar);
+        IAlphaClaims(market).alphaClaimSet(msg.sender, alphaStar, false);
+    }
+
+    /// @notice Starts unbonding the caller's whole stake: the account stops being active at once (a referee
+    /// also leaves the referee lists) and may withdraw after `unbondingPeriod` once no obligation is open.
+    function requestUnbond() external {
+        Account storage account = _accounts[msg.sender];
+        if (account.role == Role.None) revert NotRegistered(msg.sender);
+        if (account.unbondingSince != 0) revert AlreadyUnbonding(msg.sender);
+        account.unbondingSince = uint64(block.timestamp);
+        if (account.role == Role.Referee) {
+            bytes32[] storage models = _models[msg.sender];
+            uint256 count = models.length; // <= MAX_MODELS
+            for (uint256 i = 0; i < count; ++i) {
+                _removeReferee(models[i], msg.sender);
+            }
+        }
+        emit UnbondRequested(msg.sender, block.timestamp + unbondingPeriod);
+    }
+
+    /// @notice Pays the caller's remaining stake out after the unbonding period, when no job or dispute
+    /// holds it, and deletes the registration (the address may register again).
+    function withdrawUnbonded() external nonReentrant {
+        Account storage account = _accounts[msg.sender];
+        uint256 since = account.unbondingSince;
+        if (since == 0) revert NotUnbonding(msg.sender);
+        if (block.timestamp < since + unbondingPeriod) revert UnbondingNotElapsed(since + unbondingPeriod);
+        if (account.locks != 0) revert StakeLocked(account.locks);
+        uint256 amount = account.stake;
+        bytes32[] storage models = _models[msg.sender];
+        uint256 count = models.length; // <= MAX_MODELS
+        for (uint256 i = 0; i < count; ++i) {
+            delete _serves[msg.sender][models[i]];
+        }
+        delete _models[msg.sender];
+        delete _accounts[msg.sender];
+        emit Unbonded(msg.sender, amount);
+        if (amount != 0) {
+            (bool ok,) = payable(msg.sender).call{value: amount}("");
+            if (!ok) revert TransferFailed();
+        }
+    }
+
+    // ------------------------------------------------------------------ protocol hooks
+
+    /// @inheritdoc IStakingRegistry
+    function lock(address account) external onlyProtocol {
+        uint256 locks = _accounts[account].locks + 1;
+        _accounts[account].locks = uint32(locks);
+        emit Locked(account, msg.sender, locks);
+    }
+
+    /// @inheritdoc IStakingRegistry
+    function unlock(address account) external onlyProtocol {
+        uint256 locks = _accounts[account].locks;
+        if (locks == 0) revert NotLocked(account);
+        _accounts[account].locks = uint32(locks - 1);
+        emit Unlocked(account, msg.sender, locks - 1);
+    }
+
+    /// @inheritdoc IStakingRegistry
+    function slash(address account, uint256 amount) external onlyProtocol nonReentrant returns (uint256 taken) {
+        Account storage acct = _accounts[account];
+        uint256 stake = acct.stake;
+        taken = amount < stake ? amount : stake;
+        if (taken == 0) return 0;
+        acct.stake = uint128(stake - taken);
+        emit Slashed(account, msg.sender, taken);
+        (bool ok,) = payable(msg.sender).call{value: taken}("");
+        if (!ok) revert TransferFailed();
+    }
+
+    // ------------------------------------------------------------------ views
+
+    /// @inheritdoc IStakingRegistry
+    function isActive(address account, Role role, bytes32 modelId) public view returns (bool) {
+        Account storage acct = _accounts[account];
+        return role != Role.None && acct.role == role && acct.unbondingSince == 0 && _serves[account][modelId]
+            && acct.stake >= minStake(role);
+    }
+
+    /// @notice True when `account` is an active drafter of `draftModel` for `targetModel`.
+    function isActiveDrafter(address account, bytes32 draftModel, bytes32 targetModel) external view returns (bool) {
+        return isActive(account, Role.Drafter, draftModel) && _accounts[account].targetModel == targetModel;
+    }
+
+    /// @notice The minimum stake of `role` (0 for Role.None).
+    function minStake(Role role) public view returns (uint256) {
+        if (role == Role.Drafter) return minDrafterStake;
+        if (role == Role.Verifier) return minVerifierStake;
+        if (role == Role.Referee) return minRefereeStake;
+        return 0;
+    }
+
+    /// @inheritdoc IStakingRegistry
+    function stakeOf(address account) external view returns (uint256) {
+        return _accounts[account].stake;
+    }
+
+    /// @notice The whole registration of `account`.
+    function accountOf(address account) external view returns (Account memory) {
+        return _accounts[account];
+    }
+
+    /// @notice The model ids `account` serves (a drafter: its draft model).
+    function modelsOf(address account) external view returns (bytes32[] memory) {
+        return _models[account];
+    }
+
+    /// @notice True when `account` is registered for `modelId` (active or not).
+    function serves(address account, bytes32 modelId) external view returns (bool) {
+        return _serves[account][modelId];
+    }
+
+    /// @inheritdoc IStakingRegistry
+    function refereeCount(bytes32 modelId) external view returns (uint256) {
+        return _referees[modelId].length;
+    }
+
+    /// @inheritdoc IStakingRegistry
+    function refereeAt(bytes32 modelId, uint256 index) external view returns (address) {
+        return _referees[modelId][index];
+    }
+
+    // ------------------------------------------------------------------ internals
+
+    function _register(Role role, uint256 minimum) private {
+        Account storage account = _accounts[msg.sender];
+        if (account.role != Role.None) revert AlreadyRegistered(msg.sender);
+        if (msg.value < minimum || msg.value == 0) revert StakeBelowMinimum(msg.value, minimum);
+        account.role = role;
+        account.stake = uint128(msg.value);
+    }
+
+    /// @dev O(1) swap-and-pop removal of `referee` from the list of `modelId`.
+    function _removeReferee(bytes32 modelId, address referee) private {
+        uint256 indexPlusOne = _refereeIndexPlusOne[modelId][referee];
+        if (indexPlusOne == 0) return;
+        address[] storage list = _referees[modelId];
+        uint256 last = list.length - 1;
+        if (indexPlusOne - 1 != last) {
+            address moved = list[last];
+            list[indexPlusOne - 1] = moved;
+            _refereeIndexPlusOne[modelId][moved] = indexPlusOne;
+        }
+        list.pop();
+        delete _refereeIndexPlusOne[modelId][referee];
+    }
+}
