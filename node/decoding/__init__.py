@@ -1,0 +1,22 @@
+"""Exact speculative decoding that makes every decision with the protocol math (node/protocol.py).
+
+    proposer.DraftSession   draft model + cache: K proposals per cycle from the public draft uniforms
+    scorer.VerifySession    target model + cache (+ optional draft replay): one pass, one verdict per cycle
+    sampler.decide          pure: the on-chain accept rule, then the residual or bonus token
+    decoder.SpeculativeDecoder  both models in one process; generate() is the two sessions' cycle loop
+
+See docs/engine.md.
+"""
+
+from node.decoding.decoder import CycleRecord, GenerationResult, SpeculativeDecoder, Timings
+from node.decoding.distributions import SamplingParams, probabilities, quantized, top_k
+from node.decoding.messages import Draft, DraftFault, Job, Verification
+from node.decoding.model_id import model_id, model_id_of, tokenizer_digest
+from node.decoding.proposer import DraftSession
+from node.decoding.scorer import VerifySession
+
+__all__ = [
+    "CycleRecord", "Draft", "DraftFault", "DraftSession", "GenerationResult", "Job", "SamplingParams",
+    "SpeculativeDecoder", "Timings", "Verification", "VerifySession", "model_id", "model_id_of",
+    "probabilities", "quantized", "tokenizer_digest", "top_k",
+]

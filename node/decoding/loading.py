@@ -1,0 +1,60 @@
+"""Loading a target/draft pair: device and dtype defaults, and the checks that they can be paired.
+
+Speculative decoding compares p and q token by token, so both models must
+share one tokenizer and one vocabulary; a mismatch is an error at load time,
+not a silently wrong distribution later.
+"""
+
+from __future__ import annotations
+
+import json
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+
+def default_device() -> torch.device:
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def default_dtype(device: torch.device) -> torch.dtype:
+    """fp32 on CPU (bf16 matmuls are slow there and replays should be tight); bf16 on GPU."""
+    return torch.bfloat16 if device.type == "cuda" else torch.float32
+
+
+def load_model(path, device: torch.device, dtype: torch.dtype):
+    try:
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+    except TypeError:  # transformers 4.x spelled it torch_dtype
+        model = AutoModelForCausalLM.from_pretrained(path, torch_dtype=dtype)
+    return model.to(device).eval()
+
+
+def vocab_size(model) -> int:
+    """The number of logits per position (the LM head's output width)."""
+    head = model.get_output_embeddings()
+    return head.weight.shape[0] if head is not None else model.config.vocab_size
+
+
+def check_same_vocabulary(target, draft) -> None:
+    t, d = vocab_size(target), vocab_size(draft)
+    if t != d:
+        raise ValueError(f"target and draft vocabularies differ: {t} vs {d} logits per position")
+
+
+def check_same_tokenizer(target_tokenizer, draft_tokenizer) -> None:
+    problems = []
+    if target_tokenizer.get_vocab() != draft_tokenizer.get_vocab():
+        problems.append("vocabularies differ")
+    backends = [getattr(tok, "backend_tokenizer", None) for tok in (target_tokenizer, draft_tokenizer)]
+    if all(backends) and json.loads(backends[0].to_str()) != json.loads(backends[1].to_str()):
+        problems.append("tokenization rules (merges, normalizer or pre-tokenizer) differ")
+    for name in ("eos_token_id", "bos_token_id", "pad_token_id", "unk_token_id"):
+        if getattr(target_tokenizer, name, None) != getattr(draft_tokenizer, name, None):
+            problems.append(f"{name} differs")
+    if problems:
+        raise ValueError("target and draft do not share a tokenizer: " + "; ".join(problems))
+
+
+def load_tokenizer(path):
+    return AutoTokenizer.from_pretrained(path)
