@@ -18,6 +18,7 @@ from web3.logs import DISCARD
 
 from node import protocol as P
 from node.chain.deploy import DEFAULT_PARAMS, ETHER, WAD, DeploymentParams, System, deploy_system
+from node.roles.chaindata import unpack_draft, unpack_output  # noqa: F401 (the packed event bytes, shared with the nodes)
 
 DRAFT_MODEL = keccak(b"verispec.test.draft-model")
 TARGET_MODEL = keccak(b"verispec.test.target-model")
@@ -172,19 +173,6 @@ def send_eth(w3: Web3, sender: str, to: str, value: int):
 
 def paid_gas(w3: Web3, receipt) -> int:
     return receipt.gasUsed * receipt.effectiveGasPrice
-
-
-def unpack_draft(data: bytes) -> tuple[list[int], list[int]]:
-    """DraftCommitted.draft: 12 bytes per proposal, token (uint32) ‖ q (uint64), big-endian."""
-    assert len(data) % 12 == 0
-    items = [data[i:i + 12] for i in range(0, len(data), 12)]
-    return [int.from_bytes(x[:4], "big") for x in items], [int.from_bytes(x[4:], "big") for x in items]
-
-
-def unpack_output(data: bytes) -> list[int]:
-    """CycleVerified.output: 4 big-endian bytes per token."""
-    assert len(data) % 4 == 0
-    return [int.from_bytes(data[i:i + 4], "big") for i in range(0, len(data), 4)]
 
 
 # ---------------------------------------------------------------- time

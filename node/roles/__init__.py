@@ -1,0 +1,31 @@
+"""The node roles: drafter, verifier and referee nodes on a chain, plus the readers and conventions they share.
+
+    chaindata   a job's history from chain data alone (events, calldata, views); no torch
+    jobs        on-chain JobRequest + prompt -> the engine's Job; the verifier-seed convention
+    base        the node loop: one key, one store, one TxSender, one EventPoller
+    drafter     DrafterNode    (DraftSession per job; commitDraft; answers DraftReplay disputes)
+    verifier    VerifierNode   (VerifySession per job; acceptJob, submitVerification; answers TargetReplay disputes)
+    referee     RefereeNode    (replays a disputed position; commit-reveal vote; resolve)
+    behaviors   the misbehaviours used by tests and the demo (biased drafter, retaliating verifier)
+
+The node classes are imported lazily, so `from node.roles import chaindata` stays free of torch.
+See docs/node.md.
+"""
+
+from __future__ import annotations
+
+_LAZY = {
+    "DrafterNode": "node.roles.drafter",
+    "VerifierNode": "node.roles.verifier",
+    "RefereeNode": "node.roles.referee",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'node.roles' has no attribute {name!r}")

@@ -1,0 +1,314 @@
+"""A job's history read from chain data alone: pure readers over logs, calldata and views.
+
+Everything a node, a referee, a watchdog or the requester CLI needs to rebuild a job lives on chain:
+
+* `JobSubmitted`      the request (models, parties, γ, sampling, maxTokens, EOS, prices), the prompt bytes;
+* `DraftCommitted`    per cycle: the draft root and the proposals with their q (12 bytes each);
+* `CycleVerified`     per cycle: the reveal, the accepted count, outToken and the emitted tokens;
+* the calldata of the `submitVerification` transaction that emitted `CycleVerified`: the posted p.
+
+Logs are fetched with `get_logs` filtered on the indexed `jobId` topic, from the deployment's start
+block. No store, no model, no engine: this module imports only web3 and `node.protocol`.
+
+The first argument of every reader is where the market lives: a `System` (node.chain.deploy), the
+market `Contract` itself, or, for older callers, `w3` followed by the market contract.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Mapping, Sequence
+
+from eth_utils import to_checksum_address, to_hex
+from web3 import Web3
+
+from node import protocol
+
+# uint32 max: a token id no tokenizer produces, the requester's "no EOS" choice
+NO_EOS = 2**32 - 1
+
+JOB_STATUS = ("None", "Open", "Running", "Finished", "Finalized")
+PHASES = ("AwaitDraft", "AwaitVerify")
+DISPUTE_KINDS = ("DraftReplay", "TargetReplay")
+DISPUTE_STATUS = ("None", "AwaitingAnswer", "Voting", "Resolved")
+DISPUTE_OUTCOMES = ("None", "AccusedLost", "ChallengerLost", "Void", "AccusedSilent")
+
+KIND_DRAFT, KIND_TARGET = 0, 1
+STATUS_NONE, STATUS_OPEN, STATUS_RUNNING, STATUS_FINISHED, STATUS_FINALIZED = range(5)
+PHASE_DRAFT, PHASE_VERIFY = 0, 1
+DISPUTE_NONE, DISPUTE_AWAITING_ANSWER, DISPUTE_VOTING, DISPUTE_RESOLVED = range(4)
+
+
+class ChainDataError(LookupError):
+    """The chain does not hold what was asked for (no such job, cycle not committed/verified, ...)."""
+
+
+# ---------------------------------------------------------------- packed event bytes
+
+
+def unpack_draft(data: bytes) -> tuple[list[int], list[int]]:
+    """DraftCommitted.draft: 12 bytes per proposal, token (uint32) ‖ q (uint64), big-endian."""
+    data = bytes(data)
+    if len(data) % 12:
+        raise ValueError(f"a packed draft is 12 bytes per proposal, got {len(data)} bytes")
+    items = [data[i:i + 12] for i in range(0, len(data), 12)]
+    return [int.from_bytes(x[:4], "big") for x in items], [int.from_bytes(x[4:], "big") for x in items]
+
+
+def unpack_output(data: bytes) -> list[int]:
+    """CycleVerified.output: 4 big-endian bytes per token."""
+    data = bytes(data)
+    if len(data) % 4:
+        raise ValueError(f"a packed output is 4 bytes per token, got {len(data)} bytes")
+    return [int.from_bytes(data[i:i + 4], "big") for i in range(0, len(data), 4)]
+
+
+# ---------------------------------------------------------------- what the readers return
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    """A job as submitted (`JobSubmitted`)."""
+
+    job_id: int
+    requester: str
+    request: dict[str, Any]  # JobRequest by field name: draftModel, targetModel, drafter, verifier, gamma, ...
+    prompt: bytes  # UTF-8 text (docs/node.md)
+    escrow: int
+    block_number: int
+    tx_hash: str
+
+    @property
+    def gamma(self) -> int:
+        return int(self.request["gamma"])
+
+    @property
+    def max_tokens(self) -> int:
+        return int(self.request["maxTokens"])
+
+    @property
+    def draft_model(self) -> bytes:
+        return bytes(self.request["draftModel"])
+
+    @property
+    def target_model(self) -> bytes:
+        return bytes(self.request["targetModel"])
+
+    @property
+    def drafter(self) -> str:
+        return to_checksum_address(self.request["drafter"])
+
+    @property
+    def verifier(self) -> str:
+        return to_checksum_address(self.request["verifier"])
+
+
+@dataclass(frozen=True)
+class CycleData:
+    """One cycle of a job: the committed draft and, once verified, its outcome and the posted p."""
+
+    job_id: int
+    cycle: int
+    draft_root: bytes
+    tokens: tuple[int, ...]  # x_0 .. x_{K-1}
+    q: tuple[int, ...]  # q_i(x_i), WAD
+    commit_tx: str
+    reveal: bytes | None = None  # None until verified
+    accepted: int | None = None
+    out_token: int | None = None
+    output: tuple[int, ...] | None = None  # the tokens the cycle emitted (after EOS / maxTokens cuts)
+    p: tuple[int, ...] | None = None  # p_i(x_i) as posted, from the submitVerification calldata
+    verify_tx: str | None = None
+
+    @property
+    def verified(self) -> bool:
+        return self.accepted is not None
+
+    @property
+    def gamma(self) -> int:
+        return len(self.tokens)
+
+    @property
+    def leaves(self) -> list[bytes]:
+        return [protocol.leaf(self.job_id, self.cycle, i, t, q) for i, (t, q) in enumerate(zip(self.tokens, self.q))]
+
+    def record_preimage(self) -> tuple[bytes, list[int], int, int]:
+        """(draftRoot, p, accepted, outToken): what `openDispute` proves against `cycleRecordHash`."""
+        if not self.verified or self.p is None:
+            raise ChainDataError(f"cycle {self.cycle} of job {self.job_id} is not verified")
+        return self.draft_root, list(self.p), self.accepted, self.out_token
+
+    def leaf_proof(self, index: int) -> tuple[int, int, list[bytes]]:
+        """(token, q, proof) of proposal `index` against the draft root; (0, 0, []) for index == K (outToken)."""
+        if index == self.gamma:
+            return 0, 0, []
+        if not 0 <= index < self.gamma:
+            raise ChainDataError(f"index {index} out of range 0..{self.gamma} for a cycle of {self.gamma} proposals")
+        return self.tokens[index], self.q[index], protocol.proof(self.leaves, index)
+
+
+# ---------------------------------------------------------------- readers
+
+
+def _market_of(source: Any, rest: tuple) -> tuple[Any, tuple]:
+    """(market contract, remaining positional args) from a System, a market Contract or (w3, market)."""
+    if isinstance(source, Web3):
+        if not rest:
+            raise TypeError("after w3, pass the market contract")
+        return rest[0], rest[1:]
+    market = getattr(source, "market", None)
+    if market is not None and hasattr(market, "events"):
+        return market, rest
+    if hasattr(source, "events") and hasattr(source, "w3"):
+        return source, rest
+    raise TypeError(f"expected a System, the market contract, or (w3, market); got {type(source).__name__}")
+
+
+def _args(source: Any, args: tuple, names: Sequence[str]) -> tuple:
+    market, rest = _market_of(source, args)
+    if len(rest) != len(names):
+        raise TypeError(f"expected arguments {', '.join(names)}; got {len(rest)} positional arguments")
+    return (market, *rest)
+
+
+def _logs(event, job_id: int, from_block: int | None) -> list:
+    logs = event().get_logs(argument_filters={"jobId": int(job_id)}, from_block=from_block or 0, to_block="latest")
+    return sorted(logs, key=lambda log: (log["blockNumber"], log["logIndex"]))
+
+
+def _struct(value: Any, components: Sequence[dict]) -> dict[str, Any]:
+    if isinstance(value, Mapping):
+        return {key: value[key] for key in value}
+    return {c["name"]: v for c, v in zip(components, value)}
+
+
+def job_request(source, *args, from_block: int | None = None) -> JobRecord:
+    """The `JobSubmitted` record of a job: request, prompt bytes, requester. `job_request(system, job_id)`."""
+    market, job_id = _args(source, args, ["job_id"])
+    logs = _logs(market.events.JobSubmitted, job_id, from_block)
+    if not logs:
+        raise ChainDataError(f"no JobSubmitted event for job {job_id} (from block {from_block or 0})")
+    log = logs[0]
+    abi = next(e for e in market.abi if e.get("type") == "event" and e["name"] == "JobSubmitted")
+    components = next(i for i in abi["inputs"] if i["name"] == "request")["components"]
+    args_ = log["args"]
+    return JobRecord(job_id=int(job_id), requester=to_checksum_address(args_["requester"]),
+                     request=_struct(args_["request"], components), prompt=bytes(args_["prompt"]),
+                     escrow=int(args_["escrow"]), block_number=log["blockNumber"],
+                     tx_hash=to_hex(log["transactionHash"]))
+
+
+def verification_p(source, *args) -> tuple[int, ...]:
+    """The p array posted by the `submitVerification` transaction `tx_hash` for (job_id, cycle).
+
+    `verification_p(system, tx_hash, job_id, cycle)`. Raises ChainDataError when the transaction is not a
+    direct call of the market (e.g. it came through a contract wallet: then p is only in its trace).
+    """
+    market, tx_hash, job_id, cycle = _args(source, args, ["tx_hash", "job_id", "cycle"])
+    tx = market.w3.eth.get_transaction(tx_hash)
+    if tx["to"] is None or to_checksum_address(tx["to"]) != to_checksum_address(market.address):
+        raise ChainDataError(f"verification {to_hex(tx_hash)} of job {job_id} cycle {cycle} was not sent to the "
+                             "market directly; its p is not in the transaction's calldata")
+    try:
+        function, params = market.decode_function_input(tx["input"])
+    except ValueError as exc:
+        raise ChainDataError(f"cannot decode the calldata of {to_hex(tx_hash)}: {exc}") from None
+    if function.fn_name != "submitVerification" or params["jobId"] != job_id or params["cycle"] != cycle:
+        raise ChainDataError(f"{to_hex(tx_hash)} is not the submitVerification of job {job_id} cycle {cycle}")
+    return tuple(int(v) for v in params["p"])
+
+
+def cycles(source, *args, from_block: int | None = None, with_p: bool = True) -> list[CycleData]:
+    """Every committed cycle of a job in cycle order, with its verification once there is one.
+
+    `cycles(system, job_id)`. `with_p=False` skips the per-cycle transaction lookups for p.
+    """
+    market, job_id = _args(source, args, ["job_id"])
+    drafts = {}
+    for log in _logs(market.events.DraftCommitted, job_id, from_block):
+        a = log["args"]
+        tokens, q = unpack_draft(a["draft"])
+        drafts[int(a["cycle"])] = CycleData(job_id=int(job_id), cycle=int(a["cycle"]), draft_root=bytes(a["draftRoot"]),
+                                            tokens=tuple(tokens), q=tuple(q), commit_tx=to_hex(log["transactionHash"]))
+    for log in _logs(market.events.CycleVerified, job_id, from_block):
+        a = log["args"]
+        c = int(a["cycle"])
+        if c not in drafts:
+            raise ChainDataError(f"job {job_id}: cycle {c} was verified but its DraftCommitted is missing "
+                                 f"(from block {from_block or 0} too late?)")
+        tx_hash = to_hex(log["transactionHash"])
+        p = verification_p(market, tx_hash, int(job_id), c) if with_p else None
+        drafts[c] = replace(drafts[c], reveal=bytes(a["reveal"]), accepted=int(a["accepted"]),
+                            out_token=int(a["outToken"]), output=tuple(unpack_output(a["output"])), p=p,
+                            verify_tx=tx_hash)
+    ordered = [drafts[c] for c in sorted(drafts)]
+    if [c.cycle for c in ordered] != list(range(len(ordered))):
+        raise ChainDataError(f"job {job_id}: cycles {[c.cycle for c in ordered]} are not contiguous from 0")
+    return ordered
+
+
+def cycle(source, *args, from_block: int | None = None) -> CycleData:
+    """One cycle of a job: `cycle(system, job_id, cycle)`."""
+    market, job_id, c = _args(source, args, ["job_id", "cycle"])
+    found = [x for x in cycles(market, job_id, from_block=from_block, with_p=False) if x.cycle == c]
+    if not found:
+        raise ChainDataError(f"job {job_id} has no committed cycle {c}")
+    data = found[0]
+    if data.verified:
+        data = replace(data, p=verification_p(market, data.verify_tx, int(job_id), int(c)))
+    return data
+
+
+def with_p(source, *args) -> CycleData:
+    """`cycle_data` with its posted p filled in from the verification's calldata: `with_p(system, cycle_data)`."""
+    market, data = _args(source, args, ["cycle_data"])
+    if not data.verified or data.p is not None:
+        return data
+    return replace(data, p=verification_p(market, data.verify_tx, data.job_id, data.cycle))
+
+
+def output_tokens(source, *args, from_block: int | None = None) -> list[int]:
+    """The job's output so far: every verified cycle's emitted tokens, in order. `output_tokens(system, job_id)`."""
+    market, job_id = _args(source, args, ["job_id"])
+    out: list[int] = []
+    for log in _logs(market.events.CycleVerified, job_id, from_block):
+        out.extend(unpack_output(log["args"]["output"]))
+    return out
+
+
+def record_preimage(source, *args, from_block: int | None = None) -> tuple[bytes, list[int], int, int]:
+    """(draftRoot, p, accepted, outToken) of a verified cycle. `record_preimage(system, job_id, cycle)`."""
+    market, job_id, c = _args(source, args, ["job_id", "cycle"])
+    return cycle(market, job_id, c, from_block=from_block).record_preimage()
+
+
+def leaf_proof(source, *args, from_block: int | None = None) -> tuple[int, int, list[bytes]]:
+    """(token, q, proof) of proposal `index`; (0, 0, []) for index == K. `leaf_proof(system, job_id, cycle, index)`."""
+    market, job_id, c, index = _args(source, args, ["job_id", "cycle", "index"])
+    found = [x for x in cycles(market, job_id, from_block=from_block, with_p=False) if x.cycle == c]
+    if not found:
+        raise ChainDataError(f"job {job_id} has no committed cycle {c}")
+    return found[0].leaf_proof(int(index))
+
+
+# ---------------------------------------------------------------- views as dicts
+
+
+def _view(contract, function: str, *call_args) -> dict[str, Any]:
+    abi = next(e for e in contract.abi if e.get("type") == "function" and e["name"] == function)
+    return _struct(getattr(contract.functions, function)(*call_args).call(), abi["outputs"][0]["components"])
+
+
+def job_view(market, job_id: int) -> dict[str, Any]:
+    """`market.getJob(job_id)` keyed by the JobView field names (status, phase, cycle, deadline, ...)."""
+    return _view(market, "getJob", int(job_id))
+
+
+def dispute_view(disputes, dispute_id: int) -> dict[str, Any]:
+    """`disputes.getDispute(dispute_id)` keyed by field name (jobId, cycle, index, kind, status, deadlines, ...)."""
+    return _view(disputes, "getDispute", int(dispute_id))
+
+
+def ballot_view(disputes, dispute_id: int, referee: str) -> dict[str, Any]:
+    """`disputes.ballotOf(dispute_id, referee)`: commitment, drawn, verdict."""
+    return _view(disputes, "ballotOf", int(dispute_id), to_checksum_address(referee))

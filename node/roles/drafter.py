@@ -1,0 +1,244 @@
+"""The drafter node (`verispec serve drafter`): the draft model, one DraftSession per job, commitDraft per cycle.
+
+For each job assigned to it (`JobSubmitted.request.drafter` is its address) whose model ids are the
+ones it loaded, it proposes cycle c whenever the contract says the job is Running and awaits the draft
+of cycle c (after the verifier's `JobAccepted`, then after each `CycleVerified`), and sends
+`commitDraft` under the key `job:{id}:cycle:{c}:commit`. The cycle's transcript (proposals, q, the
+top-k of its distributions) is saved in the store *before* the transaction, so a restart resends the
+very same draft instead of computing another. It answers DraftReplay disputes against it with its
+claimed q and its top-k at the disputed position.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from node import protocol
+from node.chain.events import ChainEvent
+from node.decoding.messages import Job
+from node.roles import behaviors, chaindata
+from node.roles.base import (
+    DISPUTE, JOB, NodeBase, load_model, load_tokenizer, max_positions, model_id, next_token_rows, record_of,
+    resolve_device, resume_draft_session,
+)
+from node.roles.chaindata import (
+    DISPUTE_AWAITING_ANSWER, DISPUTE_RESOLVED, PHASE_DRAFT, STATUS_FINALIZED, STATUS_NONE, STATUS_RUNNING,
+)
+from node.roles.jobs import JobRefused, job_from_record
+
+TOP_K = 8  # top-k of each distribution kept in transcripts and posted in dispute answers (contract max: 16)
+JOB_ROLE, DISPUTE_ROLE = "drafter", "drafter-dispute"
+
+
+@dataclass
+class DrafterJob:
+    job: Job
+    record: chaindata.JobRecord
+    outputs: dict[int, tuple[int, ...]] = field(default_factory=dict)  # verified cycle -> emitted tokens
+    session: Any = None  # DraftSession (or BiasedDraftSession)
+    proposed_cycle: int | None = None  # the cycle `session` proposed and has not advanced past yet
+
+
+class DrafterNode(NodeBase):
+    role = "drafter"
+
+    def __init__(self, w3, deployment, account, store_path, draft_model_path, target_model_path,
+                 behavior: str = "honest", poll_interval: float = 0.2, device=None, *,
+                 bias_policy: behaviors.BiasPolicy | None = None, **options):
+        self.behavior = behaviors.check_behavior("drafter", behavior)
+        self.bias_policy = bias_policy or behaviors.BiasPolicy()
+        self.device, self.dtype = resolve_device(device)
+        self.tokenizer = load_tokenizer(draft_model_path, target_model_path)
+        self.draft_model = load_model(draft_model_path, self.device, self.dtype)
+        self.draft_id = model_id(draft_model_path)
+        self.target_id = model_id(target_model_path)
+        self.max_positions = max_positions(self.draft_model)
+        super().__init__(w3, deployment, account, store_path, poll_interval, **options)
+        self.jobs: dict[int, DrafterJob] = {}
+        self.restore(JOB_ROLE, DISPUTE_ROLE)
+        self.log.info("drafter %s: draft model %s, target %s, behavior %s", self.address,
+                      self.draft_id.hex()[:16], self.target_id.hex()[:16], self.behavior)
+
+    # ------------------------------------------------------------------ events
+
+    def on_market_JobSubmitted(self, event: ChainEvent) -> None:
+        record = record_of(event, self.market)
+        if record.drafter != self.address or self.store.job(record.job_id, JOB_ROLE) is not None:
+            return
+        reason = self._refusal(record)
+        if reason is None:
+            try:
+                job = job_from_record(record, self.tokenizer, self.max_positions)
+            except JobRefused as exc:
+                reason = str(exc)
+        if reason is not None:
+            self.log.warning("job %d: not drafting it: %s", record.job_id, reason)
+            self.store.save_job(record.job_id, JOB_ROLE, "refused", {"reason": reason})
+            return
+        self.store.save_job(record.job_id, JOB_ROLE, "active", {"verifier": record.verifier})
+        self.jobs[record.job_id] = DrafterJob(job, record)
+        self.track(JOB, record.job_id)
+        self.log.info("job %d: assigned (γ=%d, maxTokens=%d)", record.job_id, job.gamma, job.max_new_tokens)
+
+    def on_market_JobAccepted(self, event: ChainEvent) -> None:
+        self.mark_dirty(JOB, event.args["jobId"])
+
+    def on_market_CycleVerified(self, event: ChainEvent) -> None:
+        job_id, c = int(event.args["jobId"]), int(event.args["cycle"])
+        if not self.tracked(JOB, job_id):
+            return
+        output = tuple(chaindata.unpack_output(event.args["output"]))
+        accepted = int(event.args["accepted"])
+        dj = self.jobs.get(job_id)
+        if dj is not None:
+            dj.outputs.setdefault(c, output)
+        transcript = self.store.cycle(job_id, JOB_ROLE, c)
+        if transcript is not None and transcript.proposals is not None:
+            kept = min(accepted, len(output))
+            if list(output[:kept]) != list(transcript.proposals[:kept]):
+                self.log.error("job %d cycle %d: the emitted tokens %s are not my accepted proposals %s",
+                               job_id, c, list(output), transcript.proposals[:accepted])
+        self.store.save_cycle(job_id, JOB_ROLE, c, accepted=accepted, emitted_tokens=list(output),
+                              tx_hashes={"verify": event.tx_hash})
+        self.mark_dirty(JOB, job_id)
+
+    def on_market_JobFinished(self, event: ChainEvent) -> None:
+        self.mark_dirty(JOB, event.args["jobId"])
+
+    def on_market_DisputeClosed(self, event: ChainEvent) -> None:
+        self.mark_dirty(JOB, event.args["jobId"])  # maybe finalizable now
+
+    def on_market_JobFinalized(self, event: ChainEvent) -> None:
+        self.mark_dirty(JOB, event.args["jobId"])
+
+    def on_disputes_DisputeOpened(self, event: ChainEvent) -> None:
+        a = event.args
+        if a["accused"] != self.address:
+            return
+        dispute_id = int(a["disputeId"])
+        if self.store.job(dispute_id, DISPUTE_ROLE) is None:
+            self.log.warning("dispute %d opened against me: job %d cycle %d index %d", dispute_id, a["jobId"],
+                             a["cycle"], a["index"])
+            self.store.save_job(dispute_id, DISPUTE_ROLE, "open",
+                                {"job": int(a["jobId"]), "cycle": int(a["cycle"]), "index": int(a["index"]),
+                                 "kind": int(a["kind"]), "token": int(a["token"])})
+        self.track(DISPUTE, dispute_id)
+
+    def on_disputes_DisputeResolved(self, event: ChainEvent) -> None:
+        self.mark_dirty(DISPUTE, event.args["disputeId"])
+
+    # ------------------------------------------------------------------ work
+
+    def _refusal(self, record: chaindata.JobRecord) -> str | None:
+        if record.draft_model != self.draft_id or record.target_model != self.target_id:
+            return (f"models (draft {record.draft_model.hex()[:16]}, target {record.target_model.hex()[:16]}) are not "
+                    f"mine (draft {self.draft_id.hex()[:16]}, target {self.target_id.hex()[:16]})")
+        return None
+
+    def _job(self, job_id: int) -> DrafterJob:
+        dj = self.jobs.get(job_id)
+        if dj is None:  # after a restart: rebuild from chain data
+            record = chaindata.job_request(self.market, job_id, from_block=self.start_block)
+            dj = DrafterJob(job_from_record(record, self.tokenizer, self.max_positions), record)
+            self._refresh_outputs(dj)
+            self.jobs[job_id] = dj
+        return dj
+
+    def _refresh_outputs(self, dj: DrafterJob) -> None:
+        for data in chaindata.cycles(self.market, dj.job.job_id, from_block=self.start_block, with_p=False):
+            if data.verified:
+                dj.outputs.setdefault(data.cycle, data.output)
+
+    def work_job(self, job_id: int) -> int:
+        view = self.job_view(job_id)
+        status = view["status"]
+        if status == STATUS_RUNNING and view["phase"] == PHASE_DRAFT:
+            if self.chain_time() > view["deadline"]:
+                return 0  # too late for this draft (the contract would refuse it); anyone may claim the timeout
+            return self._draft(job_id, int(view["cycle"]))
+        if status != STATUS_RUNNING and job_id in self.jobs:
+            self.jobs[job_id].session = None  # generation is over: free the cache
+        if status in (STATUS_FINALIZED, STATUS_NONE):
+            self.store.save_job(job_id, JOB_ROLE, "done")
+            self.jobs.pop(job_id, None)
+            self.forget(JOB, job_id)
+            return 0
+        return self.settle(job_id, view)
+
+    def _draft(self, job_id: int, c: int) -> int:
+        key = f"job:{job_id}:cycle:{c}:commit"
+        if self.in_flight(key):
+            return 0
+        transcript = self.store.cycle(job_id, JOB_ROLE, c)
+        if transcript is not None and transcript.proposals is not None:
+            tokens, q = transcript.proposals, transcript.q  # decided before (maybe sent before a restart)
+        else:
+            dj = self._job(job_id)
+            session = self._session_at(dj, c)
+            if session is None:
+                return 0
+            draft = session.propose(c)
+            dj.proposed_cycle = c
+            tokens, q = list(draft.tokens), list(draft.q)
+            extra: dict[str, Any] = {"q_top": [[[t, w] for t, w in row] for row in draft.top_k(TOP_K)]}
+            biased = getattr(session, "biased", {}).get(c)
+            if biased:
+                extra["biased"] = [vars(b) for b in biased]
+                self.log.info("job %d cycle %d: biased positions %s", job_id, c, [b.index for b in biased])
+            self.store.save_cycle(job_id, JOB_ROLE, c, proposals=tokens, q=q, top_k=extra)
+        root = protocol.draft_root(job_id, c, tokens, q)
+        sent = self.transact(key, self.market.functions.commitDraft(job_id, c, root, list(tokens), list(q)))
+        if sent:
+            self.store.save_cycle(job_id, JOB_ROLE, c, tx_hashes={"commit": self.tx_hash_of(key)})
+        return sent
+
+    def _session_at(self, dj: DrafterJob, c: int):
+        """The job's DraftSession ready to propose cycle c: advanced from cycle c-1, or rebuilt from chain data."""
+        s = dj.session
+        if s is not None and s.cycle == c and dj.proposed_cycle is None:
+            return s
+        if s is not None and s.cycle == c - 1 and dj.proposed_cycle == c - 1 and (c - 1) in dj.outputs:
+            s.advance(dj.outputs[c - 1])
+            dj.proposed_cycle = None
+            return s
+        if any(k not in dj.outputs for k in range(c)):
+            self._refresh_outputs(dj)
+            if any(k not in dj.outputs for k in range(c)):
+                return None  # an output is not visible yet; its event will bring the job back
+        context = list(dj.job.prompt) + [t for k in range(c) for t in dj.outputs[k]]
+        s = behaviors.draft_session(self.behavior, self.draft_model, dj.job, self.bias_policy)
+        dj.session = resume_draft_session(s, context, c)
+        dj.proposed_cycle = None
+        return s
+
+    # ------------------------------------------------------------------ disputes against me
+
+    def work_dispute(self, dispute_id: int) -> int:
+        d = chaindata.dispute_view(self.disputes, dispute_id)
+        if d["status"] == DISPUTE_RESOLVED:
+            self.store.save_job(dispute_id, DISPUTE_ROLE, "done")
+            self.forget(DISPUTE, dispute_id)
+            self.log.info("dispute %d resolved: %s", dispute_id, chaindata.DISPUTE_OUTCOMES[d["outcome"]])
+            return 0
+        if d["status"] != DISPUTE_AWAITING_ANSWER or self.chain_time() > d["answerDeadline"]:
+            # answered (or too late): what is left happens through events (DisputeResolved wakes it)
+            self.defer_until(DISPUTE, dispute_id, max(d["revealDeadline"], d["answerDeadline"]) + 1)
+            return 0
+        claimed, top = self.answer_values(int(d["jobId"]), int(d["cycle"]), int(d["index"]))
+        call = self.disputes.functions.answer(dispute_id, claimed, [t for t, _ in top], [w for _, w in top])
+        return self.transact(f"dispute:{dispute_id}:answer", call)
+
+    def answer_values(self, job_id: int, c: int, index: int) -> tuple[int, list[tuple[int, int]]]:
+        """(claimed q of the disputed proposal, top-k of my distribution there): from my transcript, or replayed."""
+        transcript = self.store.cycle(job_id, JOB_ROLE, c)
+        if transcript is not None and transcript.q is not None and transcript.top_k:
+            top = [(int(t), int(w)) for t, w in transcript.top_k["q_top"][index]]
+            return int(transcript.q[index]), top
+        dj = self._job(job_id)
+        data = chaindata.cycles(self.market, job_id, from_block=self.start_block, with_p=False)
+        context = list(dj.job.prompt) + [t for x in data[:c] for t in x.output] + list(data[c].tokens[:index])
+        row = next_token_rows(self.draft_model, context, dj.job.sampling)[0]
+        order = sorted(range(len(row)), key=lambda t: (-int(row[t]), t))[:TOP_K]
+        x = data[c].tokens[index]
+        return (int(row[x]) if x < len(row) else 0), [(t, int(row[t])) for t in order]

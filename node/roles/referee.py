@@ -1,0 +1,231 @@
+"""The referee node (`verispec serve referee`): replays disputed positions and votes, commit then reveal.
+
+When `RefereesDrawn` names its address, it waits for the accused's answer (the dispute turns Voting),
+replays the position from chain data alone (prompt + the outputs of earlier cycles + the cycle's
+proposals before the index) with the disputed model, decides (`judge_position`), stores the verdict and
+a random salt in its store *before* sending `commitVote(voteCommitment(id, me, verdict, salt))`
+(`dispute:{id}:commit`), reveals once the reveal phase opens (`dispute:{id}:reveal`) and calls
+`resolve` when `canResolve` (`dispute:{id}:resolve`; anyone may, so a race with other referees is
+harmless: the loser's call fails gas estimation and nothing is sent). A silent accused is ended with
+`claimAnswerTimeout` after the answer deadline.
+
+What counts as cheating (PROTOCOL.md §6, docs/disputes.md), with tolerance `tol` (WAD):
+
+* DraftReplay, index i < K: |q_replay(x_i) − q_i| > tol, or x_i outside [invcdf(q_replay, u − tol),
+  invcdf(q_replay, u + tol)] with u = draftUniform(job, cycle, i);
+* TargetReplay, i < K: |p_replay(x_i) − p_i| > tol;
+* TargetReplay, i == K (outToken): with n = accepted and v = residualUniform(reveal, root), outToken
+  outside the residual samples of norm(max(0, p_n − q_n)) at v ∓ tol (n < K), or outside the samples of
+  p_K at v ∓ tol (n == K). (An empty replayed residual means no honest rejection: cheated.)
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from eth_utils import to_checksum_address
+
+from node import protocol
+from node.chain.events import ChainEvent
+from node.decoding.messages import Job
+from node.roles import chaindata
+from node.roles.base import (
+    DISPUTE, NodeBase, load_model, load_tokenizer, model_id, next_token_rows, resolve_device,
+)
+from node.roles.chaindata import (
+    DISPUTE_AWAITING_ANSWER, DISPUTE_RESOLVED, DISPUTE_VOTING, KIND_DRAFT, KIND_TARGET, CycleData,
+)
+from node.roles.jobs import job_from_record
+
+DISPUTE_ROLE = "referee-dispute"
+WAD = protocol.WAD
+
+
+@dataclass(frozen=True)
+class Judgement:
+    verdict: int  # protocol.VERDICT_ACCUSED_FAITHFUL or VERDICT_ACCUSED_CHEATED
+    reason: str
+
+    @property
+    def cheated(self) -> bool:
+        return self.verdict == protocol.VERDICT_ACCUSED_CHEATED
+
+
+def _verdict(cheated: bool, reason: str) -> Judgement:
+    return Judgement(protocol.VERDICT_ACCUSED_CHEATED if cheated else protocol.VERDICT_ACCUSED_FAITHFUL, reason)
+
+
+def _prob(row, token: int) -> int:
+    """A token's WAD probability; 0 for an id outside the vocabulary (a draft may commit any uint32)."""
+    return int(row[token]) if 0 <= token < len(row) else 0
+
+
+def _sample_window(sample, u: int, tol: int) -> tuple[int, int]:
+    """The tokens a uniform within tol of u can draw: (sample(u - tol), sample(u + tol)), clamped to [0, WAD)."""
+    return sample(max(u - tol, 0)), sample(min(u + tol, WAD - 1))
+
+
+def judge_position(job: Job, prefix: list[int], cyc: CycleData, index: int, kind: int, tolerance_wad: int,
+                   draft_model=None, target_model=None) -> Judgement:
+    """Replay position `index` of verified cycle `cyc` and decide whether the accused was faithful.
+
+    `prefix` is the prompt plus the outputs of every earlier cycle; `cyc` comes from chain data (with p).
+    DraftReplay needs the draft model; TargetReplay the target model (and for index == K with a
+    rejection, the draft model too, for the residual).
+    """
+    k, tol = cyc.gamma, tolerance_wad
+    if index < k:
+        context, x = list(prefix) + list(cyc.tokens[:index]), cyc.tokens[index]
+        if kind == KIND_DRAFT:
+            row = next_token_rows(draft_model, context, job.sampling)[0]
+            replayed, claimed = _prob(row, x), cyc.q[index]
+            if abs(replayed - claimed) > tol:
+                return _verdict(True, f"q_{index} = {claimed} but the draft model gives {replayed}")
+            u = protocol.draft_uniform(job.job_id, cyc.cycle, index)
+            low, high = _sample_window(lambda w: protocol.invcdf(row, w), u, tol)
+            if not low <= x <= high:
+                return _verdict(True, f"x_{index} = {x} is not the inverse-CDF sample "
+                                      f"{protocol.invcdf(row, u)} of the public draft uniform")
+            return _verdict(False, f"q_{index} and x_{index} replay within {tol}")
+        row = next_token_rows(target_model, context, job.sampling)[0]
+        replayed, claimed = _prob(row, x), cyc.p[index]
+        if abs(replayed - claimed) > tol:
+            return _verdict(True, f"p_{index} = {claimed} but the target model gives {replayed}")
+        return _verdict(False, f"p_{index} replays within {tol}")
+    if index != k or kind != KIND_TARGET:
+        raise ValueError(f"index {index} of a {k}-proposal cycle cannot be disputed as kind {kind}")
+    n = cyc.accepted
+    context = list(prefix) + list(cyc.tokens[:n])
+    p_row = next_token_rows(target_model, context, job.sampling)[0]
+    v = protocol.residual_uniform(cyc.reveal, cyc.draft_root)
+    if n < k:
+        q_row = next_token_rows(draft_model, context, job.sampling)[0]
+        try:
+            low, high = _sample_window(lambda w: protocol.residual_sample(p_row, q_row, w), v, tol)
+        except ValueError:
+            return _verdict(True, f"the replayed residual at {n} is empty: no honest rejection there")
+        what = f"the residual sample at {n}"
+    else:
+        low, high = _sample_window(lambda w: protocol.invcdf(p_row, w), v, tol)
+        what = "the bonus sample"
+    if not low <= cyc.out_token <= high:
+        return _verdict(True, f"outToken {cyc.out_token} is not {what} (replay gives {low}..{high})")
+    return _verdict(False, f"outToken {cyc.out_token} is {what}")
+
+
+class RefereeNode(NodeBase):
+    role = "referee"
+
+    def __init__(self, w3, deployment, account, store_path, target_model_path, draft_model_path,
+                 poll_interval: float = 0.2, device=None, *, tolerance_wad: int | None = None, **options):
+        from node.decoding.scorer import default_tolerance_wad
+
+        self.device, self.dtype = resolve_device(device)
+        self.tokenizer = load_tokenizer(target_model_path, draft_model_path)
+        self.target_model = load_model(target_model_path, self.device, self.dtype)
+        self.draft_model = load_model(draft_model_path, self.device, self.dtype)
+        self.target_id = model_id(target_model_path)
+        self.draft_id = model_id(draft_model_path)
+        self.tolerance_wad = tolerance_wad if tolerance_wad is not None else default_tolerance_wad(self.dtype)
+        super().__init__(w3, deployment, account, store_path, poll_interval, **options)
+        if self.disputes is None:
+            raise ValueError("this deployment has no DisputeManager: there is nothing to referee")
+        self.judgements: dict[int, Judgement] = {}
+        self.restore(None, DISPUTE_ROLE)
+
+    # ------------------------------------------------------------------ events
+
+    def on_disputes_RefereesDrawn(self, event: ChainEvent) -> None:
+        dispute_id = int(event.args["disputeId"])
+        if self.address not in [to_checksum_address(r) for r in event.args["referees"]]:
+            return
+        if self.store.job(dispute_id, DISPUTE_ROLE) is None:
+            self.log.info("drawn for dispute %d", dispute_id)
+            self.store.save_job(dispute_id, DISPUTE_ROLE, "drawn", {})
+        self.track(DISPUTE, dispute_id)
+
+    def _touch(self, event: ChainEvent) -> None:
+        self.mark_dirty(DISPUTE, event.args["disputeId"])
+
+    on_disputes_Answered = _touch
+    on_disputes_VoteCommitted = _touch
+    on_disputes_VoteRevealed = _touch
+    on_disputes_DisputeResolved = _touch
+
+    # ------------------------------------------------------------------ work
+
+    def work_dispute(self, dispute_id: int) -> int:
+        d = chaindata.dispute_view(self.disputes, dispute_id)
+        fn = self.disputes.functions
+        now = self.chain_time()
+        if d["status"] == DISPUTE_RESOLVED:
+            self.store.save_job(dispute_id, DISPUTE_ROLE, "done")
+            self.forget(DISPUTE, dispute_id)
+            self.log.info("dispute %d resolved: %s", dispute_id, chaindata.DISPUTE_OUTCOMES[d["outcome"]])
+            return 0
+        if d["status"] == DISPUTE_AWAITING_ANSWER:
+            if now > d["answerDeadline"]:
+                return self.transact(f"dispute:{dispute_id}:answer-timeout", fn.claimAnswerTimeout(dispute_id))
+            self.defer_until(DISPUTE, dispute_id, d["answerDeadline"] + 1)  # `Answered` wakes it earlier
+            return 0
+        if d["status"] != DISPUTE_VOTING:
+            return 0
+        did = 0
+        ballot = chaindata.ballot_view(self.disputes, dispute_id, self.address)
+        if not ballot["drawn"]:
+            self.forget(DISPUTE, dispute_id)
+            return 0
+        saved = self.store.job(dispute_id, DISPUTE_ROLE)
+        params = dict(saved.params) if saved else {}
+        if ballot["commitment"] == bytes(32):
+            if now > d["commitDeadline"]:
+                self.log.warning("dispute %d: the commit phase ended before I voted", dispute_id)
+            else:
+                if "verdict" not in params:
+                    judgement = self.judge(dispute_id, d)
+                    if judgement is None:
+                        return 0
+                    params = {"verdict": judgement.verdict, "reason": judgement.reason,
+                              "salt": "0x" + os.urandom(32).hex()}
+                    self.store.save_job(dispute_id, DISPUTE_ROLE, "judged", params)  # before the commitment leaves
+                commitment = protocol.vote_commitment(dispute_id, self.address, params["verdict"], _salt(params))
+                did += self.transact(f"dispute:{dispute_id}:commit", fn.commitVote(dispute_id, commitment))
+        elif ballot["verdict"] == 0:
+            if "verdict" not in params:
+                self.log.error("dispute %d: committed but the store has no verdict and salt: cannot reveal", dispute_id)
+            elif (now > d["commitDeadline"] or d["commits"] == d["drawn"]) and now <= d["revealDeadline"]:
+                did += self.transact(f"dispute:{dispute_id}:reveal",
+                                     fn.revealVote(dispute_id, params["verdict"], _salt(params)))
+        if fn.canResolve(dispute_id).call():
+            did += self.transact(f"dispute:{dispute_id}:resolve", fn.resolve(dispute_id))
+        elif not did:
+            # votes arrive as events; otherwise the next thing is a phase deadline
+            upcoming = [t for t in (d["commitDeadline"], d["revealDeadline"]) if t >= now]
+            self.defer_until(DISPUTE, dispute_id, (min(upcoming) if upcoming else now) + 1)
+        return did
+
+    def judge(self, dispute_id: int, d: dict) -> Judgement | None:
+        """Replay the disputed position of dispute `dispute_id` (its view `d`) from chain data; None if this
+        node cannot judge it (it does not hold the job's models)."""
+        job_id, c, index, kind = int(d["jobId"]), int(d["cycle"]), int(d["index"]), int(d["kind"])
+        record = chaindata.job_request(self.market, job_id, from_block=self.start_block)
+        needs_draft = kind == KIND_DRAFT or index == record.gamma
+        if (kind == KIND_TARGET and record.target_model != self.target_id) or (
+                needs_draft and record.draft_model != self.draft_id):
+            self.log.error("dispute on job %d: its models are not the ones I hold; cannot judge", job_id)
+            return None
+        job = job_from_record(record, self.tokenizer)
+        data = chaindata.cycles(self.market, job_id, from_block=self.start_block, with_p=False)
+        prefix = list(job.prompt) + [t for x in data[:c] for t in x.output]
+        cyc = chaindata.with_p(self.market, data[c])
+        judgement = judge_position(job, prefix, cyc, index, kind, self.tolerance_wad,
+                                   draft_model=self.draft_model, target_model=self.target_model)
+        self.judgements[dispute_id] = judgement
+        self.log.info("dispute %d, job %d cycle %d index %d (%s): %s — %s", dispute_id, job_id, c, index,
+                      chaindata.DISPUTE_KINDS[kind], "CHEATED" if judgement.cheated else "faithful", judgement.reason)
+        return judgement
+
+
+def _salt(params: dict) -> bytes:
+    return bytes.fromhex(params["salt"][2:])

@@ -1,0 +1,973 @@
+"""The requester / operator side of the protocol: what `verispec register|unbond|withdraw|submit|status|
+dispute|finalize` do, over web3 and the exactly-once `TxSender` (node/chain/client.py).
+
+Everything a report shows is read from the chain (events, views, calldata), never from a node's store:
+the output text is decoded from `CycleVerified` outputs, the proposals from `DraftCommitted`, p from the
+`submitVerification` calldata (via node/roles/chaindata.py). Results are plain dataclasses with a
+`to_json()` for `--json`.
+
+Errors a user can cause raise `RequesterError` with a one-line message; a contract revert is decoded
+(RevertDecoder) and explained by `explain_revert`.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from eth_account.signers.local import LocalAccount
+from eth_utils import to_checksum_address
+from web3 import Web3
+from web3.logs import DISCARD
+
+from node import protocol
+from node.roles import chaindata
+from node.chain.client import RevertDecoder, TransactionRejected, TransactionReverted, TxSender
+from node.chain.compile import compile_contracts
+from node.chain.deployment import Deployment
+from node.store import NodeStore
+
+WAD = protocol.WAD
+ETHER = 10**18
+GWEI = 10**9
+UINT96_MAX = 2**96 - 1
+NO_EOS = chaindata.NO_EOS  # uint32 max: no tokenizer produces it, so the job runs to maxTokens
+MAX_GAMMA = 16
+
+ROLES = {"drafter": 1, "verifier": 2, "referee": 3}
+ROLE_NAMES = {0: "none", 1: "drafter", 2: "verifier", 3: "referee"}
+JOB_STATUS = ("None", "Open", "Running", "Finished", "Finalized")
+PHASES = ("AwaitDraft", "AwaitVerify")
+FINISH_REASONS = ("Completed", "AcceptTimeout", "DraftTimeout", "VerifyTimeout", "DisputeLost")
+DISPUTE_KINDS = {"draft": 0, "target": 1}
+DISPUTE_KIND_NAMES = {0: "draft", 1: "target"}
+DISPUTE_STATUS = ("None", "AwaitingAnswer", "Voting", "Resolved")
+OUTCOMES = ("None", "AccusedLost", "ChallengerLost", "Void", "AccusedSilent")
+VERDICTS = ("None", "AccusedFaithful", "AccusedCheated")
+
+_JOB_EVENTS = ("JobSubmitted", "JobAccepted", "DraftCommitted", "CycleVerified", "JobFinished", "JobFinalized",
+               "DisputeOpened", "DisputeClosed", "AlphaSlashed")
+
+
+class RequesterError(RuntimeError):
+    """A user-facing failure with a one-line explanation (bad input, unknown model, wrong job state...)."""
+
+
+# ---------------------------------------------------------------- units
+
+
+def parse_amount(text: str | int, default_unit: str = "wei") -> int:
+    """'1.5' (in default_unit), '1.5eth', '20 gwei', '1e12', '1000wei' -> wei. Exact (Decimal), never a float."""
+    if isinstance(text, int):
+        return text
+    raw = str(text).strip().lower().replace("_", "")
+    units = {"eth": ETHER, "ether": ETHER, "gwei": GWEI, "wei": 1}
+    unit = default_unit
+    for name in sorted(units, key=len, reverse=True):
+        if raw.endswith(name):
+            raw, unit = raw[: -len(name)].strip(), name
+            break
+    try:
+        value = Decimal(raw) * units[unit]
+    except (InvalidOperation, KeyError):
+        raise RequesterError(f"not an amount: {text!r} (examples: 1.5, 0.1eth, 20gwei, 1000wei)") from None
+    if value < 0 or value != value.to_integral_value():
+        raise RequesterError(f"{text!r} is not a whole number of wei")
+    return int(value)
+
+
+def to_wad(value: float | str, name: str) -> int:
+    try:
+        wad = Decimal(str(value)) * WAD
+    except InvalidOperation:
+        raise RequesterError(f"{name} must be a number, got {value!r}") from None
+    return int(wad)
+
+
+def format_eth(wei: int) -> str:
+    if 0 < abs(wei) < 10**10:  # below 1e-8 ETH the decimals would round it away
+        return f"{wei} wei"
+    text = f"{Decimal(wei) / ETHER:.8f}".rstrip("0").rstrip(".")
+    return f"{text} ETH"
+
+
+def format_time(timestamp: int) -> str:
+    return datetime.fromtimestamp(timestamp, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+# ---------------------------------------------------------------- revert explanations
+
+
+def _fmt_args(args: dict[str, Any]) -> str:
+    def show(value: Any) -> str:
+        if isinstance(value, (bytes, bytearray)):
+            return "0x" + bytes(value).hex()
+        return str(value)
+
+    return ", ".join(f"{name}={show(value)}" for name, value in args.items())
+
+
+def explain_revert(exc: TransactionReverted, now: int | None = None) -> str:
+    """One line: what the contract said (its custom error, decoded) and what it means for the user."""
+    name, args = exc.error_name, dict(exc.error_args)
+    if name is None:
+        return f"the transaction reverted ({'no revert data' if not exc.data else '0x' + exc.data[:4].hex()})"
+    status = args.get("status")
+    status_name = JOB_STATUS[status] if isinstance(status, int) and 0 <= status < len(JOB_STATUS) else status
+    hints = {
+        "JobNotDisputable": lambda: f"job {args.get('jobId')} is {status_name}: disputes can be opened only while "
+                                    "a job is Running or Finished (before finalize)",
+        "WrongStatus": lambda: (f"job {args.get('jobId')} is {status_name}" if "jobId" in args
+                                else "the job or dispute is not in a state that allows this"),
+        "DeadlineNotPassed": lambda: f"too early: that waits until {format_time(args['deadline'])}"
+                                     + (f" ({_in(args['deadline'], now)})" if now else ""),
+        "DeadlinePassed": lambda: f"too late: the deadline was {format_time(args['deadline'])}",
+        "DisputesOpen": lambda: f"{args.get('open')} dispute(s) on the job are still open",
+        "InsufficientEscrow": lambda: f"escrow {args['sent']} wei is below the required {args['required']} wei",
+        "DrafterNotActive": lambda: f"{args['drafter']} is not an active drafter for this model pair",
+        "VerifierNotActive": lambda: f"{args['verifier']} is not an active verifier for this target model",
+        "PartiesNotDistinct": lambda: "requester, drafter and verifier must be three different accounts",
+        "AlreadyRegistered": lambda: f"{args['account']} is already registered (unbond and withdraw first)",
+        "StakeBelowMinimum": lambda: f"stake {format_eth(args['stake'])} is below the minimum "
+                                     f"{format_eth(args['minimum'])}",
+        "NotRegistered": lambda: f"{args['account']} is not registered",
+        "AlreadyUnbonding": lambda: f"{args['account']} is already unbonding",
+        "NotUnbonding": lambda: f"{args['account']} has not requested unbonding (`verispec unbond` first)",
+        "UnbondingNotElapsed": lambda: f"the stake is withdrawable from {format_time(args['withdrawableAt'])}",
+        "StakeLocked": lambda: f"the stake is locked by {args['locks']} open job(s)/dispute(s)",
+        "NothingOwed": lambda: "nothing is owed to this account by the market",
+        "NothingToWithdraw": lambda: "nothing is credited to this account by the dispute manager",
+        "WrongBond": lambda: f"the bond must be exactly {args.get('required')} wei",
+        "CycleNotVerified": lambda: f"cycle {args.get('cycle')} of job {args.get('jobId')} has not been verified",
+        "PositionDoesNotBind": lambda: f"position {args.get('index')} is after the cycle's first rejection "
+                                       f"(accepted={args.get('accepted')}): it decides nothing",
+        "IndexOutOfRange": lambda: f"index {args.get('index')} is beyond the cycle's outToken position "
+                                   f"K={args.get('k')}",
+        "OutTokenNeedsTargetReplay": lambda: "the outToken position (index == γ) can only be disputed with "
+                                             "--kind target",
+        "PositionUnderDispute": lambda: "a dispute on this position is already running",
+        "PositionAlreadyProven": lambda: "the accused already lost a dispute on this position",
+        "ChallengerIsAccused": lambda: "you cannot dispute your own work",
+        "NoEligibleReferees": lambda: "no active referee (outside the job's parties) serves the disputed model",
+        "RecordMismatch": lambda: "the cycle record rebuilt from chain data does not match the stored hash",
+        "InvalidProof": lambda: "the draft leaf's Merkle proof does not verify",
+        "BadGamma": lambda: "gamma must be in 1..16",
+        "BadTopP": lambda: "top-p must be in (0, 1]",
+        "AlphaAboveWad": lambda: "alpha must be at most 1",
+    }
+    hint = hints.get(name)
+    try:
+        text = hint() if hint else ""
+    except Exception:  # an explanation must never hide the error itself
+        text = ""
+    shown = f"{name}({_fmt_args(args)})"
+    return f"the contract refused: {shown}" + (f" — {text}" if text else "")
+
+
+def _in(deadline: int, now: int | None) -> str:
+    if now is None:
+        return ""
+    left = deadline - now
+    if left <= 0:
+        return "now"
+    hours, rest = divmod(left, 3600)
+    return f"in {hours}h{rest // 60:02d}m" if hours else f"in {rest // 60}m{rest % 60:02d}s"
+
+
+# ---------------------------------------------------------------- results
+
+
+@dataclass
+class TxResult:
+    action: str
+    tx_hash: str
+    gas_used: int
+    block: int
+
+
+@dataclass
+class Registration:
+    address: str
+    role: str
+    stake_wei: int
+    model_ids: list[str]
+    alpha_star: float | None
+    tx: TxResult
+
+
+@dataclass
+class UnbondResult:
+    address: str
+    action: str  # "requested" | "withdrawn" | "waiting"
+    stake_wei: int
+    withdrawable_at: int | None
+    locks: int
+    tx: TxResult | None = None
+
+
+@dataclass
+class WithdrawResult:
+    address: str
+    market_wei: int
+    disputes_wei: int
+    stake_wei: int
+    txs: list[TxResult] = field(default_factory=list)
+
+    @property
+    def total_wei(self) -> int:
+        return self.market_wei + self.disputes_wei + self.stake_wei
+
+
+@dataclass
+class SubmittedJob:
+    job_id: int
+    drafter: str
+    verifier: str
+    escrow_wei: int
+    prompt_tokens: int
+    tx: TxResult
+
+
+@dataclass
+class CycleInfo:
+    cycle: int
+    proposals: list[int]
+    q: list[int]
+    accepted: int
+    out_token: int
+    output: list[int]
+    reveal: str
+    tx_hashes: list[str] = field(default_factory=list)  # commitDraft, submitVerification
+
+    @property
+    def gamma(self) -> int:
+        return len(self.proposals)
+
+    @property
+    def rejected(self) -> int:
+        return 1 if self.accepted < self.gamma else 0
+
+    @property
+    def acceptance(self) -> float:
+        return self.accepted / self.gamma if self.gamma else 0.0
+
+
+@dataclass
+class VoteInfo:
+    referee: str
+    committed: bool
+    verdict: str  # "None" until revealed
+
+
+@dataclass
+class DisputeInfo:
+    dispute_id: int
+    job_id: int
+    cycle: int
+    index: int
+    kind: str
+    challenger: str
+    accused: str
+    token: int
+    claimed_value: int
+    status: str
+    outcome: str
+    referees: list[str]
+    votes: list[VoteInfo]
+    answer: dict | None  # {"claimed_prob", "top_tokens", "top_probs"} once the accused answered
+    faithful_votes: int
+    cheated_votes: int
+    accused_slashed_wei: int
+    credits: dict[str, int]  # account -> wei credited by this dispute
+    open_tx: str
+
+
+@dataclass
+class JobReport:
+    job_id: int
+    status: str
+    phase: str
+    requester: str
+    drafter: str
+    verifier: str
+    draft_model: str
+    target_model: str
+    gamma: int
+    max_tokens: int
+    eos_token: int
+    temperature: float
+    top_k: int
+    top_p: float
+    alpha_eligible: bool
+    prompt: str
+    escrow_wei: int
+    price_token_wei: int
+    price_pass_wei: int
+    cycles: list[CycleInfo]
+    tokens: list[int]
+    text: str | None
+    alpha: float | None
+    drafter_tokens: int
+    finish_reason: str | None
+    deadline: int
+    open_disputes: int
+    payments: dict[str, int]  # drafter / verifier / refund: settled (finalized) or projected so far
+    finalized: bool
+    disputes: list[DisputeInfo]
+    gas_used: int
+    gas_fees_wei: int
+    tx_count: int
+
+    @property
+    def cost_wei(self) -> int:
+        """What the requester pays the nodes for the job (the escrow minus the refund)."""
+        return self.payments["drafter"] + self.payments["verifier"]
+
+    @property
+    def accepted_total(self) -> int:
+        return sum(c.accepted for c in self.cycles)
+
+    def to_json(self) -> dict:
+        data = asdict(self)
+        data["cost_wei"] = self.cost_wei
+        data["acceptance_per_cycle"] = [c.acceptance for c in self.cycles]
+        for cycle, raw in zip(self.cycles, data["cycles"]):
+            raw["q"] = [str(v) for v in raw["q"]]  # WAD values overflow JSON doubles in some readers
+        return data
+
+
+def alpha_of(cycles: Iterable[CycleInfo]) -> float | None:
+    """PROTOCOL.md §5: Σ accepted / Σ (accepted + rejected), at most one rejection per cycle."""
+    cycles = list(cycles)
+    accepted = sum(c.accepted for c in cycles)
+    rejected = sum(c.rejected for c in cycles)
+    return accepted / (accepted + rejected) if accepted + rejected else None
+
+
+# ---------------------------------------------------------------- models and prompts
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    path: Path
+    model_id: bytes
+    max_positions: int | None
+
+
+def load_model_info(path: str | Path) -> ModelInfo:
+    from node.decoding import model_id  # lazy: pulls in torch
+
+    path = Path(path)
+    if not path.is_dir():
+        raise RequesterError(f"model directory {path} does not exist")
+    try:
+        mid = model_id(path)
+    except (FileNotFoundError, ValueError, OSError) as exc:
+        raise RequesterError(f"{path} is not a usable model checkpoint: {exc}") from None
+    return ModelInfo(path, mid, _max_positions(path))
+
+
+def _max_positions(path: Path) -> int | None:
+    import json
+
+    try:
+        config = json.loads((path / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return config.get("n_positions") or config.get("max_position_embeddings")
+
+
+def load_tokenizer(path: str | Path):
+    from node.decoding.loading import load_tokenizer as load
+
+    try:
+        return load(str(path))
+    except Exception as exc:
+        raise RequesterError(f"cannot load the tokenizer of {path}: {exc}") from None
+
+
+def tokenize_prompt(tokenizer, prompt: str) -> list[int]:
+    """The prompt's tokens exactly as every node computes them (node/roles/jobs.py)."""
+    from node.roles import jobs
+
+    return list(jobs.prompt_tokens(tokenizer, prompt.encode("utf-8")))
+
+
+def check_fits(prompt_tokens: int, max_tokens: int, gamma: int, max_positions: int | None) -> None:
+    """docs/node.md: refuse a prompt with prompt tokens + maxTokens + γ > the model's max positions."""
+    from node.roles import jobs
+
+    needed = jobs.positions_needed(prompt_tokens, max_tokens, gamma)
+    if max_positions is not None and needed > max_positions:
+        raise RequesterError(
+            f"the prompt does not fit the context window: {prompt_tokens} prompt tokens + {max_tokens} max tokens "
+            f"+ gamma {gamma} = {needed} > {max_positions} positions "
+            f"(shorten the prompt or lower --max-tokens)")
+
+
+# ---------------------------------------------------------------- the requester
+
+
+class Requester:
+    """Operations of one account (or read-only, without one) against one deployment."""
+
+    def __init__(self, w3: Web3, deployment: Deployment, account: LocalAccount | None = None,
+                 store_path: str | Path | None = None, artifacts: dict | None = None,
+                 receipt_timeout: float = 120.0):
+        self.w3 = w3
+        self.deployment = deployment
+        self.artifacts = artifacts or compile_contracts()
+        self.system = deployment.system(w3, self.artifacts)
+        self.registry = self.system.registry
+        self.market = self.system.market
+        self.disputes = self.system.disputes
+        self.errors = RevertDecoder.from_artifacts(self.artifacts)
+        self.account = account
+        self.address = to_checksum_address(account.address) if account is not None else None
+        self._store: NodeStore | None = None
+        self._sender: TxSender | None = None
+        self._store_path = Path(store_path) if store_path else None
+        self._receipt_timeout = receipt_timeout
+
+    # --- plumbing ---------------------------------------------------------------------------------
+
+    @property
+    def sender(self) -> TxSender:
+        if self.account is None:
+            raise RequesterError("this command needs a key: --key, --key-file, --dev-account N or $VERISPEC_KEY")
+        if self._sender is None:
+            path = self._store_path or Path(".verispec") / "cli" / f"{self.address.lower()}.db"
+            self._store = NodeStore(path)
+            self._sender = TxSender(self.w3, self.account, self._store, errors=self.errors,
+                                    receipt_timeout=self._receipt_timeout)
+        return self._sender
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+
+    def _send(self, action: str, function, value: int = 0, key: str | None = None) -> tuple[TxResult, Any]:
+        key = key or f"cli:{action}:{uuid.uuid4().hex}"
+        try:
+            receipt = self.sender.send_call(key, function, value=value)
+        except TransactionRejected as exc:
+            reason = exc.reason
+            if "insufficient funds" in reason.lower():
+                raise RequesterError(f"{self.address} cannot pay for this transaction: {reason}") from None
+            raise RequesterError(f"the node refused the transaction: {reason}") from None
+        result = TxResult(action, Web3.to_hex(receipt["transactionHash"]), receipt["gasUsed"], receipt["blockNumber"])
+        return result, receipt
+
+    def now(self) -> int:
+        return self.w3.eth.get_block("latest")["timestamp"]
+
+    def _require_disputes(self):
+        if self.disputes is None:
+            raise RequesterError("this deployment has no DisputeManager")
+        return self.disputes
+
+    # --- registry ---------------------------------------------------------------------------------
+
+    def account_state(self, address: str | None = None) -> dict:
+        address = address or self.address
+        state = self.registry.functions.accountOf(address).call()
+        stake, role, locks, unbonding_since, alpha_star, target = state
+        return {"stake": stake, "role": ROLE_NAMES.get(role, str(role)), "locks": locks,
+                "unbonding_since": unbonding_since, "alpha_star": alpha_star, "target_model": target}
+
+    def register(self, role: str, model_paths: list[Path], stake_wei: int, alpha: float | None = None,
+                 target_model_path: Path | None = None) -> Registration:
+        if role not in ROLES:
+            raise RequesterError(f"unknown role {role!r}: use drafter, verifier or referee")
+        if not model_paths:
+            raise RequesterError("give the model to serve: --model PATH")
+        current = self.account_state()
+        if current["role"] != "none":
+            raise RequesterError(f"{self.address} is already registered as a {current['role']} "
+                                 f"(one role per address: `verispec unbond`, then `withdraw`, then register again)")
+        minimum = self.registry.functions.minStake(ROLES[role]).call()
+        if stake_wei < minimum or stake_wei == 0:
+            raise RequesterError(f"a {role} must stake at least {format_eth(minimum)}; "
+                                 f"--stake gave {format_eth(stake_wei)}")
+        if role == "drafter":
+            if len(model_paths) != 1:
+                raise RequesterError("a drafter serves exactly one draft model: give one --model")
+            if target_model_path is None:
+                raise RequesterError("a drafter needs --target-model PATH (the model its drafts are verified with)")
+            alpha = 0.6 if alpha is None else alpha
+            if not 0 <= alpha <= 1:
+                raise RequesterError(f"--alpha must be in [0, 1], got {alpha}")
+            draft, target = load_model_info(model_paths[0]), load_model_info(target_model_path)
+            alpha_wad = to_wad(alpha, "--alpha")
+            tx, _ = self._send("registerDrafter", self.registry.functions.registerDrafter(
+                draft.model_id, target.model_id, alpha_wad), value=stake_wei)
+            ids = [draft.model_id, target.model_id]
+        else:
+            if alpha is not None:
+                raise RequesterError("--alpha is a drafter's claim; verifiers and referees have none")
+            if target_model_path is not None:
+                raise RequesterError("--target-model is for drafters; a verifier or referee lists every model "
+                                     "with --model")
+            infos = [load_model_info(p) for p in model_paths]
+            ids = list(dict.fromkeys(info.model_id for info in infos))
+            if len(ids) > 8:
+                raise RequesterError("at most 8 models per verifier or referee")
+            tx, _ = self._send("register", self.registry.functions.register(ROLES[role], ids), value=stake_wei)
+        return Registration(self.address, role, stake_wei, ["0x" + i.hex() for i in ids], alpha, tx)
+
+    def unbond(self) -> UnbondResult:
+        """requestUnbond; when already unbonding and due (and no locks), withdrawUnbonded."""
+        state = self.account_state()
+        if state["role"] == "none":
+            raise RequesterError(f"{self.address} is not registered")
+        period = self.registry.functions.unbondingPeriod().call()
+        if state["unbonding_since"] == 0:
+            tx, _ = self._send("requestUnbond", self.registry.functions.requestUnbond())
+            since = self.registry.functions.accountOf(self.address).call()[3]
+            return UnbondResult(self.address, "requested", state["stake"], since + period, state["locks"], tx)
+        due = state["unbonding_since"] + period
+        if self.now() < due or state["locks"]:
+            return UnbondResult(self.address, "waiting", state["stake"], due, state["locks"])
+        tx, _ = self._send("withdrawUnbonded", self.registry.functions.withdrawUnbonded())
+        return UnbondResult(self.address, "withdrawn", state["stake"], due, 0, tx)
+
+    def balances(self, address: str | None = None) -> dict[str, int]:
+        address = address or self.address
+        state = self.account_state(address)
+        result = {"market": self.market.functions.owed(address).call(),
+                  "disputes": self.disputes.functions.credits(address).call() if self.disputes else 0,
+                  "stake": state["stake"], "wallet": self.w3.eth.get_balance(address)}
+        return result
+
+    def withdraw(self) -> WithdrawResult:
+        """Pull everything this account is owed: market earnings/refunds, dispute credits, and the unbonded
+        stake once its unbonding period has passed (with no locks)."""
+        result = WithdrawResult(self.address, 0, 0, 0)
+        owed = self.market.functions.owed(self.address).call()
+        if owed:
+            tx, _ = self._send("market.withdraw", self.market.functions.withdraw())
+            result.market_wei, result.txs = owed, result.txs + [tx]
+        if self.disputes is not None:
+            credit = self.disputes.functions.credits(self.address).call()
+            if credit:
+                tx, _ = self._send("disputes.withdraw", self.disputes.functions.withdraw())
+                result.disputes_wei, result.txs = credit, result.txs + [tx]
+        state = self.account_state()
+        if state["unbonding_since"]:
+            due = state["unbonding_since"] + self.registry.functions.unbondingPeriod().call()
+            if self.now() >= due and not state["locks"]:
+                tx, _ = self._send("withdrawUnbonded", self.registry.functions.withdrawUnbonded())
+                result.stake_wei, result.txs = state["stake"], result.txs + [tx]
+        if not result.txs:
+            raise RequesterError(f"nothing to withdraw for {self.address}"
+                                 + (f" (stake unbonding until {format_time(due)})" if state["unbonding_since"] else ""))
+        return result
+
+    # --- finding nodes ----------------------------------------------------------------------------
+
+    def _registry_logs(self, event: str, **filters) -> list:
+        return list(self.registry.events[event].get_logs(from_block=self.deployment.start_block,
+                                                          argument_filters=filters or None))
+
+    def active_drafters(self, draft_id: bytes, target_id: bytes) -> list[str]:
+        logs = self._registry_logs("DrafterPairSet", draftModel=draft_id, targetModel=target_id)
+        seen = dict.fromkeys(to_checksum_address(log["args"]["account"]) for log in logs)
+        return self._rank([a for a in seen if self.registry.functions.isActiveDrafter(a, draft_id, target_id).call()])
+
+    def active_verifiers(self, target_id: bytes) -> list[str]:
+        seen = dict.fromkeys(to_checksum_address(log["args"]["account"])
+                             for log in self._registry_logs("Registered", role=ROLES["verifier"]))
+        return self._rank([a for a in seen if self.registry.functions.isActive(a, ROLES["verifier"], target_id).call()])
+
+    def _rank(self, accounts: list[str]) -> list[str]:
+        """Highest stake first; registration order among equals."""
+        stakes = {a: self.registry.functions.stakeOf(a).call() for a in accounts}
+        return sorted(accounts, key=lambda a: -stakes[a])
+
+    # --- jobs -------------------------------------------------------------------------------------
+
+    def submit(self, prompt: str, *, draft_model: Path, target_model: Path, max_tokens: int = 64, gamma: int = 4,
+               temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0, drafter: str | None = None,
+               verifier: str | None = None, price_token_wei: int = 10**12, price_pass_wei: int = 3 * 10**12,
+               escrow_wei: int | None = None, eos: bool = True) -> SubmittedJob:
+        from node.decoding import tokenizer_digest
+
+        if not 1 <= gamma <= MAX_GAMMA:
+            raise RequesterError(f"--gamma must be in 1..{MAX_GAMMA}, got {gamma}")
+        if not 1 <= max_tokens <= 65535:
+            raise RequesterError(f"--max-tokens must be in 1..65535, got {max_tokens}")
+        if not temperature >= 0:
+            raise RequesterError(f"--temperature must be >= 0, got {temperature}")
+        if top_k < 0:
+            raise RequesterError(f"--top-k must be >= 0, got {top_k}")
+        if not 0 < top_p <= 1:
+            raise RequesterError(f"--top-p must be in (0, 1], got {top_p}")
+        if price_token_wei >= 2**128 or price_pass_wei >= 2**128:
+            raise RequesterError("prices must fit in uint128")
+        draft, target = load_model_info(draft_model), load_model_info(target_model)
+        try:
+            same = tokenizer_digest(draft.path) == tokenizer_digest(target.path)
+        except FileNotFoundError as exc:
+            raise RequesterError(str(exc)) from None
+        if not same:
+            raise RequesterError(f"{draft.path} and {target.path} do not share a tokenizer: they cannot be paired")
+        tokenizer = load_tokenizer(target.path)
+        tokens = tokenize_prompt(tokenizer, prompt)
+        if not tokens:
+            raise RequesterError("the prompt is empty: it must encode to at least one token")
+        limits = [m for m in (draft.max_positions, target.max_positions) if m]
+        check_fits(len(tokens), max_tokens, gamma, min(limits) if limits else None)
+
+        registry = self.registry.functions
+        drafter = self._pick("drafter", drafter, self.active_drafters(draft.model_id, target.model_id),
+                             lambda a: registry.isActiveDrafter(a, draft.model_id, target.model_id).call(),
+                             f"draft model 0x{draft.model_id.hex()[:16]}… "
+                             f"for target 0x{target.model_id.hex()[:16]}…")
+        verifier = self._pick("verifier", verifier, self.active_verifiers(target.model_id),
+                              lambda a: self.registry.functions.isActive(a, ROLES["verifier"], target.model_id).call(),
+                              f"target model 0x{target.model_id.hex()[:16]}…")
+        if len({drafter, verifier, self.address}) != 3:
+            raise RequesterError("requester, drafter and verifier must be three different accounts "
+                                 f"(requester {self.address}, drafter {drafter}, verifier {verifier})")
+        required = max_tokens * (price_token_wei + price_pass_wei)
+        escrow = required if escrow_wei is None else escrow_wei
+        if escrow < required:
+            raise RequesterError(f"escrow {format_eth(escrow)} ({escrow} wei) is too little: the market requires "
+                                 f"max tokens × (price per accepted token + price per pass) = {max_tokens} × "
+                                 f"({price_token_wei} + {price_pass_wei}) = {required} wei")
+        if escrow > UINT96_MAX:
+            raise RequesterError(f"escrow {escrow} wei exceeds the market's uint96 limit")
+        eos_token = tokenizer.eos_token_id if eos and tokenizer.eos_token_id is not None else NO_EOS
+        # JobRequest, in the struct's field order
+        request = (draft.model_id, target.model_id, drafter, verifier, gamma, to_wad(temperature, "--temperature"),
+                   top_k, to_wad(top_p, "--top-p"), max_tokens, eos_token, price_token_wei, price_pass_wei)
+        tx, receipt = self._send("submitJob", self.market.functions.submitJob(request, prompt.encode("utf-8")),
+                                 value=escrow)
+        (event,) = self.market.events.JobSubmitted().process_receipt(receipt, errors=DISCARD)
+        return SubmittedJob(event["args"]["jobId"], drafter, verifier, escrow, len(tokens), tx)
+
+    def _pick(self, role: str, given: str | None, candidates: list[str], is_active: Callable[[str], bool],
+              what: str) -> str:
+        if given:
+            try:
+                address = to_checksum_address(given)
+            except (ValueError, TypeError):
+                raise RequesterError(f"--{role} {given!r} is not an address") from None
+            if not is_active(address):
+                raise RequesterError(f"{address} is not an active {role} for {what}")
+            return address
+        others = [c for c in candidates if c != self.address]
+        if candidates and not others:
+            raise RequesterError(f"the only active {role} for {what} is the requester itself: requester, drafter "
+                                 "and verifier must be three different accounts")
+        candidates = others
+        if not candidates:
+            raise RequesterError(f"unknown model: no registered active {role} serves {what} "
+                                 f"(register one with `verispec register --role {role}`)")
+        return candidates[0]
+
+    # --- reading a job from the chain --------------------------------------------------------------
+
+    def job_view(self, job_id: int) -> dict:
+        return chaindata.job_view(self.market, job_id)
+
+    def job_logs(self, job_id: int, from_block: int | None = None) -> list:
+        """Every market event of `job_id` (jobId is each one's first indexed topic), in chain order."""
+        topic = "0x" + job_id.to_bytes(32, "big").hex()
+        logs = self.w3.eth.get_logs({"address": self.market.address, "topics": [None, topic],
+                                     "fromBlock": self.deployment.start_block if from_block is None else from_block,
+                                     "toBlock": "latest"})
+        out = []
+        for log in logs:
+            event = self._event_for(log)
+            if event is not None:
+                out.append(event.process_log(log))
+        return out
+
+    def _event_for(self, log):
+        if not hasattr(self, "_topic_map"):
+            from eth_utils.abi import event_abi_to_log_topic
+
+            self._topic_map = {}
+            for entry in self.market.abi:
+                if entry.get("type") == "event" and entry["name"] in _JOB_EVENTS:
+                    self._topic_map[bytes(event_abi_to_log_topic(entry))] = self.market.events[entry["name"]]()
+        return self._topic_map.get(bytes(log["topics"][0])) if log["topics"] else None
+
+    def report(self, job_id: int, tokenizer_path: Path | None = None, with_gas: bool = True) -> JobReport:
+        count = self.market.functions.jobCount().call()
+        if not 1 <= job_id <= count:
+            raise RequesterError(f"there is no job {job_id} (jobs on this deployment: 1..{count})"
+                                 if count else f"there is no job {job_id} (no job was submitted yet)")
+        view = self.job_view(job_id)
+        logs = self.job_logs(job_id)
+        by_name: dict[str, list] = {}
+        for log in logs:
+            by_name.setdefault(log["event"], []).append(log)
+        submitted = by_name["JobSubmitted"][0]["args"]
+        request = dict(submitted["request"])
+        drafts = {log["args"]["cycle"]: log for log in by_name.get("DraftCommitted", [])}
+        cycles = []
+        for log in by_name.get("CycleVerified", []):
+            a = log["args"]
+            draft = drafts.get(a["cycle"])
+            proposals, q = chaindata.unpack_draft(draft["args"]["draft"]) if draft else ([], [])
+            tx_hashes = [Web3.to_hex(drafts[a["cycle"]]["transactionHash"])] if a["cycle"] in drafts else []
+            tx_hashes.append(Web3.to_hex(log["transactionHash"]))
+            cycles.append(CycleInfo(a["cycle"], proposals, q, a["accepted"], a["outToken"],
+                                    chaindata.unpack_output(a["output"]), Web3.to_hex(a["reveal"]), tx_hashes))
+        tokens = [t for c in cycles for t in c.output]
+        finished = by_name.get("JobFinished", [])
+        finalized = by_name.get("JobFinalized", [])
+        if finalized:
+            f = finalized[-1]["args"]
+            payments = {"drafter": f["drafterPay"], "verifier": f["verifierPay"], "refund": f["refund"]}
+        else:
+            drafter_pay = 0 if view["drafterForfeited"] else view["drafterTokens"] * view["pricePerAcceptedToken"]
+            verifier_pay = 0 if view["verifierForfeited"] else view["cycle"] * view["pricePerPass"]
+            payments = {"drafter": drafter_pay, "verifier": verifier_pay,
+                        "refund": view["escrow"] - drafter_pay - verifier_pay}
+        gas_used = fees = 0
+        tx_hashes = list(dict.fromkeys(Web3.to_hex(log["transactionHash"]) for log in logs))
+        if with_gas:
+            for tx_hash in tx_hashes:
+                receipt = self.w3.eth.get_transaction_receipt(tx_hash)
+                gas_used += receipt["gasUsed"]
+                fees += receipt["gasUsed"] * receipt.get("effectiveGasPrice", 0)
+        text = None
+        if tokenizer_path is not None:
+            text = self._decode(tokens, tokenizer_path, view["targetModel"])
+        return JobReport(
+            job_id=job_id, status=JOB_STATUS[view["status"]], phase=PHASES[view["phase"]],
+            requester=view["requester"], drafter=view["drafter"], verifier=view["verifier"],
+            draft_model=Web3.to_hex(view["draftModel"]), target_model=Web3.to_hex(view["targetModel"]),
+            gamma=view["gamma"], max_tokens=view["maxTokens"], eos_token=view["eosToken"],
+            temperature=request["temperature"] / WAD, top_k=request["topK"], top_p=request["topP"] / WAD,
+            alpha_eligible=view["alphaEligible"], prompt=bytes(submitted["prompt"]).decode("utf-8", "replace"),
+            escrow_wei=view["escrow"], price_token_wei=view["pricePerAcceptedToken"],
+            price_pass_wei=view["pricePerPass"], cycles=cycles, tokens=tokens, text=text, alpha=alpha_of(cycles),
+            drafter_tokens=view["drafterTokens"],
+            finish_reason=FINISH_REASONS[finished[-1]["args"]["reason"]] if finished else None,
+            deadline=view["deadline"], open_disputes=view["openDisputes"], payments=payments,
+            finalized=bool(finalized), disputes=self.job_disputes(job_id), gas_used=gas_used, gas_fees_wei=fees,
+            tx_count=len(tx_hashes),
+        )
+
+    def _decode(self, tokens: list[int], tokenizer_path: Path, target_model: bytes) -> str | None:
+        """The text of `tokens`, with the tokenizer at `tokenizer_path` (None if it cannot be loaded)."""
+        try:
+            tokenizer = load_tokenizer(tokenizer_path)
+        except RequesterError:
+            return None
+        return tokenizer.decode(tokens)
+
+    def wait(self, job_id: int, on_cycle: Callable[[CycleInfo, list[int]], None] | None = None,
+             accept_timeout: float = 120.0, timeout: float = 1800.0, poll: float = 0.25) -> str:
+        """Block until `job_id` finishes (returns the finish reason), calling `on_cycle` per verified cycle."""
+        start = time.monotonic()
+        from_block = self.deployment.start_block
+        drafts: dict[int, tuple[list[int], list[int]]] = {}
+        tokens: list[int] = []
+        accepted_at = None
+        while True:
+            head = self.w3.eth.block_number
+            for log in self.job_logs(job_id, from_block) if head >= from_block else []:
+                a = log["args"]
+                if log["event"] == "JobAccepted":
+                    accepted_at = time.monotonic()
+                elif log["event"] == "DraftCommitted":
+                    drafts[a["cycle"]] = chaindata.unpack_draft(a["draft"])
+                elif log["event"] == "CycleVerified":
+                    proposals, q = drafts.get(a["cycle"], ([], []))
+                    output = chaindata.unpack_output(a["output"])
+                    tokens.extend(output)
+                    if on_cycle is not None:
+                        on_cycle(CycleInfo(a["cycle"], proposals, q, a["accepted"], a["outToken"], output,
+                                           Web3.to_hex(a["reveal"])), list(tokens))
+                elif log["event"] == "JobFinished":
+                    return FINISH_REASONS[a["reason"]]
+            from_block = head + 1
+            elapsed = time.monotonic() - start
+            if accepted_at is None and elapsed > accept_timeout:
+                raise RequesterError(f"job {job_id} was not accepted within {accept_timeout:.0f}s: is the verifier's "
+                                     "node running (`verispec serve verifier`)? Check later with "
+                                     f"`verispec status {job_id}`")
+            if elapsed > timeout:
+                raise RequesterError(f"job {job_id} did not finish within {timeout:.0f}s; "
+                                     f"check later with `verispec status {job_id}`")
+            time.sleep(poll)
+
+    def finalize(self, job_id: int) -> tuple[TxResult, dict[str, int]]:
+        self._check_job(job_id)
+        tx, receipt = self._send("finalize", self.market.functions.finalize(job_id), key=None)
+        (event,) = self.market.events.JobFinalized().process_receipt(receipt, errors=DISCARD)
+        a = event["args"]
+        return tx, {"drafter": a["drafterPay"], "verifier": a["verifierPay"], "refund": a["refund"]}
+
+    def claim_timeout(self, job_id: int) -> tuple[TxResult, dict]:
+        """`claimTimeout`: ends a job whose current deadline passed (see docs/contracts.md, Deadlines)."""
+        self._check_job(job_id)
+        tx, receipt = self._send("claimTimeout", self.market.functions.claimTimeout(job_id))
+        (event,) = self.market.events.JobFinished().process_receipt(receipt, errors=DISCARD)
+        a = event["args"]
+        return tx, {"reason": FINISH_REASONS[a["reason"]], "party": a["party"], "slashed": a["slashed"]}
+
+    def _check_job(self, job_id: int) -> None:
+        count = self.market.functions.jobCount().call()
+        if not 1 <= job_id <= count:
+            raise RequesterError(f"there is no job {job_id}" + (f" (jobs: 1..{count})" if count else ""))
+
+    # --- disputes ---------------------------------------------------------------------------------
+
+    def open_dispute(self, job_id: int, cycle: int, index: int, kind: str) -> DisputeInfo:
+        disputes = self._require_disputes()
+        if kind not in DISPUTE_KINDS:
+            raise RequesterError(f"--kind must be draft or target, got {kind!r}")
+        self._check_job(job_id)
+        record, leaf_proof = self.dispute_evidence(job_id, cycle, index)
+        bond = disputes.functions.bond().call()
+        tx, receipt = self._send("openDispute", disputes.functions.openDispute(
+            job_id, cycle, index, DISPUTE_KINDS[kind], record, leaf_proof), value=bond)
+        (event,) = disputes.events.DisputeOpened().process_receipt(receipt, errors=DISCARD)
+        return self.dispute_info(event["args"]["disputeId"])
+
+    def dispute_evidence(self, job_id: int, cycle: int, index: int) -> tuple[tuple, tuple]:
+        """(record preimage, leaf proof) of position `index` of `cycle`, rebuilt from chain data alone."""
+        try:
+            record = chaindata.record_preimage(self.system, job_id, cycle, from_block=self.deployment.start_block)
+        except LookupError as exc:
+            raise RequesterError(f"cannot dispute cycle {cycle} of job {job_id}: {exc}") from None
+        gamma = len(record[1])
+        if not 0 <= index <= gamma:
+            raise RequesterError(f"--index must be in 0..{gamma} (γ = {gamma}; index {gamma} is the outToken)")
+        proof = chaindata.leaf_proof(self.system, job_id, cycle, index, from_block=self.deployment.start_block)
+        return record, proof
+
+    def job_disputes(self, job_id: int) -> list[DisputeInfo]:
+        if self.disputes is None:
+            return []
+        logs = self.disputes.events.DisputeOpened().get_logs(from_block=self.deployment.start_block,
+                                                             argument_filters={"jobId": job_id})
+        return [self.dispute_info(log["args"]["disputeId"]) for log in logs]
+
+    def dispute_info(self, dispute_id: int) -> DisputeInfo:
+        disputes = self._require_disputes()
+        count = disputes.functions.disputeCount().call()
+        if not 1 <= dispute_id <= count:
+            raise RequesterError(f"there is no dispute {dispute_id}")
+        d = chaindata.dispute_view(disputes, dispute_id)
+        start = self.deployment.start_block
+        by_id = {"disputeId": dispute_id}
+        opened = disputes.events.DisputeOpened().get_logs(from_block=start, argument_filters=by_id)[0]
+        referees = list(disputes.functions.refereesOf(dispute_id).call())
+        votes = []
+        for referee in referees:
+            commitment, _drawn, verdict = disputes.functions.ballotOf(dispute_id, referee).call()
+            votes.append(VoteInfo(referee, commitment != b"\0" * 32, VERDICTS[verdict]))
+        answered = disputes.events.Answered().get_logs(from_block=start, argument_filters={"disputeId": dispute_id})
+        answer = None
+        if answered:
+            a = answered[0]["args"]
+            answer = {"claimed_prob": a["claimedProb"], "top_tokens": list(a["topTokens"]),
+                      "top_probs": list(a["topProbs"])}
+        resolved = disputes.events.DisputeResolved().get_logs(from_block=start, argument_filters=by_id)
+        credited: dict[str, int] = {}
+        for log in disputes.events.Credited().get_logs(from_block=start, argument_filters={"disputeId": dispute_id}):
+            credited[log["args"]["account"]] = credited.get(log["args"]["account"], 0) + log["args"]["amount"]
+        a = opened["args"]
+        return DisputeInfo(
+            dispute_id=dispute_id, job_id=d["jobId"], cycle=d["cycle"], index=d["index"],
+            kind=DISPUTE_KIND_NAMES[d["kind"]], challenger=d["challenger"], accused=d["accused"], token=a["token"],
+            claimed_value=a["claimedValue"], status=DISPUTE_STATUS[d["status"]], outcome=OUTCOMES[d["outcome"]],
+            referees=referees, votes=votes, answer=answer, faithful_votes=d["faithfulVotes"],
+            cheated_votes=d["cheatedVotes"],
+            accused_slashed_wei=resolved[0]["args"]["accusedSlashed"] if resolved else 0, credits=credited,
+            open_tx=Web3.to_hex(opened["transactionHash"]),
+        )
+
+    def wait_dispute(self, dispute_id: int, timeout: float = 300.0, poll: float = 0.5,
+                     on_change: Callable[[DisputeInfo], None] | None = None) -> DisputeInfo:
+        deadline = time.monotonic() + timeout
+        last = None
+        while True:
+            info = self.dispute_info(dispute_id)
+            state = (info.status, info.answer is not None, tuple((v.committed, v.verdict) for v in info.votes))
+            if state != last and on_change is not None:
+                on_change(info)
+            last = state
+            if info.status == "Resolved":
+                return info
+            if time.monotonic() > deadline:
+                raise RequesterError(f"dispute {dispute_id} was not resolved within {timeout:.0f}s "
+                                     f"(status {info.status})")
+            time.sleep(poll)
+
+
+# ---------------------------------------------------------------- watchdog: replaying a drafter's work
+
+
+@dataclass
+class DraftCheck:
+    """One committed proposal the honest replay of the draft model disagrees with."""
+
+    cycle: int
+    index: int
+    committed_token: int
+    committed_q: int
+    replay_token: int  # what invcdf(replayed q, public uniform) gives
+    replay_q: int  # the replayed probability of the committed token
+    binding: bool  # index <= accepted: a dispute on it can be opened
+    reason: str  # "token" (not the inverse-CDF sample) or "q" (probability off beyond tolerance)
+
+
+def replay_draft(requester: Requester, job_id: int, draft_model_path: Path, tolerance_wad: int | None = None,
+                 device: str = "cpu") -> list[DraftCheck]:
+    """Replay the job's draft model over chain data (prompt + every cycle's output) with the public draft
+    uniforms, and list, per cycle, the first committed proposal an honest drafter could not have made
+    (the proposal is not the inverse-CDF sample within tolerance, or its q is off beyond tolerance).
+
+    Only the first disagreement per cycle is reported: after it, the committed proposals condition on a
+    token the honest replay did not draw, so later positions of that cycle say nothing more.
+    """
+    import torch
+
+    from node.decoding import DraftSession, loading
+    from node.decoding.scorer import default_tolerance_wad
+    from node.roles import jobs
+
+    record = chaindata.job_request(requester.system, job_id, from_block=requester.deployment.start_block)
+    info = load_model_info(draft_model_path)
+    if info.model_id != record.draft_model:
+        raise RequesterError(f"{draft_model_path} is not job {job_id}'s draft model 0x{record.draft_model.hex()}")
+    dtype = torch.float32
+    tolerance = default_tolerance_wad(dtype) if tolerance_wad is None else tolerance_wad
+    model = loading.load_model(str(draft_model_path), torch.device(device), dtype)
+    job = jobs.job_from_record(record, load_tokenizer(draft_model_path), info.max_positions)
+    session = DraftSession(model, job)
+    found = []
+    for cycle in chaindata.cycles(requester.system, job_id, from_block=requester.deployment.start_block,
+                                  with_p=False):
+        if not cycle.verified:
+            break
+        draft = session.propose(cycle.cycle)
+        for i, (token, q) in enumerate(zip(cycle.tokens, cycle.q)):
+            row = [int(v) for v in draft.q_rows[i]]
+            replay_q = row[token] if token < len(row) else 0
+            upper = sum(row[: token + 1])
+            lower = upper - replay_q
+            u = protocol.draft_uniform(job_id, cycle.cycle, i)
+            token_ok = token == draft.tokens[i] or (replay_q > 0 and lower - tolerance <= u < upper + tolerance)
+            q_ok = abs(replay_q - q) <= tolerance
+            if not (token_ok and q_ok):
+                found.append(DraftCheck(cycle.cycle, i, token, q, draft.tokens[i], replay_q,
+                                        binding=i <= cycle.accepted, reason="q" if token_ok else "token"))
+                break
+            if token != draft.tokens[i]:
+                break  # within tolerance, but the contexts diverge from here on
+        session.advance(list(cycle.output))
+    return found

@@ -1,0 +1,361 @@
+"""The verifier node (`verispec serve verifier`): the target model (and the draft model, to replay every
+draft), one VerifySession per job, acceptJob and submitVerification.
+
+For each job assigned to it whose model ids are the ones it loaded and whose prompt fits, it accepts
+(`job:{id}:accept`) with the head of its hash chain (seed per docs/node.md: recomputable from its key
+after a restart). On each `DraftCommitted` of its jobs it reads tokens and q from the event, runs
+`VerifySession` with the draft model replaying the proposals (residual from its own replay; q_i / x_i
+checked, faults logged), and sends `submitVerification` (`job:{id}:cycle:{c}:verify`). The transcript
+(proposals, q, posted p, top-k of p, reveal, accepted, emitted, outToken) is saved *before* the
+transaction. When `CycleVerified` arrives it asserts the contract's accept count equals the engine's
+(and logs loudly if not). It answers TargetReplay disputes against it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from node import protocol
+from node.chain.events import ChainEvent
+from node.decoding.messages import Draft, DraftFault, Job, Verification
+from node.roles import behaviors, chaindata
+from node.roles.base import (
+    DISPUTE, JOB, NodeBase, load_model, load_tokenizer, max_positions, model_id, next_token_rows, record_of,
+    resolve_device, resume_verify_session,
+)
+from node.roles.chaindata import (
+    DISPUTE_AWAITING_ANSWER, DISPUTE_RESOLVED, PHASE_VERIFY, STATUS_FINALIZED, STATUS_NONE, STATUS_OPEN,
+    STATUS_RUNNING,
+)
+from node.roles.jobs import JobRefused, chain_head, job_from_record, verifier_seed
+
+TOP_K = 8
+JOB_ROLE, DISPUTE_ROLE = "verifier", "verifier-dispute"
+
+
+@dataclass
+class VerifierJob:
+    job: Job
+    record: chaindata.JobRecord
+    seed: bytes
+    drafts: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = field(default_factory=dict)  # cycle -> (tokens, q)
+    outputs: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    session: Any = None  # VerifySession (or RetaliatingVerifySession)
+    verified_cycle: int | None = None  # the cycle `session` verified and has not advanced past yet
+
+
+class VerifierNode(NodeBase):
+    role = "verifier"
+
+    def __init__(self, w3, deployment, account, store_path, target_model_path, draft_model_path,
+                 behavior: str = "honest", poll_interval: float = 0.2, device=None, *,
+                 retaliation: behaviors.RetaliationPolicy | None = None, dispute_faults: bool = False, **options):
+        self.behavior = behaviors.check_behavior("verifier", behavior)
+        self.retaliation = retaliation or behaviors.RetaliationPolicy()
+        self.dispute_faults = dispute_faults  # open a DraftReplay dispute (bond) on a binding draft fault
+        self.device, self.dtype = resolve_device(device)
+        self.tokenizer = load_tokenizer(target_model_path, draft_model_path)
+        self.target_model = load_model(target_model_path, self.device, self.dtype)
+        self.draft_model = load_model(draft_model_path, self.device, self.dtype)
+        self.target_id = model_id(target_model_path)
+        self.draft_id = model_id(draft_model_path)
+        from node.decoding.loading import vocab_size
+
+        self.vocab_size = vocab_size(self.target_model)
+        positions = [p for p in (max_positions(self.target_model), max_positions(self.draft_model)) if p]
+        self.max_positions = min(positions) if positions else None
+        super().__init__(w3, deployment, account, store_path, poll_interval, **options)
+        self.jobs: dict[int, VerifierJob] = {}
+        self.accept_mismatches: list[tuple[int, int, int, int]] = []  # (job, cycle, engine, contract)
+        self.draft_faults: list[tuple[int, int, Any]] = []  # (job, cycle, DraftFault) seen by the replay
+        self.restore(JOB_ROLE, DISPUTE_ROLE)
+        self.log.info("verifier %s: target model %s, draft %s, behavior %s", self.address,
+                      self.target_id.hex()[:16], self.draft_id.hex()[:16], self.behavior)
+
+    # ------------------------------------------------------------------ events
+
+    def on_market_JobSubmitted(self, event: ChainEvent) -> None:
+        record = record_of(event, self.market)
+        if record.verifier != self.address or self.store.job(record.job_id, JOB_ROLE) is not None:
+            return
+        reason = None
+        if record.target_model != self.target_id or record.draft_model != self.draft_id:
+            reason = (f"models (target {record.target_model.hex()[:16]}, draft {record.draft_model.hex()[:16]}) are "
+                      f"not mine (target {self.target_id.hex()[:16]}, draft {self.draft_id.hex()[:16]})")
+        else:
+            try:
+                job = job_from_record(record, self.tokenizer, self.max_positions)
+            except JobRefused as exc:
+                reason = str(exc)
+        if reason is not None:
+            self.log.warning("job %d: not accepting it: %s", record.job_id, reason)
+            self.store.save_job(record.job_id, JOB_ROLE, "refused", {"reason": reason})
+            return
+        self.store.save_job(record.job_id, JOB_ROLE, "active", {"drafter": record.drafter})
+        self.jobs[record.job_id] = VerifierJob(job, record, verifier_seed(self.account.key, record.job_id))
+        self.track(JOB, record.job_id)
+
+    def on_market_JobAccepted(self, event: ChainEvent) -> None:
+        self.mark_dirty(JOB, event.args["jobId"])
+
+    def on_market_DraftCommitted(self, event: ChainEvent) -> None:
+        job_id = int(event.args["jobId"])
+        if not self.tracked(JOB, job_id):
+            return
+        tokens, q = chaindata.unpack_draft(event.args["draft"])
+        vj = self.jobs.get(job_id)
+        if vj is not None:
+            vj.drafts.setdefault(int(event.args["cycle"]), (tuple(tokens), tuple(q)))
+        self.mark_dirty(JOB, job_id)
+
+    def on_market_CycleVerified(self, event: ChainEvent) -> None:
+        job_id, c = int(event.args["jobId"]), int(event.args["cycle"])
+        if not self.tracked(JOB, job_id):
+            return
+        output = tuple(chaindata.unpack_output(event.args["output"]))
+        accepted = int(event.args["accepted"])
+        vj = self.jobs.get(job_id)
+        if vj is not None:
+            vj.outputs.setdefault(c, output)
+        transcript = self.store.cycle(job_id, JOB_ROLE, c)
+        if transcript is not None and transcript.accepted is not None and transcript.accepted != accepted:
+            self.accept_mismatches.append((job_id, c, transcript.accepted, accepted))
+            self.log.error("ACCEPT COUNT MISMATCH job %d cycle %d: the engine accepted %d, the contract %d",
+                           job_id, c, transcript.accepted, accepted)
+        if transcript is not None and transcript.emitted_tokens is not None and \
+                tuple(transcript.emitted_tokens) != output:
+            self.log.error("job %d cycle %d: the contract emitted %s, the engine %s", job_id, c, list(output),
+                           transcript.emitted_tokens)
+        if self.dispute_faults and transcript is not None and transcript.top_k and transcript.top_k.get("faults"):
+            self._dispute_fault(job_id, c, accepted, transcript)
+        self.mark_dirty(JOB, job_id)
+
+    def _dispute_fault(self, job_id: int, c: int, accepted: int, transcript) -> int:
+        """Open a DraftReplay dispute on the cycle's first draft fault, if it binds (index <= accepted).
+
+        At most one per job (`job:{id}:dispute`): a lost dispute stops the job anyway, and a replay that
+        disagrees by mistake should not cost more than one bond."""
+        key = f"job:{job_id}:dispute"
+        index = min(f["index"] for f in transcript.top_k["faults"])
+        if index > accepted or self.disputes is None or self.in_flight(key) or self.store.sent_tx(key) is not None:
+            return 0
+        root = protocol.draft_root(job_id, c, transcript.proposals, transcript.q)
+        record = (root, list(transcript.p), accepted, int(transcript.top_k["out_token"]))
+        leaves = [protocol.leaf(job_id, c, i, t, q) for i, (t, q) in enumerate(zip(transcript.proposals, transcript.q))]
+        proof = (transcript.proposals[index], transcript.q[index], protocol.proof(leaves, index))
+        self.log.warning("job %d cycle %d: disputing the drafter's proposal %d", job_id, c, index)
+        call = self.disputes.functions.openDispute(job_id, c, index, chaindata.KIND_DRAFT, record, proof)
+        return self.transact(key, call, value=self.disputes.functions.bond().call())
+
+    def on_market_JobFinished(self, event: ChainEvent) -> None:
+        self.mark_dirty(JOB, event.args["jobId"])
+
+    def on_market_DisputeClosed(self, event: ChainEvent) -> None:
+        self.mark_dirty(JOB, event.args["jobId"])  # maybe finalizable now
+
+    def on_market_JobFinalized(self, event: ChainEvent) -> None:
+        self.mark_dirty(JOB, event.args["jobId"])
+
+    def on_disputes_DisputeOpened(self, event: ChainEvent) -> None:
+        a = event.args
+        if a["accused"] != self.address:
+            return
+        dispute_id = int(a["disputeId"])
+        if self.store.job(dispute_id, DISPUTE_ROLE) is None:
+            self.log.warning("dispute %d opened against me: job %d cycle %d index %d", dispute_id, a["jobId"],
+                             a["cycle"], a["index"])
+            self.store.save_job(dispute_id, DISPUTE_ROLE, "open",
+                                {"job": int(a["jobId"]), "cycle": int(a["cycle"]), "index": int(a["index"]),
+                                 "kind": int(a["kind"]), "token": int(a["token"])})
+        self.track(DISPUTE, dispute_id)
+
+    def on_disputes_DisputeResolved(self, event: ChainEvent) -> None:
+        self.mark_dirty(DISPUTE, event.args["disputeId"])
+
+    # ------------------------------------------------------------------ work
+
+    def _job(self, job_id: int) -> VerifierJob:
+        vj = self.jobs.get(job_id)
+        if vj is None:  # after a restart: rebuild from chain data
+            record = chaindata.job_request(self.market, job_id, from_block=self.start_block)
+            vj = VerifierJob(job_from_record(record, self.tokenizer, self.max_positions), record,
+                             verifier_seed(self.account.key, job_id))
+            self._refresh(vj)
+            self.jobs[job_id] = vj
+        return vj
+
+    def _refresh(self, vj: VerifierJob) -> None:
+        for data in chaindata.cycles(self.market, vj.job.job_id, from_block=self.start_block, with_p=False):
+            vj.drafts.setdefault(data.cycle, (data.tokens, data.q))
+            if data.verified:
+                vj.outputs.setdefault(data.cycle, data.output)
+
+    def work_job(self, job_id: int) -> int:
+        view = self.job_view(job_id)
+        status = view["status"]
+        if status == STATUS_OPEN and self.chain_time() <= view["deadline"]:
+            vj = self._job(job_id)
+            head = chain_head(self.account.key, job_id, vj.job.max_new_tokens)
+            return self.transact(f"job:{job_id}:accept", self.market.functions.acceptJob(job_id, head))
+        if status == STATUS_RUNNING and view["phase"] == PHASE_VERIFY:
+            if self.chain_time() > view["deadline"]:
+                return 0  # too late for this verification (the contract would refuse it)
+            return self._verify(job_id, int(view["cycle"]))
+        if status != STATUS_RUNNING and job_id in self.jobs:
+            self.jobs[job_id].session = None
+        if status in (STATUS_FINALIZED, STATUS_NONE):
+            self.store.save_job(job_id, JOB_ROLE, "done")
+            self.jobs.pop(job_id, None)
+            self.forget(JOB, job_id)
+            return 0
+        if status == STATUS_OPEN:  # past the accept deadline: the requester (or the drafter) cancels it
+            self.defer_until(JOB, job_id, self.chain_time() + 3600)
+            return 0
+        return self.settle(job_id, view)
+
+    def _verify(self, job_id: int, c: int) -> int:
+        key = f"job:{job_id}:cycle:{c}:verify"
+        if self.in_flight(key):
+            return 0
+        t = self.store.cycle(job_id, JOB_ROLE, c)
+        if t is not None and t.p is not None and t.top_k and "out_token" in t.top_k:
+            tokens, q, p, reveal, out_token = t.proposals, t.q, t.p, t.reveal, int(t.top_k["out_token"])
+        else:
+            vj = self._job(job_id)
+            if c not in vj.drafts:
+                self._refresh(vj)
+                if c not in vj.drafts:
+                    return 0  # its DraftCommitted is not visible yet
+            tokens, q = vj.drafts[c]
+            invalid = next((i for i, tok in enumerate(tokens) if tok >= self.vocab_size), None)
+            if invalid is not None:
+                v = self._verify_invalid_draft(vj, c, tokens, q, invalid)
+                if v is None:
+                    return 0
+                session = None
+            else:
+                session = self._session_at(vj, c)
+                if session is None:
+                    return 0
+                v = session.verify(c, Draft(job_id=job_id, cycle=c, tokens=tuple(tokens), q=tuple(q), q_rows=None))
+                vj.verified_cycle = c
+            for fault in v.draft_faults:
+                self.draft_faults.append((job_id, c, fault))
+                self.log.warning("job %d cycle %d: draft fault at %d (%s): claimed %d, my replay %d", job_id, c,
+                                 fault.index, fault.kind, fault.claimed, fault.replayed)
+            p, reveal, out_token = list(v.p), v.reveal, v.out_token
+            info: dict[str, Any] = {
+                "p_top": [[[tok, w] for tok, w in row] for row in v.top_k(TOP_K)],
+                "out_token": out_token,
+                "out_prob": int(v.p_rows[v.accepted, out_token]),
+                "faults": [vars(f) for f in v.draft_faults],
+            }
+            true_p = getattr(session, "true_p", {}).get(c)
+            if true_p is not None:
+                info["true_p"] = list(true_p)
+            self.store.save_cycle(job_id, JOB_ROLE, c, proposals=list(tokens), q=list(q), p=p, top_k=info,
+                                  reveal=reveal, accepted=v.accepted, emitted_tokens=list(v.emitted))
+        call = self.market.functions.submitVerification(job_id, c, list(tokens), list(q), list(p), reveal, out_token)
+        sent = self.transact(key, call)
+        if sent:
+            self.store.save_cycle(job_id, JOB_ROLE, c, tx_hashes={"verify": self.tx_hash_of(key)})
+        return sent
+
+    def _verify_invalid_draft(self, vj: VerifierJob, c: int, tokens, q, invalid: int) -> Verification | None:
+        """Verify a draft whose proposal `invalid` is not a token of the vocabulary (the contract takes any uint32).
+
+        Such a token has probability 0 under the target, so p_invalid = 0 (truthfully) and the rule rejects
+        there at the latest; p after it binds nothing (0). The rows up to it come from one fresh forward over
+        the valid prefix, the residual's q from the draft model at the rejected position. The engine session
+        cannot hold the invalid id, so it is rebuilt from chain data next cycle.
+        """
+        self.log.warning("job %d cycle %d: proposal %d is token %d, outside the vocabulary (%d)", vj.job.job_id, c,
+                         invalid, tokens[invalid], self.vocab_size)
+        if any(k not in vj.outputs for k in range(c)):
+            self._refresh(vj)
+            if any(k not in vj.outputs for k in range(c)):
+                return None
+        job, k = vj.job, len(tokens)
+        emitted_before = [t for i in range(c) for t in vj.outputs[i]]
+        context = list(job.prompt) + emitted_before
+        p_rows = next_token_rows(self.target_model, context + list(tokens[:invalid]), job.sampling, keep=invalid + 1)
+        p = tuple(int(p_rows[i, t]) for i, t in enumerate(tokens[:invalid])) + (0,) * (k - invalid)
+        reveal = protocol.chain_reveal(vj.seed, job.chain_length, c)
+        root = protocol.draft_root(job.job_id, c, tokens, q)
+        n = protocol.count_accepted(reveal, root, q, p)  # <= invalid
+        q_row = next_token_rows(self.draft_model, context + list(tokens[:n]), job.sampling)[0]
+        u = protocol.residual_uniform(reveal, root)
+        try:
+            out_token = protocol.residual_sample(p_rows[n], q_row, u)
+        except ValueError:  # p == q there: the rejection was the invalid token's, so sample p itself
+            out_token = protocol.invcdf(p_rows[n], u)
+        emitted = protocol.truncate_emitted(list(tokens[:n]) + [out_token], job.eos_token_id,
+                                            job.max_new_tokens - len(emitted_before))
+        done = (job.eos_token_id is not None and job.eos_token_id in emitted) or (
+            len(emitted_before) + len(emitted) >= job.max_new_tokens)
+        vj.session, vj.verified_cycle = None, None
+        padding = np.zeros((k + 1 - len(p_rows), p_rows.shape[1]), dtype=np.int64)  # rows past it: unknown
+        return Verification(cycle=c, reveal=reveal, root=root, p=p, accepted=n, out_token=out_token,
+                            emitted=tuple(emitted), done=done, p_rows=np.vstack([p_rows, padding]),
+                            draft_faults=(DraftFault(invalid, "x", tokens[invalid], -1),))
+
+    def _session_at(self, vj: VerifierJob, c: int):
+        s = vj.session
+        if s is not None and s.cycle == c and vj.verified_cycle is None:
+            return s
+        if s is not None and s.cycle == c - 1 and vj.verified_cycle == c - 1 and (c - 1) in vj.outputs:
+            try:
+                s.advance(vj.outputs[c - 1])
+                vj.verified_cycle = None
+                return s
+            except ValueError as exc:  # the chain recorded something else than this session decided
+                self.log.error("job %d cycle %d: %s; rebuilding the session from chain data", vj.job.job_id, c - 1, exc)
+        if any(k not in vj.outputs for k in range(c)):
+            self._refresh(vj)
+            if any(k not in vj.outputs for k in range(c)):
+                return None
+        emitted = [t for k in range(c) for t in vj.outputs[k]]
+        s = behaviors.verify_session(self.behavior, self.target_model, vj.job, vj.seed, draft_model=self.draft_model,
+                                     policy=self.retaliation)
+        vj.session = resume_verify_session(s, list(vj.job.prompt) + emitted, c, len(emitted))
+        vj.verified_cycle = None
+        return s
+
+    # ------------------------------------------------------------------ disputes against me
+
+    def work_dispute(self, dispute_id: int) -> int:
+        d = chaindata.dispute_view(self.disputes, dispute_id)
+        if d["status"] == DISPUTE_RESOLVED:
+            self.store.save_job(dispute_id, DISPUTE_ROLE, "done")
+            self.forget(DISPUTE, dispute_id)
+            self.log.info("dispute %d resolved: %s", dispute_id, chaindata.DISPUTE_OUTCOMES[d["outcome"]])
+            return 0
+        if d["status"] != DISPUTE_AWAITING_ANSWER or self.chain_time() > d["answerDeadline"]:
+            # answered (or too late): what is left happens through events (DisputeResolved wakes it)
+            self.defer_until(DISPUTE, dispute_id, max(d["revealDeadline"], d["answerDeadline"]) + 1)
+            return 0
+        claimed, top = self.answer_values(int(d["jobId"]), int(d["cycle"]), int(d["index"]))
+        call = self.disputes.functions.answer(dispute_id, claimed, [t for t, _ in top], [w for _, w in top])
+        return self.transact(f"dispute:{dispute_id}:answer", call)
+
+    def answer_values(self, job_id: int, c: int, index: int) -> tuple[int, list[tuple[int, int]]]:
+        """(claimed p of the disputed token, top-k of p there): the posted p_i for a proposal, the p of outToken
+        at the position it was sampled for index == K. From the transcript, or replayed from chain data."""
+        t = self.store.cycle(job_id, JOB_ROLE, c)
+        if t is not None and t.p is not None and t.top_k and "p_top" in t.top_k:
+            k = len(t.p)
+            position = index if index < k else t.accepted
+            top = [(int(tok), int(w)) for tok, w in t.top_k["p_top"][position]]
+            return (int(t.p[index]) if index < k else int(t.top_k["out_prob"])), top
+        vj = self._job(job_id)
+        data = chaindata.cycles(self.market, job_id, from_block=self.start_block, with_p=False)
+        cyc = chaindata.with_p(self.market, data[c])
+        position = index if index < cyc.gamma else cyc.accepted
+        context = list(vj.job.prompt) + [t for x in data[:c] for t in x.output] + list(cyc.tokens[:position])
+        row = next_token_rows(self.target_model, context, vj.job.sampling)[0]
+        order = sorted(range(len(row)), key=lambda t: (-int(row[t]), t))[:TOP_K]
+        claimed = int(cyc.p[index]) if index < cyc.gamma else int(row[cyc.out_token]) if cyc.out_token < len(row) else 0
+        return claimed, [(t, int(row[t])) for t in order]
