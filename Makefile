@@ -23,7 +23,7 @@ $(STAMP_PY): pyproject.toml
 	touch $@
 
 demo: setup
-	$(PY) scripts/demo.py
+	$(PY) -m node.cli demo
 
 test: setup
 	$(PY) -m pytest -q

@@ -1,0 +1,17 @@
+#!/usr/bin/env python
+"""`make demo`: the whole system end to end on a local chain — the same as `verispec demo [OPTIONS]`.
+
+Starts anvil, deploys the contracts, runs a drafter, a verifier and three referees as separate
+`verispec serve` processes, an honest job and a biased drafter's job, disputes a biased position and
+shows the referees' votes and the slash. Stops everything it started, also on Ctrl-C.
+"""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from node.cli import app  # noqa: E402
+
+if __name__ == "__main__":
+    app(args=["demo", *sys.argv[1:]], prog_name="demo.py")

@@ -1,0 +1,541 @@
+"""The `verispec` CLI against a real anvil (started by `verispec chain up`) and real node processes.
+
+Most commands run in-process through typer's CliRunner (fast); `--help` of the console script,
+`chain up/down`, the node processes (`verispec serve ...`) and the requester's `submit` run as real
+OS processes. Every bad input must give one clear line on stderr, exit code 1, no traceback, and leave
+the chain unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+from web3 import Web3
+
+from node.chain.anvil import free_port
+from node.chain.deployment import Deployment
+from node.chain.keys import dev_account
+from node.cli import app
+
+ROOT = Path(__file__).resolve().parents[1]
+TARGET = ROOT / "models" / "target"
+DRAFT = ROOT / "models" / "draft"
+REQUESTER, DRAFTER, VERIFIER, REFEREE, BIASED, WATCHDOG, UNBONDER = 1, 2, 3, 4, 7, 8, 9
+REFEREES = (10, 11, 12)
+HAVE_NODES = all((ROOT / "node" / "roles" / f"{name}.py").exists() for name in ("drafter", "verifier", "referee"))
+
+runner = CliRunner()
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def cli(*args, home: Path | None = None, env: dict | None = None):
+    """Run the CLI in-process; returns click's Result (exit_code, stdout, stderr)."""
+    full_env = {"VERISPEC_RPC_WAIT": "1", **(env or {})}
+    if home is not None:
+        full_env["VERISPEC_HOME"] = str(home)
+    return runner.invoke(app, [str(a) for a in args], env=full_env, catch_exceptions=True)
+
+
+def cli_process(*args, home: Path | None = None, timeout: float = 300, env: dict | None = None):
+    """Run the CLI as its own OS process (`python -m node.cli ...`)."""
+    full_env = dict(os.environ, VERISPEC_RPC_WAIT="1", **(env or {}))
+    if home is not None:
+        full_env["VERISPEC_HOME"] = str(home)
+    return subprocess.run([sys.executable, "-m", "node.cli", *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, env=full_env, cwd=ROOT)
+
+
+def ok(result) -> str:
+    code = getattr(result, "exit_code", getattr(result, "returncode", None))
+    stderr = result.stderr
+    assert code == 0, f"exit {code}: {stderr}\n{result.stdout}"
+    return result.stdout
+
+
+def clean_error(result, *fragments: str) -> str:
+    """A failed command: exit code 1, one `error:` line on stderr mentioning every fragment, no traceback."""
+    code = getattr(result, "exit_code", getattr(result, "returncode", None))
+    stderr = result.stderr.strip()
+    assert code == 1, f"expected exit 1, got {code}; stderr: {stderr}; stdout: {result.stdout}"
+    assert getattr(result, "exception", None) is None or isinstance(result.exception, SystemExit), result.exception
+    assert "Traceback" not in stderr + result.stdout, stderr
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:"), stderr
+    for fragment in fragments:
+        assert fragment.lower() in lines[0].lower(), f"{fragment!r} not in {lines[0]!r}"
+    return lines[0]
+
+
+def chain_state(w3: Web3, deployment: Deployment, accounts: list[str]) -> tuple:
+    system = deployment.system(w3)
+    market, registry, disputes = system.market, system.registry, system.disputes
+    return (
+        market.functions.jobCount().call(), disputes.functions.disputeCount().call(),
+        w3.eth.get_balance(market.address), w3.eth.get_balance(registry.address), w3.eth.get_balance(disputes.address),
+        tuple(w3.eth.get_balance(a) for a in accounts), tuple(w3.eth.get_transaction_count(a) for a in accounts),
+        tuple(tuple(registry.functions.accountOf(a).call()) for a in accounts),
+    )
+
+
+def advance(w3: Web3, seconds: int) -> None:
+    w3.provider.make_request("evm_increaseTime", [seconds])
+    w3.provider.make_request("evm_mine", [])
+
+
+def address(index: int) -> str:
+    return dev_account(index).address
+
+
+# ---------------------------------------------------------------- a chain for the module
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory):
+    """`verispec chain up` in a fresh home; drafter and verifier registered through the CLI."""
+    home = tmp_path_factory.mktemp("verispec-home")
+    ok(cli("chain", "up", home=home))
+    try:
+        ok(cli("register", "--role", "drafter", "--stake", "2", "--model", DRAFT, "--target-model", TARGET,
+               "--alpha", "0.5", "--dev-account", DRAFTER, home=home))
+        ok(cli("register", "--role", "verifier", "--stake", "2", "--model", TARGET, "--dev-account", VERIFIER,
+               home=home))
+        yield home
+    finally:
+        cli("chain", "down", home=home)
+
+
+@pytest.fixture(scope="module")
+def deployment(home) -> Deployment:
+    return Deployment.load(home / "deployment.json")
+
+
+@pytest.fixture(scope="module")
+def w3(deployment) -> Web3:
+    return Web3(Web3.HTTPProvider(deployment.rpc_url))
+
+
+@pytest.fixture
+def snapshot(w3):
+    """Revert chain changes (time travel included) after the test."""
+    snap = w3.provider.make_request("evm_snapshot", [])["result"]
+    yield
+    w3.provider.make_request("evm_revert", [snap])
+
+
+# ---------------------------------------------------------------- help
+
+
+def test_help_texts():
+    script = Path(sys.executable).parent / "verispec"
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "node.cli"]
+    top = subprocess.run([*command, "--help"], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert top.returncode == 0, top.stderr
+    text = " ".join(top.stdout.split())
+    assert "verifiable speculative decoding" in text and "accept rule" in text
+    for command_name in ("chain", "register", "unbond", "withdraw", "submit", "status", "dispute", "finalize",
+                         "serve", "demo"):
+        assert command_name in text
+    expected = {
+        ("submit",): ["--max-tokens", "--gamma", "--temperature", "--top-k", "--top-p", "--drafter", "--verifier",
+                      "--price-token", "--price-pass", "--json", "--key", "--dev-account", "--rpc"],
+        ("register",): ["--role", "--stake", "--alpha", "--model", "--target-model", "--key-file"],
+        ("dispute",): ["--cycle", "--index", "--kind"],
+        ("serve",): ["--model", "--draft-model", "--target-model", "--behavior", "--store"],
+        ("chain", "up"): ["--port", "--home"],
+        ("chain", "down"): ["--home"],
+        ("status",): ["--json"], ("finalize",): ["--rpc"], ("unbond",): ["--key"], ("withdraw",): ["--key"],
+        ("demo",): ["--home"],
+    }
+    for path, options in expected.items():
+        result = cli(*path, "--help")
+        out = ok(result)
+        for option in options:
+            assert option in out, (path, option)
+
+
+# ---------------------------------------------------------------- chain up / down
+
+
+def test_chain_up_and_down_with_a_pid_file(tmp_path):
+    home = tmp_path / "chain"
+    port = free_port()
+    up = cli_process("chain", "up", "--port", port, "--json", home=home, timeout=120)
+    info = json.loads(ok(up))
+    pid = int((home / "anvil.pid").read_text())
+    assert info["pid"] == pid and info["rpc_url"] == f"http://127.0.0.1:{port}"
+    try:
+        # the chain outlives the command that started it, and is deployed
+        w3 = Web3(Web3.HTTPProvider(info["rpc_url"]))
+        deployment = Deployment.load(home / "deployment.json")
+        assert deployment.anvil_pid == pid and w3.eth.get_code(deployment.addresses["InferenceMarket"])
+        assert set(deployment.addresses) == {"StakingRegistry", "InferenceMarket", "DisputeManager"}
+        # a second chain for the same home is refused, and the first keeps running
+        clean_error(cli("chain", "up", home=home), "already running", str(pid))
+        os.kill(pid, 0)
+        # reads work over the recorded RPC
+        clean_error(cli("status", "1", home=home), "no job 1")
+    finally:
+        down = cli("chain", "down", home=home)
+    assert f"pid {pid}" in ok(down)
+    with pytest.raises(ProcessLookupError):
+        for _ in range(50):  # the pid may linger a moment as a zombie of the test process? it is not our child
+            os.kill(pid, 0)
+            time.sleep(0.1)
+    assert not (home / "anvil.pid").exists() and not (home / "deployment.json").exists()
+    assert "no chain" in ok(cli("chain", "down", home=home))
+    clean_error(cli("status", "1", home=home), "no deployment file", "chain up")
+
+
+def test_rpc_down_at_start_is_a_clear_error(home, tmp_path):
+    dead = tmp_path / "dead"
+    dead.mkdir()
+    deployment = Deployment.load(home / "deployment.json")
+    deployment.rpc_url = f"http://127.0.0.1:{free_port()}"
+    deployment.save(dead / "deployment.json")
+    clean_error(cli("status", "1", home=dead), "unavailable", deployment.rpc_url)
+    clean_error(cli("submit", "hello", "--dev-account", REQUESTER, home=dead), "unavailable")
+    # the global --rpc overrides the file's URL, also to a dead endpoint
+    clean_error(cli("--rpc", deployment.rpc_url, "status", "1", home=home), "unavailable")
+    clean_error(cli("status", "1", "--rpc", deployment.rpc_url, home=home), "unavailable")
+
+
+def test_missing_deployment_file(tmp_path):
+    clean_error(cli("status", "1", home=tmp_path / "nowhere"), "no deployment file")
+    clean_error(cli("submit", "x", "--dev-account", 1, home=tmp_path / "nowhere"), "no deployment file")
+
+
+# ---------------------------------------------------------------- bad inputs leave the chain unchanged
+
+
+def test_bad_keys(home, w3, deployment, tmp_path):
+    before = chain_state(w3, deployment, [address(REQUESTER)])
+    clean_error(cli("submit", "x", "--key", "0x1234", home=home), "bad key", "32-byte")
+    clean_error(cli("submit", "x", "--key-file", tmp_path / "missing.key", home=home), "bad key", "cannot read")
+    clean_error(cli("submit", "x", "--key", "0x" + "11" * 32, "--dev-account", "1", home=home), "bad key",
+                "exactly one")
+    clean_error(cli("submit", "x", home=home, env={"VERISPEC_KEY": ""}), "bad key")
+    clean_error(cli("register", "--role", "referee", "--stake", "1", "--model", TARGET, home=home,
+                    env={"VERISPEC_KEY": "not-a-key"}), "bad key")
+    assert chain_state(w3, deployment, [address(REQUESTER)]) == before
+
+
+def test_submit_bad_inputs(home, w3, deployment):
+    who = [address(REQUESTER), address(DRAFTER), address(VERIFIER)]
+    before = chain_state(w3, deployment, who)
+    base = ["submit", "def f(x):", "--dev-account", REQUESTER, "--no-wait"]
+    # unknown model id: no registered node serves the target model as a draft model
+    clean_error(cli(*base, "--draft-model", TARGET, home=home), "no registered active drafter", "0x")
+    # a drafter that is not registered for the pair
+    clean_error(cli(*base, "--drafter", address(7), home=home), "not an active drafter")
+    # too little escrow
+    clean_error(cli(*base, "--escrow", "1000", home=home), "too little", "256000000000000")
+    # a prompt beyond the context window (512 positions)
+    long_prompt = "x = 1\n" * 200
+    clean_error(cli("submit", long_prompt, "--dev-account", REQUESTER, "--no-wait", home=home),
+                "does not fit the context window", "512")
+    clean_error(cli(*base, "--max-tokens", "600", home=home), "does not fit")
+    # out-of-range settings
+    clean_error(cli(*base, "--gamma", "17", home=home), "gamma")
+    clean_error(cli(*base, "--top-p", "0", home=home), "top-p")
+    clean_error(cli("submit", "", "--dev-account", REQUESTER, "--no-wait", home=home), "empty")
+    clean_error(cli(*base, "--price-token", "lots", home=home), "not an amount")
+    # the requester cannot be its own drafter
+    clean_error(cli("submit", "x", "--dev-account", DRAFTER, "--no-wait", home=home), "three different accounts")
+    assert chain_state(w3, deployment, who) == before
+
+
+def test_register_bad_inputs(home, w3, deployment):
+    who = [address(REFEREE), address(DRAFTER)]
+    before = chain_state(w3, deployment, who)
+    clean_error(cli("register", "--role", "referee", "--stake", "0.1", "--model", TARGET, "--dev-account", REFEREE,
+                    home=home), "at least 0.5 ETH")
+    clean_error(cli("register", "--role", "drafter", "--stake", "2", "--model", DRAFT, "--dev-account", REFEREE,
+                    home=home), "--target-model")
+    clean_error(cli("register", "--role", "oracle", "--stake", "2", "--model", DRAFT, "--dev-account", REFEREE,
+                    home=home), "--role")
+    clean_error(cli("register", "--role", "verifier", "--stake", "2", "--model", ROOT / "nope", "--dev-account",
+                    REFEREE, home=home), "does not exist")
+    clean_error(cli("register", "--role", "drafter", "--stake", "2", "--model", DRAFT, "--target-model", TARGET,
+                    "--dev-account", DRAFTER, home=home), "already registered")
+    assert chain_state(w3, deployment, who) == before
+
+
+def test_status_and_finalize_of_unknown_jobs(home):
+    clean_error(cli("status", "99", home=home), "no job 99")
+    clean_error(cli("finalize", "99", "--dev-account", REQUESTER, home=home), "no job 99")
+    clean_error(cli("dispute", "99", "--cycle", "0", "--index", "0", "--kind", "draft", "--dev-account", REQUESTER,
+                    home=home), "no job 99")
+    clean_error(cli("dispute", "1", "--cycle", "0", "--index", "0", "--kind", "sideways", "--dev-account",
+                    REQUESTER, home=home), "--kind")
+
+
+def test_unbond_and_withdraw(home, w3, deployment, snapshot):
+    who = address(UNBONDER)
+    ok(cli("register", "--role", "referee", "--stake", "1", "--model", TARGET, "--model", DRAFT,
+           "--dev-account", UNBONDER, home=home))
+    registry = deployment.system(w3).registry
+    assert registry.functions.stakeOf(who).call() == 10**18
+    out = json.loads(ok(cli("unbond", "--dev-account", UNBONDER, "--json", home=home)))
+    assert out["action"] == "requested" and out["withdrawable_at"] > 0
+    assert json.loads(ok(cli("unbond", "--dev-account", UNBONDER, "--json", home=home)))["action"] == "waiting"
+    before = chain_state(w3, deployment, [who])
+    clean_error(cli("withdraw", "--dev-account", UNBONDER, home=home), "nothing to withdraw", "unbonding until")
+    assert chain_state(w3, deployment, [who]) == before
+    advance(w3, deployment.deployment_params.unbonding_period + 1)
+    balance = w3.eth.get_balance(who)
+    out = json.loads(ok(cli("withdraw", "--dev-account", UNBONDER, "--json", home=home)))
+    assert out["stake_wei"] == 10**18 and out["total_wei"] == 10**18
+    assert w3.eth.get_balance(who) > balance + 10**18 - 10**16  # minus gas
+    assert registry.functions.accountOf(who).call()[1] == 0  # role None: may register again
+    clean_error(cli("unbond", "--dev-account", UNBONDER, home=home), "not registered")
+
+
+def test_unaccepted_job_times_out_and_is_refunded(home, w3, deployment, snapshot):
+    """No verifier node runs: `submit` gives up waiting with a clear line; `claim-timeout` refunds the escrow."""
+    result = cli("submit", "def f(x):", "--max-tokens", "8", "--dev-account", REQUESTER, "--accept-timeout", "1",
+                 "--json", home=home)
+    line = clean_error(result, "was not accepted", "verispec status")
+    job_id = int(line.split("job ", 1)[1].split()[0])
+    assert json.loads(ok(cli("status", job_id, "--json", home=home)))["status"] == "Open"
+    clean_error(cli("claim-timeout", job_id, "--dev-account", WATCHDOG, home=home), "DeadlineNotPassed")
+    advance(w3, deployment.deployment_params.accept_timeout + 1)
+    out = json.loads(ok(cli("claim-timeout", job_id, "--dev-account", WATCHDOG, "--json", home=home)))
+    assert (out["reason"], out["slashed"]) == ("AcceptTimeout", 0)
+    report = json.loads(ok(cli("status", job_id, "--json", home=home)))
+    assert report["status"] == "Finalized" and report["payments"]["refund"] == report["escrow_wei"]
+    assert deployment.system(w3).market.functions.owed(address(REQUESTER)).call() == report["escrow_wei"]
+
+
+# ---------------------------------------------------------------- real node processes
+
+
+def _serve(home: Path, role: str, dev: int, *extra: str) -> subprocess.Popen:
+    if role == "drafter":
+        models = ["--model", str(DRAFT), "--target-model", str(TARGET)]
+    else:
+        models = ["--model", str(TARGET), "--draft-model", str(DRAFT)]
+    log = open(home / f"{role}-{dev}.log", "ab")
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    return subprocess.Popen([sys.executable, "-m", "node.cli", "serve", role, *models, "--dev-account", str(dev),
+                             "--home", str(home), "--device", "cpu", "--threads", "1", *extra],
+                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env, cwd=ROOT)
+
+
+def _stop(process: subprocess.Popen) -> int:
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            return process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            return -9
+    return process.returncode
+
+
+def _start_nodes(home: Path) -> dict[str, subprocess.Popen]:
+    """Real node processes: an honest and a biased drafter, a verifier and three referees (`verispec serve`)."""
+    ok(cli("register", "--role", "drafter", "--stake", "2", "--model", DRAFT, "--target-model", TARGET,
+           "--dev-account", BIASED, home=home))
+    for dev in REFEREES:
+        ok(cli("register", "--role", "referee", "--stake", "1", "--model", TARGET, "--model", DRAFT,
+               "--dev-account", dev, home=home))
+    processes = {"drafter": _serve(home, "drafter", DRAFTER), "verifier": _serve(home, "verifier", VERIFIER),
+                 "biased": _serve(home, "drafter", BIASED, "--behavior", "biased")}
+    processes.update({f"referee-{dev}": _serve(home, "referee", dev) for dev in REFEREES})
+    return processes
+
+
+def _alive(processes: dict, home: Path) -> None:
+    for name, process in processes.items():
+        assert process.poll() is None, f"{name} exited: {_log_tail(home)}"
+
+
+def _log_tail(home: Path) -> str:
+    return "\n".join(f"{log.name}: {log.read_text(errors='replace')[-1500:]}" for log in sorted(home.glob("*.log")))
+
+
+@pytest.mark.skipif(not HAVE_NODES, reason="node/roles/{drafter,verifier,referee}.py are not there yet")
+def test_end_to_end_through_the_cli_with_node_processes(home, w3, deployment):
+    """register → serve (6 processes) → submit → status → dispute → (nodes stopped) finalize → withdraw."""
+    from node.roles.requester import Requester, replay_draft
+
+    nodes = _start_nodes(home)
+    try:
+        # an honest job, submitted by a real `verispec submit` process
+        submitted = cli_process("submit", "def fibonacci(n):\n", "--max-tokens", "24", "--gamma", "4",
+                                "--drafter", address(DRAFTER), "--dev-account", REQUESTER, "--json",
+                                "--accept-timeout", "120", "--timeout", "240", home=home, timeout=300)
+        _alive(nodes, home)
+        job = json.loads(ok(submitted))
+        job_id = job["job_id"]
+        assert job["status"] == "Finished" and job["finish_reason"] == "Completed"
+        assert job["drafter"] == address(DRAFTER) and job["verifier"] == address(VERIFIER)
+        assert 1 <= len(job["tokens"]) <= 24 and job["text"] and job["cycle_count"] == len(job["cycles"]) >= 1
+        assert all(0 <= c["accepted"] <= 4 for c in job["cycles"])
+        assert job["acceptance_per_cycle"] == [c["accepted"] / 4 for c in job["cycles"]]
+        accepted = sum(c["accepted"] for c in job["cycles"])
+        rejected = sum(c["accepted"] < 4 for c in job["cycles"])
+        assert job["alpha"] == pytest.approx(accepted / (accepted + rejected))
+        assert job["gas_used"] > 100_000 * job["cycle_count"] and job["cost_wei"] > 0
+        assert [t for c in job["cycles"] for t in c["output"]] == job["tokens"]
+
+        status = json.loads(ok(cli("status", job_id, "--json", home=home)))
+        assert (status["text"], status["tokens"], status["alpha"]) == (job["text"], job["tokens"], job["alpha"])
+        assert "cycle" in ok(cli("status", job_id, home=home))
+
+        # finalize before the challenge window ends: the contract's error, decoded, and nothing changes
+        who = [address(REQUESTER), address(DRAFTER), address(VERIFIER), address(WATCHDOG)]
+        before = chain_state(w3, deployment, who)
+        clean_error(cli("finalize", job_id, "--dev-account", REQUESTER, home=home), "DeadlineNotPassed")
+        assert chain_state(w3, deployment, who)[:6] == before[:6]
+
+        # a biased drafter's job; a watchdog replays the draft over chain data and disputes through the CLI
+        submitted = cli_process("submit", "class Stack:\n", "--max-tokens", "24", "--drafter", address(BIASED),
+                                "--dev-account", REQUESTER, "--json", home=home, timeout=300)
+        _alive(nodes, home)
+        biased = json.loads(ok(submitted))
+        checks = [c for c in replay_draft(Requester(w3, deployment), biased["job_id"], DRAFT) if c.binding]
+        assert checks, "the biased drafter made no binding biased proposal"
+        check = checks[0]
+        registry = deployment.system(w3).registry
+        stake = registry.functions.stakeOf(address(BIASED)).call()
+        info = json.loads(ok(cli("dispute", biased["job_id"], "--cycle", check.cycle, "--index", check.index,
+                                 "--kind", "draft", "--wait", "--timeout", "180", "--json", "--dev-account", WATCHDOG,
+                                 home=home)))
+        assert info["outcome"] == "AccusedLost" and info["status"] == "Resolved", info
+        assert info["accused"] == address(BIASED) and info["cheated_votes"] == 3
+        assert sorted(v["referee"] for v in info["votes"]) == sorted(address(d) for d in REFEREES)
+        slash = deployment.deployment_params.accused_slash
+        assert info["accused_slashed_wei"] == slash
+        assert registry.functions.stakeOf(address(BIASED)).call() == stake - slash
+        status = json.loads(ok(cli("status", biased["job_id"], "--json", home=home)))
+        assert [d["outcome"] for d in status["disputes"]] == ["AccusedLost"]
+        # the same position cannot be punished twice: the contract's error, decoded
+        clean_error(cli("dispute", biased["job_id"], "--cycle", check.cycle, "--index", check.index, "--kind",
+                        "draft", "--dev-account", WATCHDOG, home=home), "PositionAlreadyProven")
+        _alive(nodes, home)
+    finally:
+        codes = {name: _stop(process) for name, process in nodes.items()}
+    assert set(codes.values()) == {0}, f"nodes did not stop cleanly on SIGTERM: {codes}"
+
+    # settlement, with the nodes stopped (they would finalize by themselves otherwise)
+    advance(w3, deployment.deployment_params.challenge_window + 1)
+    out = json.loads(ok(cli("finalize", job_id, "--dev-account", REQUESTER, "--json", home=home)))
+    assert out["payments"]["drafter"] + out["payments"]["verifier"] == job["cost_wei"]
+    assert json.loads(ok(cli("status", job_id, "--json", home=home)))["status"] == "Finalized"
+    out = json.loads(ok(cli("finalize", biased["job_id"], "--dev-account", REQUESTER, "--json", home=home)))
+    assert out["payments"]["drafter"] == 0  # the convicted drafter forfeits its pay
+
+    # a dispute on a finalized job: the DisputeManager's custom error, decoded; no bond leaves the wallet
+    before = chain_state(w3, deployment, who)
+    clean_error(cli("dispute", job_id, "--cycle", "0", "--index", "0", "--kind", "draft", "--dev-account",
+                    REQUESTER, home=home), "JobNotDisputable", "Finalized")
+    clean_error(cli("finalize", job_id, "--dev-account", REQUESTER, home=home), "WrongStatus", "Finalized")
+    assert chain_state(w3, deployment, who) == before
+
+    market = deployment.system(w3).market
+    owed = market.functions.owed(address(REQUESTER)).call()
+    credits = deployment.system(w3).disputes.functions.credits(address(REQUESTER)).call()
+    assert owed > 0 and credits > 0  # refunds, and the requester's share of the slash
+    out = json.loads(ok(cli("withdraw", "--dev-account", REQUESTER, "--json", home=home)))
+    assert (out["market_wei"], out["disputes_wei"]) == (owed, credits)
+
+
+# ---------------------------------------------------------------- the demo
+
+
+def _processes_mentioning(text: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            except OSError:
+                continue
+            if text in cmdline and state != "Z":
+                found.append(int(entry.name))
+    return found
+
+
+def _run_demo(home: Path, stop_after: str | None = None, timeout: float = 600):
+    """Run scripts/demo.py; with `stop_after`, send it SIGINT once that text appears in its output."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1", COLUMNS="160")
+    process = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "demo.py"), "--home", str(home),
+                                "--max-tokens", "24"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               env=env, cwd=ROOT, start_new_session=True)
+    lines = []
+    deadline = time.monotonic() + timeout
+    try:
+        for line in process.stdout:
+            lines.append(line)
+            if stop_after and stop_after in line:
+                process.send_signal(signal.SIGINT)
+                stop_after = None
+            if time.monotonic() > deadline:
+                break
+        process.wait(timeout=60)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        for pid in _processes_mentioning(str(home)):  # never leak a node or an anvil into other tests
+            os.kill(pid, signal.SIGKILL)
+    return process.returncode, "".join(lines)
+
+
+def _assert_all_stopped(home: Path, output: str) -> None:
+    assert not _processes_mentioning(str(home)), "node processes outlived the demo"
+    anvil_pid = int(output.split("anvil pid ", 1)[1].split()[0])
+    stat = Path(f"/proc/{anvil_pid}/stat")
+    assert not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] == "Z", "anvil outlived the demo"
+    assert not (home / "anvil.pid").exists()
+
+
+@pytest.mark.skipif(not HAVE_NODES, reason="node roles missing")
+def test_demo_stops_everything_on_ctrl_c(tmp_path):
+    home = tmp_path / "demo"
+    code, output = _run_demo(home, stop_after="node processes up", timeout=300)
+    assert code == 130 and "interrupted" in output, output[-3000:]
+    _assert_all_stopped(home, output)
+
+
+@pytest.mark.skipif(not os.environ.get("VERISPEC_TEST_DEMO"), reason="the full demo (~1 min): VERISPEC_TEST_DEMO=1")
+def test_demo_end_to_end(tmp_path):
+    home = tmp_path / "demo"
+    code, output = _run_demo(home)
+    assert code == 0, output[-5000:]
+    for expected in ("an honest job", "decoded from CycleVerified", "AccusedLost", "AccusedCheated", "demo done"):
+        assert expected in output, expected
+    assert (home / "acceptance.png").stat().st_size > 10_000
+    _assert_all_stopped(home, output)
+
+
+def test_chain_deploy_onto_a_running_chain(tmp_path):
+    from node.chain.anvil import running_anvil
+
+    with running_anvil() as node:
+        out = json.loads(ok(cli("chain", "deploy", "--rpc", node.rpc_url, "--param", "challenge_window=600",
+                                "--json", home=tmp_path)))
+        deployment = Deployment.load(tmp_path / "deployment.json")
+        assert deployment.rpc_url == node.rpc_url and deployment.anvil_pid is None
+        assert deployment.addresses == out["addresses"] and deployment.params["challenge_window"] == 600
+        clean_error(cli("status", "1", home=tmp_path), "no job 1")
+        # chain down never touches a chain it did not start
+        assert "no chain" in ok(cli("chain", "down", home=tmp_path))
+        assert (tmp_path / "deployment.json").exists() and node.process.poll() is None
+    clean_error(cli("chain", "deploy", home=tmp_path / "x"), "--rpc")
+    clean_error(cli("chain", "up", "--param", "challenge_window=999999999", home=tmp_path / "y"),
+                "bad deployment parameters")
+    clean_error(cli("chain", "up", "--param", "nonsense=1", home=tmp_path / "y"), "NAME=VALUE")
