@@ -2,6 +2,7 @@
 pragma solidity 0.8.28;
 
 import {ReentrancyGuardTransient} from "@openzeppelin/contracts/utils/ReentrancyGuardTransient.sol";
+import {Hashes} from "@openzeppelin/contracts/utils/cryptography/Hashes.sol";
 import {IInferenceMarket} from "./interfaces/IInferenceMarket.sol";
 import {IStakingRegistry} from "./interfaces/IStakingRegistry.sol";
 import {CycleRecord} from "./lib/CycleRecord.sol";
@@ -362,9 +363,9 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         if (tokens.length != k) revert LengthMismatch(k, tokens.length);
         if (q.length != k) revert LengthMismatch(k, q.length);
         bytes memory packed = _packDraft(tokens, q);
-        bytes32 computed = _draftRoot(jobId, cycle, tokens, q);
+        bytes32 computed = SpecMath.draftRootCalldata(jobId, cycle, tokens, q);
         if (computed != root) revert RootMismatch(computed, root);
-        job.commitment = bytes32(uint256(_hashPair(root, last)) | _PHASE_BIT); // phase: AwaitVerify
+        job.commitment = bytes32(uint256(Hashes.efficientKeccak256(root, last)) | _PHASE_BIT); // phase: AwaitVerify
         emit DraftCommitted(jobId, cycle, root, packed);
     }
 
@@ -384,15 +385,10 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         uint32 outToken
     ) external {
         Job storage job = _jobs[jobId];
-        uint256 head = _verifyTurn(jobId, job, cycle);
-        _checkLengths((head >> _GAMMA_AT) & 0xff, tokens.length, q.length, p.length);
-        bytes32 root = _draftRoot(jobId, cycle, tokens, q);
-        if (uint256(_hashPair(root, _clearPhase(_hash(reveal)))) | _PHASE_BIT != uint256(job.commitment)) {
-            revert CommitmentMismatch();
-        }
-        uint256 accepted = _acceptedCount(reveal, root, q, p);
+        (uint256 head, uint256 info, bytes32 root) = _checkVerification(jobId, job, cycle, tokens, q, p.length, reveal);
+        uint256 accepted = SpecMath.countAcceptedCalldata(reveal, root, q, p);
         _storeRecord(jobId, cycle, root, p, accepted, outToken);
-        _advance(jobId, job, head, tokens, accepted, outToken, reveal);
+        _advance(jobId, tokens, reveal, outToken, job, head, info, accepted);
     }
 
     /// @notice Ends a job whose current deadline passed (callable by anyone). A verifier that never
@@ -557,13 +553,31 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         if (status != JobStatus.Running) revert WrongStatus(jobId, status);
     }
 
-    /// @dev All checks of a verification's turn; returns slot 0.
-    function _verifyTurn(uint256 jobId, Job storage job, uint256 cycle) private view returns (uint256 head) {
+    /// @dev All checks of a verification, in this order: status, caller, phase, deadline, cycle, lengths, then
+    /// the draft and the reveal against the commitment. Returns job slots 0 and 1 and the draft root.
+    function _checkVerification(
+        uint256 jobId,
+        Job storage job,
+        uint32 cycle,
+        uint32[] calldata tokens,
+        uint64[] calldata q,
+        uint256 pLength,
+        bytes32 reveal
+    ) private view returns (uint256 head, uint256 info, bytes32 root) {
         head = _runningSlot0(jobId, job);
-        if (msg.sender != job.verifier) revert NotJobVerifier(msg.sender);
-        if (uint256(job.commitment) & _PHASE_BIT == 0) revert WrongPhase(jobId, Phase.AwaitDraft);
+        assembly ("memory-safe") {
+            info := sload(add(job.slot, 1))
+        }
+        if (msg.sender != address(uint160(info))) revert NotJobVerifier(msg.sender);
+        uint256 commitment = uint256(job.commitment);
+        if (commitment & _PHASE_BIT == 0) revert WrongPhase(jobId, Phase.AwaitDraft);
         _checkTime((head >> _DEADLINE_AT) + verifyTimeout);
         _checkCycle(head, cycle);
+        _checkLengths((head >> _GAMMA_AT) & 0xff, tokens.length, q.length, pLength);
+        root = SpecMath.draftRootCalldata(jobId, cycle, tokens, q);
+        // keccak256(root, previous reveal), and the previous reveal is H(reveal) for an honest chain
+        bytes32 expected = Hashes.efficientKeccak256(root, _clearPhase(SpecMath.chainHash(reveal)));
+        if (uint256(expected) | _PHASE_BIT != commitment) revert CommitmentMismatch();
     }
 
     function _checkTime(uint256 deadline) private view {
@@ -581,164 +595,56 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         if (p != gamma) revert LengthMismatch(gamma, p);
     }
 
-    /// @dev Range-checks the raw calldata words (token ≤ uint32 max, 1 ≤ q ≤ WAD) and packs the proposals
+    /// @dev Range-checks the raw calldata words (token ≤ uint32 max, q a draft probability by
+    /// SpecMath.isDraftProbability; the first bad proposal reverts, its token first) and packs the proposals
     /// 12 bytes each (token ‖ q, big-endian) for the DraftCommitted event.
     function _packDraft(uint32[] calldata tokens, uint64[] calldata q) private pure returns (bytes memory packed) {
         uint256 k = tokens.length;
-        uint256 bad = k; // index of the first invalid proposal, k if none
-        packed = new bytes(k * 12 + 20); // room for the last 32-byte store
         assembly ("memory-safe") {
-            let out := add(packed, 0x20)
-            for { let i := 0 } lt(i, k) { i := add(i, 1) } {
-                let token := calldataload(add(tokens.offset, shl(5, i)))
-                let qi := calldataload(add(q.offset, shl(5, i)))
-                if or(or(gt(token, 0xffffffff), iszero(qi)), gt(qi, 1000000000000000000)) {
-                    bad := i
-                    break
-                }
-                mstore(add(out, mul(i, 12)), or(shl(224, token), shl(160, qi)))
-            }
+            // Each entry is written with a 32-byte store, so allocate 20 bytes of room after the last one.
+            packed := mload(0x40)
             mstore(packed, mul(k, 12))
+            mstore(0x40, add(packed, and(add(mul(k, 12), 0x53), not(0x1f)))) // 0x20 + 12k + 20, rounded up
         }
-        if (bad < k) {
+        for (uint256 i; i < k; ++i) {
             uint256 token;
             uint256 qi;
             assembly ("memory-safe") {
-                token := calldataload(add(tokens.offset, shl(5, bad)))
-                qi := calldataload(add(q.offset, shl(5, bad)))
+                token := calldataload(add(tokens.offset, shl(5, i)))
+                qi := calldataload(add(q.offset, shl(5, i)))
             }
-            if (token > type(uint32).max) revert TokenOutOfRange(bad, token);
-            if (qi == 0) revert SpecMath.SpecMathZeroDraftProbability(bad);
-            revert SpecMath.SpecMathProbabilityAboveWad(bad, qi);
-        }
-    }
-
-    /// @dev The draft root of (tokens, q): SpecMath.leaf per proposal, then SpecMath.root (commutative
-    /// pairs, odd last node carried up), computed in scratch memory straight from calldata. Equal to the
-    /// library by construction; the tests pin it to node/protocol.py. Values are raw calldata words: the
-    /// commit range-checks them and the root binds them, so a verification with dirty words mismatches.
-    function _draftRoot(uint256 jobId, uint256 cycle, uint32[] calldata tokens, uint64[] calldata q)
-        private
-        pure
-        returns (bytes32 root)
-    {
-        assembly ("memory-safe") {
-            let k := tokens.length
-            let buf := mload(0x40) // leaf preimage (5 words), then the k tree nodes
-            let nodes := add(buf, 0xa0)
-            mstore(buf, jobId)
-            mstore(add(buf, 0x20), cycle)
-            for { let i := 0 } lt(i, k) { i := add(i, 1) } {
-                mstore(add(buf, 0x40), i)
-                mstore(add(buf, 0x60), calldataload(add(tokens.offset, shl(5, i))))
-                mstore(add(buf, 0x80), calldataload(add(q.offset, shl(5, i))))
-                mstore(0x00, keccak256(buf, 0xa0))
-                mstore(add(nodes, shl(5, i)), keccak256(0x00, 0x20))
-            }
-            for { let width := k } gt(width, 1) {} {
-                let half := shr(1, width)
-                for { let i := 0 } lt(i, half) { i := add(i, 1) } {
-                    let a := mload(add(nodes, shl(6, i)))
-                    let b := mload(add(nodes, add(shl(6, i), 0x20)))
-                    switch lt(a, b)
-                    case 1 {
-                        mstore(0x00, a)
-                        mstore(0x20, b)
-                    }
-                    default {
-                        mstore(0x00, b)
-                        mstore(0x20, a)
-                    }
-                    mstore(add(nodes, shl(5, i)), keccak256(0x00, 0x40))
-                }
-                if and(width, 1) { mstore(add(nodes, shl(5, half)), mload(add(nodes, shl(5, sub(width, 1))))) }
-                width := sub(width, half)
-            }
-            root := mload(nodes)
-        }
-    }
-
-    /// @dev SpecMath.countAccepted over calldata: every p range-checked, then accept i while
-    /// acceptUniform(reveal, root, i) × q_i < p_i × WAD. (q was range-checked at commit.)
-    function _acceptedCount(bytes32 reveal, bytes32 root, uint64[] calldata q, uint64[] calldata p)
-        private
-        pure
-        returns (uint256 accepted)
-    {
-        uint256 k = p.length;
-        uint256 bad = k; // first p above WAD, k if none
-        assembly ("memory-safe") {
-            for { let i := 0 } lt(i, k) { i := add(i, 1) } {
-                if gt(calldataload(add(p.offset, shl(5, i))), 1000000000000000000) {
-                    bad := i
-                    break
-                }
-            }
-        }
-        if (bad < k) {
-            uint256 pi;
+            if (token > type(uint32).max) revert TokenOutOfRange(i, token);
+            if (!SpecMath.isDraftProbability(qi)) SpecMath.revertDraftProbability(i, qi);
             assembly ("memory-safe") {
-                pi := calldataload(add(p.offset, shl(5, bad)))
-            }
-            revert SpecMath.SpecMathProbabilityAboveWad(bad, pi);
-        }
-        bytes32 tag = SpecMath.ACCEPT_TAG;
-        assembly ("memory-safe") {
-            let m := mload(0x40)
-            mstore(m, tag)
-            mstore(add(m, 0x20), reveal)
-            mstore(add(m, 0x40), root)
-            accepted := k
-            for { let i := 0 } lt(i, k) { i := add(i, 1) } {
-                mstore(add(m, 0x60), i)
-                let u := mod(keccak256(m, 0x80), 1000000000000000000)
-                let qi := calldataload(add(q.offset, shl(5, i)))
-                let pi := calldataload(add(p.offset, shl(5, i)))
-                if iszero(lt(mul(u, qi), mul(pi, 1000000000000000000))) {
-                    accepted := i
-                    break
-                }
+                mstore(add(add(packed, 0x20), mul(i, 12)), or(shl(224, token), shl(160, qi)))
             }
         }
     }
 
-    /// @dev Stores CycleRecord.hash(root, p, accepted, outToken), encoded in place from calldata.
+    /// @dev Stores the cycle's record hash (CycleRecord) in a new slot.
     function _storeRecord(
         uint256 jobId,
         uint256 cycle,
         bytes32 root,
         uint64[] calldata p,
         uint256 accepted,
-        uint256 outToken
+        uint32 outToken
     ) private {
-        bytes32 h;
-        assembly ("memory-safe") {
-            let m := mload(0x40)
-            mstore(m, root)
-            mstore(add(m, 0x20), 0x80)
-            mstore(add(m, 0x40), accepted)
-            mstore(add(m, 0x60), outToken)
-            mstore(add(m, 0x80), p.length)
-            calldatacopy(add(m, 0xa0), p.offset, shl(5, p.length))
-            h := keccak256(m, add(0xa0, shl(5, p.length)))
-        }
-        _records[jobId][cycle] = h;
+        _records[jobId][cycle] = CycleRecord.hashCalldata(root, p, uint32(accepted), outToken);
     }
 
     /// @dev Emits the cycle's output and writes slot 0 (next cycle, or Finished) and the new reveal.
+    /// (Parameters in stack order, so that submitVerification can pass them without going too deep.)
     function _advance(
         uint256 jobId,
+        uint32[] calldata tokens,
+        bytes32 reveal,
+        uint32 outToken,
         Job storage job,
         uint256 head,
-        uint32[] calldata tokens,
-        uint256 accepted,
-        uint32 outToken,
-        bytes32 reveal
+        uint256 info,
+        uint256 accepted
     ) private {
-        uint256 info;
-        assembly ("memory-safe") {
-            info := sload(add(job.slot, 1))
-        }
         (uint256 count, bool finished) = _emitOutput(jobId, head, info, tokens, accepted, outToken, reveal);
         uint256 next = _nextSlot0(head, count, accepted, tokens.length, finished);
         assembly ("memory-safe") {
@@ -765,11 +671,14 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
             state = (state & ~uint256(_STATUS_MASK)) | uint8(JobStatus.Finished) | (count <= accepted ? _OUT_CUT : 0);
             deadline = block.timestamp + challengeWindow;
         }
-        next = (head & ((1 << _STATE_AT) - 1)) | (state << _STATE_AT) | (head & (uint256(0xff) << _GAMMA_AT))
-            | ((((head >> _CYCLE_AT) & 0xffff) + 1) << _CYCLE_AT)
-            | ((((head >> _EMITTED_AT) & 0xffff) + count) << _EMITTED_AT)
-            | ((((head >> _REJECTED_AT) & 0xffff) + (accepted < gamma ? 1 : 0)) << _REJECTED_AT)
-            | (uint256(uint32(deadline)) << _DEADLINE_AT);
+        unchecked {
+            // every sum is of a 16-bit field and a count ≤ 2^16: no uint256 overflow to check
+            next = (head & ((1 << _STATE_AT) - 1)) | (state << _STATE_AT) | (head & (uint256(0xff) << _GAMMA_AT))
+                | ((((head >> _CYCLE_AT) & 0xffff) + 1) << _CYCLE_AT)
+                | ((((head >> _EMITTED_AT) & 0xffff) + count) << _EMITTED_AT)
+                | ((((head >> _REJECTED_AT) & 0xffff) + (accepted < gamma ? 1 : 0)) << _REJECTED_AT)
+                | (uint256(uint32(deadline)) << _DEADLINE_AT);
+        }
     }
 
     /// @dev Emits CycleVerified with the cycle's output packed 4 bytes per token: the first `accepted`
@@ -784,9 +693,13 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         uint256 outToken,
         bytes32 reveal
     ) private returns (uint256 count, bool finished) {
-        uint256 room = ((info >> _MAX_TOKENS_AT) & 0xffff) - ((head >> _EMITTED_AT) & 0xffff);
+        uint256 room;
+        unchecked {
+            // a running job has emitted < maxTokens tokens (it finishes when it reaches them); accepted ≤ γ
+            room = ((info >> _MAX_TOKENS_AT) & 0xffff) - ((head >> _EMITTED_AT) & 0xffff);
+            count = accepted + 1;
+        }
         uint256 eos = (info >> _EOS_AT) & 0xffffffff;
-        count = accepted + 1;
         if (count >= room) {
             count = room;
             finished = true;
@@ -865,20 +778,5 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
 
     function _clearPhase(bytes32 value) private pure returns (bytes32) {
         return bytes32(uint256(value) & ~_PHASE_BIT);
-    }
-
-    function _hash(bytes32 a) private pure returns (bytes32 h) {
-        assembly ("memory-safe") {
-            mstore(0x00, a)
-            h := keccak256(0x00, 0x20)
-        }
-    }
-
-    function _hashPair(bytes32 a, bytes32 b) private pure returns (bytes32 h) {
-        assembly ("memory-safe") {
-            mstore(0x00, a)
-            mstore(0x20, b)
-            h := keccak256(0x00, 0x40)
-        }
     }
 }

@@ -48,7 +48,8 @@ def _prob_pair(rng: random.Random, case: str) -> tuple[int, int]:
 def build(rng: random.Random) -> dict:
     vectors: dict[str, list] = {k: [] for k in (
         "leaf", "uniform", "draftUniform", "acceptUniform", "residualUniform",
-        "root", "countAccepted", "countAcceptedReverts", "cycleRecord", "quantize", "invcdf", "residualSample")}
+        "root", "rootReverts", "countAccepted", "countAcceptedReverts", "cycleRecord", "chainHash", "quantize",
+        "invcdf", "residualSample")}
 
     for _ in range(24):
         job, cycle, index = rng.getrandbits(256), rng.getrandbits(32), rng.getrandbits(32)
@@ -69,9 +70,14 @@ def build(rng: random.Random) -> dict:
 
     for width in list(range(1, 17)) + [31, 32, 33]:
         job, cycle = rng.getrandbits(64), rng.getrandbits(16)
-        leaves = [P.leaf(job, cycle, i, rng.getrandbits(16), rng.randint(1, P.WAD)) for i in range(width)]
+        drafts = [(rng.getrandbits(16), rng.randint(1, P.WAD)) for _ in range(width)]
+        tokens, q = [t for t, _ in drafts], [x for _, x in drafts]
+        leaves = [P.leaf(job, cycle, i, t, x) for i, (t, x) in enumerate(drafts)]
         tree_root = P.root(leaves)
-        vectors["root"].append({"leaves": [_hex(x) for x in leaves], "expected": _hex(tree_root),
+        assert tree_root == P.draft_root(job, cycle, tokens, q)
+        # the draft (jobId, cycle, tokens, q) lets the calldata door (draftRootCalldata) replay the vector too
+        vectors["root"].append({"jobId": job, "cycle": cycle, "tokens": tokens, "q": q,
+                                "leaves": [_hex(x) for x in leaves], "expected": _hex(tree_root),
                                 "proofs": [[_hex(s) for s in P.proof(leaves, i)] for i in range(width)]})
 
     cases = ("p>=q", "p<q", "p=0", "q~WAD", "mixed")
@@ -99,6 +105,10 @@ def build(rng: random.Random) -> dict:
         vectors["cycleRecord"].append({"draftRoot": _hex(root), "p": p, "accepted": accepted, "outToken": out,
                                        "expected": _hex(P.cycle_record_hash(root, p, accepted, out))})
 
+    # Drafts the root rejects (Python raises ValueError): no proposals, and tokens / q of different lengths.
+    for tokens, q, error in (([], [], "SpecMathEmptyTree"), ([5, 6], [P.WAD], "SpecMathLengthMismatch")):
+        vectors["rootReverts"].append({"jobId": 7, "cycle": 0, "tokens": tokens, "q": q, "error": error})
+
     # Python-only primitives, for independent implementations to check against.
     for vocab in (2, 5, 17):
         raw = [rng.random() for _ in range(vocab)]
@@ -110,6 +120,10 @@ def build(rng: random.Random) -> dict:
         other = P.quantize([x / sum(raw[::-1]) for x in raw[::-1]])
         if other != w:
             vectors["residualSample"].append({"p": w, "q": other, "u": u, "expected": P.residual_sample(w, other, u)})
+
+    # The verifier's hash-chain link H (SpecMath.chainHash): a reveal's hash is the previous reveal.
+    for value in [rng.getrandbits(256).to_bytes(32, "big") for _ in range(6)] + [b"\x00" * 32, b"\xff" * 32]:
+        vectors["chainHash"].append({"value": _hex(value), "expected": _hex(P.hash_chain(value, 1))})
     return vectors
 
 

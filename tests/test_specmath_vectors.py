@@ -1,4 +1,8 @@
-"""Replay the shared vectors (generated from node/protocol.py) against the deployed SpecMath."""
+"""Replay the shared vectors (generated from node/protocol.py) against the deployed SpecMath.
+
+Every vector with arrays goes through both doors of its rule: the memory functions of the
+conformance surface (PROTOCOL.md §3a) and the calldata variants the market calls.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from eth_abi import encode as abi_encode
 from eth_hash.auto import keccak
+from eth_utils import function_signature_to_4byte_selector
 from web3.exceptions import ContractCustomError
 
 from node import protocol as P
@@ -16,15 +22,39 @@ from node.chain.contracts import deploy_contract
 
 ROOT = Path(__file__).resolve().parents[1]
 VECTORS = json.loads((ROOT / "tests" / "vectors" / "specmath.json").read_text())
+WAD = P.WAD
 
 
 def _b(hex_string: str) -> bytes:
     return bytes.fromhex(hex_string[2:])
 
 
+def _hex(value: bytes) -> str:
+    return "0x" + value.hex()
+
+
 @pytest.fixture(scope="module")
 def harness(w3, artifacts):
     return deploy_contract(w3, "SpecMathHarness", artifacts=artifacts)
+
+
+def _reverts_with(harness, call, error: str, args: tuple | None = None) -> None:
+    """`call` (a contract function, not yet called) reverts with custom error `error` (and `args`, if given)."""
+    entry = next(e for e in harness.abi if e.get("type") == "error" and e["name"] == error)
+    types = [i["type"] for i in entry["inputs"]]
+    expected = function_signature_to_4byte_selector(f"{error}({','.join(types)})")
+    if args is not None:
+        expected += abi_encode(types, list(args))
+    with pytest.raises(ContractCustomError) as raised:
+        call.call()
+    data = raised.value.data
+    assert (data == _hex(expected)) if args is not None else data.startswith(_hex(expected)), (data, error)
+
+
+def _raw_call(w3, harness, signature: str, types: list[str], values: list):
+    """eth_call with hand-encoded arguments: lets a test send words a well-behaved client would refuse to encode."""
+    data = function_signature_to_4byte_selector(signature) + abi_encode(types, values)
+    return w3.eth.call({"to": harness.address, "data": _hex(data)})
 
 
 def test_vectors_file_is_current():
@@ -36,7 +66,7 @@ def test_vectors_file_is_current():
 def test_leaf(harness):
     for v in VECTORS["leaf"]:
         got = harness.functions.leaf(v["jobId"], v["cycle"], v["index"], v["token"], v["qWad"]).call()
-        assert "0x" + got.hex() == v["expected"]
+        assert _hex(got) == v["expected"]
 
 
 def test_uniforms(harness):
@@ -52,43 +82,106 @@ def test_uniforms(harness):
 
 
 def test_root_and_proofs(harness):
+    h = harness.functions
     widths = set()
     for v in VECTORS["root"]:
         leaves = [_b(x) for x in v["leaves"]]
         widths.add(len(leaves))
-        assert "0x" + harness.functions.root(leaves).call().hex() == v["expected"]
+        # memory doors: leaf by leaf, then root over the leaves
+        drafts = enumerate(zip(v["tokens"], v["q"]))
+        assert [h.leaf(v["jobId"], v["cycle"], i, t, q).call() for i, (t, q) in drafts] == leaves
+        assert _hex(h.root(leaves).call()) == v["expected"]
+        # calldata door: the whole draft at once
+        assert _hex(h.draftRootCalldata(v["jobId"], v["cycle"], v["tokens"], v["q"]).call()) == v["expected"]
         for leaf_hash, proof in zip(leaves, v["proofs"]):
-            assert harness.functions.verifyProof([_b(s) for s in proof], _b(v["expected"]), leaf_hash).call()
+            assert h.verifyProof([_b(s) for s in proof], _b(v["expected"]), leaf_hash).call()
         # a proof for one leaf must not verify another
         if len(leaves) > 1:
             wrong = [_b(s) for s in v["proofs"][0]]
-            assert not harness.functions.verifyProof(wrong, _b(v["expected"]), leaves[1]).call()
+            assert not h.verifyProof(wrong, _b(v["expected"]), leaves[1]).call()
     assert set(range(1, 17)) <= widths
 
 
+def test_root_reverts(harness):
+    h = harness.functions
+    for v in VECTORS["rootReverts"]:
+        _reverts_with(harness, h.draftRootCalldata(v["jobId"], v["cycle"], v["tokens"], v["q"]), v["error"])
+        if len(v["tokens"]) == len(v["q"]):  # the memory door takes leaves, so only the empty tree applies
+            drafts = enumerate(zip(v["tokens"], v["q"]))
+            leaves = [h.leaf(v["jobId"], v["cycle"], i, t, q).call() for i, (t, q) in drafts]
+            _reverts_with(harness, h.root(leaves), v["error"])
+        with pytest.raises(ValueError):
+            P.draft_root(v["jobId"], v["cycle"], v["tokens"], v["q"])
+
+
 def test_count_accepted(harness):
+    h = harness.functions
     outcomes = set()
     for v in VECTORS["countAccepted"]:
-        got = harness.functions.countAccepted(_b(v["reveal"]), _b(v["draftRoot"]), v["q"], v["p"]).call()
+        args = (_b(v["reveal"]), _b(v["draftRoot"]), v["q"], v["p"])
+        got = h.countAccepted(*args).call()
         assert got == v["expected"], v["case"]
+        assert h.countAcceptedCalldata(*args).call() == v["expected"], v["case"]
         outcomes.add((len(v["q"]), "all" if got == len(v["q"]) else "none" if got == 0 else "some"))
     # the vectors exercise full acceptance, immediate rejection and partial prefixes
     assert {o for _, o in outcomes} == {"all", "none", "some"}
 
 
 def test_count_accepted_reverts(harness):
+    h = harness.functions
     for v in VECTORS["countAcceptedReverts"]:
-        with pytest.raises(ContractCustomError) as raised:
-            harness.functions.countAccepted(_b(v["reveal"]), _b(v["draftRoot"]), v["q"], v["p"]).call()
-        selector = next(e for e in harness.abi if e.get("type") == "error" and e["name"] == v["error"])
-        inputs = ",".join(i["type"] for i in selector["inputs"])
-        expected_selector = "0x" + keccak(f"{v['error']}({inputs})".encode())[:4].hex()
-        assert raised.value.data.startswith(expected_selector), (raised.value.data, v["error"])
+        args = (_b(v["reveal"]), _b(v["draftRoot"]), v["q"], v["p"])
+        _reverts_with(harness, h.countAccepted(*args), v["error"])
+        _reverts_with(harness, h.countAcceptedCalldata(*args), v["error"])
         with pytest.raises(ValueError):
-            P.count_accepted(_b(v["reveal"]), _b(v["draftRoot"]), v["q"], v["p"])
+            P.count_accepted(*args)
 
 
 def test_cycle_record(harness):
+    h = harness.functions
     for v in VECTORS["cycleRecord"]:
-        got = harness.functions.cycleRecordHash(_b(v["draftRoot"]), v["p"], v["accepted"], v["outToken"]).call()
-        assert "0x" + got.hex() == v["expected"]
+        args = (_b(v["draftRoot"]), v["p"], v["accepted"], v["outToken"])
+        assert _hex(h.cycleRecordHash(*args).call()) == v["expected"]
+        assert _hex(h.cycleRecordHashCalldata(*args).call()) == v["expected"]
+
+
+def test_chain_hash(harness):
+    for v in VECTORS["chainHash"]:
+        assert _hex(harness.functions.chainHash(_b(v["value"])).call()) == v["expected"]
+    # each reveal hashes to the one before it, and reveal 0 to the committed head
+    seed, length = keccak(b"verispec.test.chain"), 5
+    reveals = P.chain_reveals(seed, length)
+    previous = [P.hash_chain(seed, length)] + reveals[:-1]
+    assert [harness.functions.chainHash(r).call() for r in reveals] == previous
+
+
+def test_probability_ranges(harness):
+    h = harness.functions
+    for q, ok in ((0, False), (1, True), (WAD, True), (WAD + 1, False), (2**64 + 1, False), (2**256 - 1, False)):
+        assert h.isDraftProbability(q).call() is ok, q
+    for p, ok in ((0, True), (WAD, True), (WAD + 1, False), (2**256 - 1, False)):
+        assert h.isTargetProbability(p).call() is ok, p
+
+
+def test_calldata_doors_read_raw_words(w3, harness):
+    """What a hostile client can send: words with bits above their declared type. countAcceptedCalldata sees
+    them as out of range; the hashing doors hash them as they are, so they match no well-formed input."""
+    reveal, root = keccak(b"reveal"), keccak(b"root")
+    q, p = [WAD // 2, WAD // 3], [WAD // 4, WAD]
+    dirty = 2**64 + q[1]
+    with pytest.raises(ContractCustomError) as raised:
+        _raw_call(w3, harness, "countAcceptedCalldata(bytes32,bytes32,uint64[],uint64[])",
+                  ["bytes32", "bytes32", "uint256[]", "uint256[]"], [reveal, root, [q[0], dirty], p])
+    assert raised.value.data == _hex(function_signature_to_4byte_selector(
+        "SpecMathProbabilityAboveWad(uint256,uint256)") + abi_encode(["uint256", "uint256"], [1, dirty]))
+
+    tokens = [11, 12]
+    clean = P.draft_root(3, 1, tokens, q)
+    raw = _raw_call(w3, harness, "draftRootCalldata(uint256,uint32,uint32[],uint64[])",
+                    ["uint256", "uint32", "uint256[]", "uint256[]"], [3, 1, [tokens[0] + 2**32, tokens[1]], q])
+    dirty_leaf = keccak(keccak(abi_encode(["uint256"] * 5, [3, 1, 0, tokens[0] + 2**32, q[0]])))
+    assert raw != clean and raw == P.root([dirty_leaf, P.leaf(3, 1, 1, tokens[1], q[1])])
+
+    raw = _raw_call(w3, harness, "cycleRecordHashCalldata(bytes32,uint64[],uint32,uint32)",
+                    ["bytes32", "uint256[]", "uint32", "uint32"], [root, [p[0], 2**64 + p[1]], 1, 9])
+    assert raw != P.cycle_record_hash(root, p, 1, 9)

@@ -7,7 +7,9 @@ import {SpecMath} from "../lib/SpecMath.sol";
 
 /// @title SpecMathHarness
 /// @notice Exposes the internal `SpecMath` and `CycleRecord` libraries (and OpenZeppelin's Merkle proof check
-/// that draft roots must satisfy) as external calls, for replaying the shared vectors.
+/// that draft roots must satisfy) as external calls, for replaying the shared vectors. Every function that
+/// takes arrays has a memory door (the conformance surface) and a calldata door (what the market calls);
+/// the vector tests replay each array vector through both.
 contract SpecMathHarness {
     /// @notice See {SpecMath-leaf}.
     function leaf(uint256 jobId, uint32 cycle, uint32 index, uint32 token, uint64 qWad)
@@ -18,9 +20,18 @@ contract SpecMathHarness {
         return SpecMath.leaf(jobId, cycle, index, token, qWad);
     }
 
-    /// @notice See {SpecMath-root}.
+    /// @notice See {SpecMath-root} (memory door).
     function root(bytes32[] memory leaves) external pure returns (bytes32) {
         return SpecMath.root(leaves);
+    }
+
+    /// @notice See {SpecMath-draftRootCalldata} (calldata door of `leaf` and `root`).
+    function draftRootCalldata(uint256 jobId, uint32 cycle, uint32[] calldata tokens, uint64[] calldata q)
+        external
+        pure
+        returns (bytes32)
+    {
+        return SpecMath.draftRootCalldata(jobId, cycle, tokens, q);
     }
 
     /// @notice See {SpecMath-uniform}.
@@ -43,7 +54,7 @@ contract SpecMathHarness {
         return SpecMath.residualUniform(reveal, draftRoot);
     }
 
-    /// @notice See {SpecMath-countAccepted}.
+    /// @notice See {SpecMath-countAccepted} (memory door).
     function countAccepted(bytes32 reveal, bytes32 draftRoot, uint64[] memory q, uint64[] memory p)
         external
         pure
@@ -52,13 +63,46 @@ contract SpecMathHarness {
         return SpecMath.countAccepted(reveal, draftRoot, q, p);
     }
 
-    /// @notice See {CycleRecord-hash}.
+    /// @notice See {SpecMath-countAcceptedCalldata} (calldata door).
+    function countAcceptedCalldata(bytes32 reveal, bytes32 draftRoot, uint64[] calldata q, uint64[] calldata p)
+        external
+        pure
+        returns (uint256)
+    {
+        return SpecMath.countAcceptedCalldata(reveal, draftRoot, q, p);
+    }
+
+    /// @notice See {SpecMath-isDraftProbability}.
+    function isDraftProbability(uint256 q) external pure returns (bool) {
+        return SpecMath.isDraftProbability(q);
+    }
+
+    /// @notice See {SpecMath-isTargetProbability}.
+    function isTargetProbability(uint256 p) external pure returns (bool) {
+        return SpecMath.isTargetProbability(p);
+    }
+
+    /// @notice See {SpecMath-chainHash}.
+    function chainHash(bytes32 value) external pure returns (bytes32) {
+        return SpecMath.chainHash(value);
+    }
+
+    /// @notice See {CycleRecord-hash} (memory door).
     function cycleRecordHash(bytes32 draftRoot, uint64[] memory p, uint32 accepted, uint32 outToken)
         external
         pure
         returns (bytes32)
     {
         return CycleRecord.hash(draftRoot, p, accepted, outToken);
+    }
+
+    /// @notice See {CycleRecord-hashCalldata} (calldata door).
+    function cycleRecordHashCalldata(bytes32 draftRoot, uint64[] calldata p, uint32 accepted, uint32 outToken)
+        external
+        pure
+        returns (bytes32)
+    {
+        return CycleRecord.hashCalldata(draftRoot, p, accepted, outToken);
     }
 
     /// @notice OpenZeppelin `MerkleProof.verify`, the check single-leaf dispute proofs go through.
