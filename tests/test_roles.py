@@ -43,9 +43,6 @@ REASON_VERIFY_TIMEOUT, REASON_DISPUTE_LOST = 3, 4
 PROMPT = "def __init__(self, "
 GAMMA = 4
 
-pytestmark = pytest.mark.skipif(not (TARGET / "model.safetensors").exists(), reason="bundled models are missing")
-
-
 class Killed(BaseException):
     """Stands in for kill -9: escapes every `except Exception` of the node."""
 
