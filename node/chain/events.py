@@ -5,13 +5,24 @@ has handled every event of a block range, so a crash mid-range replays that rang
 Handlers make this exactly-once by skipping logs the store has `seen` (keyed by tx hash and log index)
 and marking them in the same store transaction as their own writes.
 
+`defer_cursor=True` keeps the advanced cursor in memory until `flush()` (a node loop flushes it when it
+is idle, in one store transaction with its other deferred writes, so that a busy cycle pays no extra
+fsync): a crash then replays the events since the last flush, which at-least-once delivery allows.
+`events=` restricts the query to the events the consumer handles (fewer logs fetched and decoded).
+
+`HeadWaker` shortens a node's wait for the next poll: a websocket subscription to new block headers
+wakes it when a block arrives. It is a wake-up signal only; events are still read by polling.
+
 Reorgs deeper than `confirmations` blocks are not handled; on anvil none happen.
 """
 
 from __future__ import annotations
 
+import json
+import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
+from urllib.parse import urlsplit, urlunsplit
 
 from eth_utils import to_hex
 from eth_utils.abi import event_abi_to_log_topic
@@ -44,7 +55,9 @@ class EventPoller:
 
     def __init__(self, w3: Web3, contracts: Mapping[str, Contract], store: NodeStore, name: str, *,
                  start_block: int = 0, chunk_size: int = 1000, confirmations: int = 0,
-                 retry: RetryPolicy = RetryPolicy()):
+                 retry: RetryPolicy = RetryPolicy(), events: Iterable[tuple[str, str]] | None = None,
+                 defer_cursor: bool = False):
+        """`events`: the (contract name, event name) pairs to deliver; None delivers every event of `contracts`."""
         if chunk_size < 1:
             raise ValueError("chunk_size must be at least 1")
         self.w3 = w3
@@ -54,12 +67,17 @@ class EventPoller:
         self.chunk_size = chunk_size
         self.confirmations = confirmations
         self.retry = retry
+        self.defer_cursor = defer_cursor
+        self._pending_cursor: int | None = None  # advanced but not yet saved (defer_cursor)
+        self.head: int | None = None  # the chain head the last poll saw
+        wanted = None if events is None else {tuple(e) for e in events}
         self._url = rpc_url_of(w3)
         # (emitting address, topic0) -> (contract name, web3 event) for decoding
         self._decoders: dict[tuple[str, str], tuple[str, Any]] = {}
         for contract_name, contract in contracts.items():
             for entry in contract.abi:
-                if entry.get("type") == "event" and not entry.get("anonymous"):
+                if entry.get("type") == "event" and not entry.get("anonymous") and (
+                        wanted is None or (contract_name, entry["name"]) in wanted):
                     topic = to_hex(event_abi_to_log_topic(entry))
                     event = contract.events[entry["name"]]()
                     self._decoders[(contract.address.lower(), topic)] = (contract_name, event)
@@ -68,26 +86,53 @@ class EventPoller:
 
     @property
     def cursor(self) -> int:
-        """Last block whose events were all handled."""
+        """Last block whose events were all handled (saved, or advanced in memory and not yet flushed)."""
+        if self._pending_cursor is not None:
+            return self._pending_cursor
         saved = self.store.cursor(self.name)
         return self.start_block - 1 if saved is None else saved
 
-    def poll(self) -> Iterator[ChainEvent]:
+    @property
+    def unsaved(self) -> bool:
+        """Whether the cursor moved since it was last saved (only with defer_cursor)."""
+        return self._pending_cursor is not None
+
+    def flush(self) -> bool:
+        """Save a cursor kept in memory (defer_cursor); True if something was written."""
+        if self._pending_cursor is None:
+            return False
+        self.store.set_cursor(self.name, self._pending_cursor)
+        self._pending_cursor = None
+        return True
+
+    def _advance(self, high: int) -> None:
+        if self.defer_cursor:
+            self._pending_cursor = high
+        else:
+            self.store.set_cursor(self.name, high)
+
+    def poll(self, head: int | None = None) -> Iterator[ChainEvent]:
         """Every event since the cursor up to the head (minus confirmations). The cursor moves past a
         chunk only once the consumer asks for the event after that chunk's last one, so stopping early
-        (an exception in the handler, a `break`) leaves the unfinished chunk to be delivered again."""
-        head = with_retries(lambda: self.w3.eth.block_number, self.retry, self._url) - self.confirmations
+        (an exception in the handler, a `break`) leaves the unfinished chunk to be delivered again.
+
+        `head`: a block number known to be mined (e.g. announced by `HeadWaker`), to save the
+        eth_blockNumber round trip; a later head is simply seen by a later poll."""
+        if head is None:
+            head = with_retries(lambda: self.w3.eth.block_number, self.retry, self._url)
+        self.head = head
+        head -= self.confirmations
         low = self.cursor + 1
         while low <= head:
             high = min(low + self.chunk_size - 1, head)
             yield from self._decoded(self._fetch(low, high))
-            self.store.set_cursor(self.name, high)
+            self._advance(high)
             low = high + 1
 
-    def drain(self, handler: Callable[[ChainEvent], None]) -> int:
+    def drain(self, handler: Callable[[ChainEvent], None], head: int | None = None) -> int:
         """Hand every new event to `handler`; returns how many were handled."""
         handled = 0
-        for event in self.poll():
+        for event in self.poll(head):
             handler(event)
             handled += 1
         return handled
@@ -120,3 +165,87 @@ class EventPoller:
                 block_number=log["blockNumber"], log_index=log["logIndex"], tx_hash=to_hex(log["transactionHash"]),
             ))
         return events
+
+
+class HeadWaker:
+    """Sets `event` whenever the chain node announces a new block (`eth_subscribe("newHeads")` over a
+    websocket), so that a node loop sleeping between polls wakes at once instead of at its next poll.
+
+    A wake-up signal only: what happened is still read by the `EventPoller`, so a lost, late or doubled
+    notification costs latency (the loop still polls at its own interval), never correctness. Runs in a
+    daemon thread and reconnects with backoff; `connected` says whether notifications are flowing. If the
+    endpoint never accepts the subscription (no websocket there), it gives up after a few tries.
+    """
+
+    def __init__(self, url: str, event: threading.Event | None = None, *, give_up_after: int = 3):
+        self.url = url
+        self.event = event or threading.Event()
+        self.connected = False
+        self.head: int | None = None  # the number of the last block announced
+        self.give_up_after = give_up_after
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @staticmethod
+    def url_for(rpc_url: str) -> str | None:
+        """The websocket URL of a local dev chain (anvil and hardhat serve it on their HTTP port) for a loopback
+        http(s) RPC URL; None for anything else (a remote node's websocket endpoint, if any, is elsewhere)."""
+        parts = urlsplit(rpc_url)
+        if parts.scheme not in ("http", "https") or parts.hostname not in ("127.0.0.1", "localhost", "::1"):
+            return None
+        return urlunsplit(("ws" if parts.scheme == "http" else "wss", parts.netloc, parts.path, parts.query, ""))
+
+    def start(self) -> "HeadWaker":
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="head-waker", daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.event.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def wait(self, timeout: float) -> bool:
+        """Sleep until a new block is announced or `timeout` passes; True if woken by a block."""
+        return self.event.wait(timeout)
+
+    def take(self) -> int | None:
+        """The head announced since the last `take` (clearing the signal), or None if none was."""
+        if not self.event.is_set():
+            return None
+        self.event.clear()
+        return self.head
+
+    def _run(self) -> None:
+        delay, failures, ever = 0.5, 0, False
+        while not self._stop.is_set():
+            try:
+                from websockets.sync.client import connect as ws_connect  # web3 depends on websockets
+
+                with ws_connect(self.url, open_timeout=2, close_timeout=1) as ws:
+                    ws.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "eth_subscribe", "params": ["newHeads"]}))
+                    if "result" not in json.loads(ws.recv(timeout=2)):
+                        raise RuntimeError("eth_subscribe refused")
+                    self.connected, ever, failures, delay = True, True, 0, 0.5
+                    self.event.set()  # anything may have happened while not subscribed
+                    while not self._stop.is_set():
+                        try:
+                            message = ws.recv(timeout=0.5)
+                        except TimeoutError:
+                            continue
+                        try:
+                            number = int(json.loads(message)["params"]["result"]["number"], 16)
+                            self.head = number if self.head is None else max(self.head, number)
+                        except (ValueError, KeyError, TypeError):
+                            pass
+                        self.event.set()
+            except Exception:
+                failures += 1
+            finally:
+                self.connected = False
+            if not ever and failures >= self.give_up_after:
+                return  # no websocket subscriptions there: the loop just polls
+            self._stop.wait(delay)
+            delay = min(2 * delay, 30.0)

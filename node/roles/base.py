@@ -11,18 +11,38 @@ Transactions are submitted without blocking (`TxSender.submit`) and their receip
 steps, so one slow chain does not serialize the node's jobs. A transaction that reverted on chain is
 logged and not retried under the same key.
 
-`step()` does one round: receipts of in-flight transactions, new events, then due work on dirty items
+`step()` does one round: new events, receipts of in-flight transactions, then due work on dirty items
 and (every `recheck_interval` seconds) on every tracked item, which is also how deadlines are noticed.
+
+Latency (a cycle is two transactions, one per node, so each node's reaction time is on the critical
+path; see scripts/bench_e2e.py):
+
+* while the node waits on the other party of a job in progress (`_active`), `run` polls every
+  `active_poll_interval` (default 5 ms) instead of `poll_interval`; an idle poll is one eth_blockNumber.
+  On a local dev chain (a loopback RPC URL: anvil, hardhat) a websocket subscription to new heads
+  (`HeadWaker`) ends the sleep as soon as a block is mined, and the loop then polls only every
+  `woken_poll_interval` as a safety net (`wake_url=None` switches it off);
+* writes that a restart can re-derive (the event cursor, tx status sent/mined, a cycle's outcome and tx
+  hashes) are deferred (`later`) and flushed in one store transaction when a step finds nothing to do,
+  i.e. while the other party works. The writes the exactly-once rules need are never deferred: a cycle's
+  transcript is saved before its transaction is signed, the signed transaction is recorded before it is
+  broadcast. After a crash, the events since the last flush are delivered again and their handlers are
+  idempotent (they rewrite what was lost);
+* the poller asks only for the events this node handles; a log emitted by one of the node's own in-flight
+  transactions proves it landed successfully, so its receipt is not fetched;
+* fees are cached for a second (and refreshed from the block `chain_time` reads anyway); the provider
+  caches eth_chainId, which web3 otherwise asks before every eth_call / eth_estimateGas.
 """
 
 from __future__ import annotations
 
 import logging
+import random
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from eth_account.signers.local import LocalAccount
 from eth_utils import to_checksum_address
@@ -30,11 +50,11 @@ from web3 import Web3
 
 from node.chain.client import (
     ChainUnavailable, ReceiptTimeout, RevertDecoder, TransactionRejected, TransactionReverted,
-    TransactionSuperseded, TxSender,
+    TransactionSuperseded, TxSender, cache_chain_id, rpc_url_of,
 )
 from node.chain.compile import compile_contracts
 from node.chain.deployment import Deployment
-from node.chain.events import ChainEvent, EventPoller
+from node.chain.events import ChainEvent, EventPoller, HeadWaker
 from node.roles import chaindata
 from node.roles.chaindata import (
     PHASE_DRAFT, PHASE_VERIFY, STATUS_FINISHED, STATUS_OPEN, STATUS_RUNNING,
@@ -140,6 +160,7 @@ class Inflight:
     data: bytes
     value: int
     submitted_at: float
+    tx_hash: str | None = None
 
 
 JOB, DISPUTE = "job", "dispute"
@@ -151,12 +172,24 @@ class NodeBase:
     role = "node"
 
     def __init__(self, w3: Web3, deployment: Deployment, account: LocalAccount, store_path, poll_interval: float = 0.2,
-                 *, artifacts: dict | None = None, recheck_interval: float = 5.0, resubmit_after: float = 15.0):
-        self.w3 = w3
+                 *, artifacts: dict | None = None, recheck_interval: float = 5.0, resubmit_after: float = 15.0,
+                 active_poll_interval: float = 0.005, active_linger_s: float = 10.0, fee_cache_s: float = 1.0,
+                 max_defer_s: float = 2.0, wake_url: str | None = "auto", woken_poll_interval: float = 0.05):
+        self.w3 = cache_chain_id(w3)
         self.deployment = deployment
         self.account = account
         self.address = to_checksum_address(account.address)
         self.poll_interval = poll_interval
+        self.active_poll_interval = min(active_poll_interval, poll_interval)
+        self.woken_poll_interval = woken_poll_interval
+        self.wake_url = HeadWaker.url_for(rpc_url_of(w3)) if wake_url == "auto" else wake_url
+        self.waker: HeadWaker | None = None
+        self.active_linger_s = active_linger_s
+        self.max_defer_s = max_defer_s
+        self._busy_at = float("-inf")  # monotonic time of the last step that did something
+        self._jitter = random.Random()
+        self._stretch: dict[tuple[str, int], float] = {}  # tracked items -> factor on recheck_interval (jitter)
+        self._woken_at: dict[tuple[str, int], float] = {}  # deferred items past their wake-up -> when to recheck
         self.recheck_interval = recheck_interval
         self.resubmit_after = resubmit_after
         self.log = logging.getLogger(f"verispec.{self.role}.{self.address[:10]}")
@@ -167,17 +200,26 @@ class NodeBase:
         self.disputes = self.system.disputes
         self.start_block = deployment.start_block
         self.store = NodeStore(store_path)
-        self.sender = TxSender(w3, account, self.store, errors=RevertDecoder.from_artifacts(artifacts))
+        self._later: list[Callable[[], None]] = []  # deferred store writes (see the module doc)
+        self._flushed_at = time.monotonic()
+        self.sender = TxSender(w3, account, self.store, errors=RevertDecoder.from_artifacts(artifacts),
+                               fee_cache_s=fee_cache_s, defer_writes=self.later)
         contracts = {"market": self.market}
         if self.disputes is not None:
             contracts["disputes"] = self.disputes
-        self.poller = EventPoller(w3, contracts, self.store, name=f"{self.role}-events", start_block=self.start_block)
+        handled = [(name, entry["name"]) for name, contract in contracts.items() for entry in contract.abi
+                   if entry.get("type") == "event" and hasattr(self, f"on_{name}_{entry['name']}")]
+        self.poller = EventPoller(w3, contracts, self.store, name=f"{self.role}-events", start_block=self.start_block,
+                                  events=handled, defer_cursor=True)
         self._inflight: dict[str, Inflight] = {}
+        self._inflight_by_hash: dict[str, str] = {}  # tx hash -> key of in-flight transactions
+        self._active: set[int] = set()  # jobs in progress whose next move may be the other party's: poll fast
         self._given_up: set[str] = set()  # keys whose transaction reverted on chain: not retried
         self._dirty: set[tuple[str, int]] = set()
         self._checked: dict[tuple[str, int], float] = {}  # tracked items -> last time their work ran
         self._wake: dict[tuple[str, int], int] = {}  # tracked items -> chain time before which rechecks are skipped
         self._now: int | None = None  # chain time (latest block timestamp) of this step
+        self._seen_time: tuple[float, int, int] | None = None  # (monotonic time, number, timestamp): last block read
         self.sent: list[str] = []  # idempotency keys submitted by this object (tests, diagnostics)
 
     # ------------------------------------------------------------------ tracking
@@ -191,8 +233,41 @@ class NodeBase:
     def forget(self, kind: str, item_id: int) -> None:
         key = (kind, int(item_id))
         self._checked.pop(key, None)
+        self._stretch.pop(key, None)
+        self._woken_at.pop(key, None)
         self._dirty.discard(key)
         self._wake.pop(key, None)
+        if kind == JOB:
+            self._active.discard(int(item_id))
+
+    def set_active(self, job_id: int, active: bool) -> None:
+        """Whether job `job_id` is in progress (poll every `active_poll_interval` while any is)."""
+        if active:
+            self._active.add(int(job_id))
+        else:
+            self._active.discard(int(job_id))
+
+    # ------------------------------------------------------------------ deferred writes
+
+    def later(self, write: Callable[[], None]) -> None:
+        """Run a store write that a restart can re-derive at the next flush (when a step finds nothing to do,
+        or after `max_defer_s`), in one store transaction with the others and the event cursor."""
+        self._later.append(write)
+
+    def flush(self) -> int:
+        """Write what was deferred, then the event cursor, in one store transaction; returns the writes done."""
+        self._flushed_at = time.monotonic()
+        if not self._later and not self.poller.unsaved:
+            return 0
+        writes, self._later = self._later, []
+        with self.store.transaction():
+            for write in writes:
+                try:
+                    write()
+                except Exception:
+                    self.log.exception("a deferred store write failed")
+            self.poller.flush()
+        return len(writes) + 1
 
     def defer_until(self, kind: str, item_id: int, chain_timestamp: int) -> None:
         """Skip the periodic rechecks of an item until the chain's clock reaches `chain_timestamp` (a deadline):
@@ -208,22 +283,56 @@ class NodeBase:
 
     # ------------------------------------------------------------------ the loop
 
-    def step(self) -> int:
-        """Handle new events and due work once; returns how many things it did (receipts, events, actions)."""
+    def step(self, head: int | None = None) -> int:
+        """Handle new events and due work once; returns how many things it did (events, receipts, actions).
+        `head`: a block number known to be mined (announced by the head waker): no eth_blockNumber needed.
+
+        A step that did nothing flushes the deferred writes (the node is waiting: the write costs no latency)."""
         self._now = None
-        did = self._poll_inflight()
-        did += self.poller.drain(self._dispatch)
+        did = self.poller.drain(self._dispatch, head)
+        did += self._poll_inflight()
         did += self._work()
+        now = time.monotonic()
+        if did:
+            self._busy_at = now
+        # Write what was deferred when idle and no job is in progress; while one is, an idle step is the node
+        # waiting for the other party (a good time), but once per `max_defer_s` is enough; and never wait
+        # longer than 5 x `max_defer_s` (a node that is never idle).
+        stale = now - self._flushed_at
+        if (not did and (not self._active or stale > self.max_defer_s)) or stale > 5 * self.max_defer_s:
+            self.flush()
         return did
 
+    def idle_interval(self) -> float:
+        """How long `run` sleeps after a step that did nothing: `active_poll_interval` while a job is in progress
+        (and for `active_linger_s` after the node last did something, so back-to-back jobs start fast), else
+        `poll_interval`. While the head waker is connected a new block ends the sleep early, so the loop only
+        polls every `woken_poll_interval` (a safety net) instead of `active_poll_interval`."""
+        if self._active or time.monotonic() - self._busy_at < self.active_linger_s:
+            if self.waker is not None and self.waker.connected:
+                return max(self.active_poll_interval, min(self.woken_poll_interval, self.poll_interval))
+            return self.active_poll_interval
+        return self.poll_interval
+
+    def _sleep(self, stop: threading.Event, timeout: float) -> None:
+        if self.waker is not None and self.waker.connected:
+            self.waker.wait(timeout)  # a new block (or stop) ends it early
+        else:
+            stop.wait(timeout)
+
     def run(self, stop: threading.Event | None = None) -> None:
-        """Loop `step()` until `stop` is set (or Ctrl-C); sleeps `poll_interval` when a step did nothing."""
+        """Loop `step()` until `stop` is set (or Ctrl-C); after a step that did nothing it sleeps
+        (`idle_interval`), or less when a new block is announced (`HeadWaker`, on local dev chains)."""
         stop = stop or threading.Event()
         self.log.info("%s %s serving (store %s)", self.role, self.address, self.store.path)
+        if self.wake_url and self.waker is None:
+            self.waker = HeadWaker(self.wake_url).start()
         try:
             while not stop.is_set():
+                # a block announced while not subscribed, or after this, is seen by this or the next poll
+                head = self.waker.take() if self.waker is not None and self.waker.connected else None
                 try:
-                    did = self.step()
+                    did = self.step(head)
                 except ChainUnavailable as exc:
                     self.log.warning("chain unavailable, retrying: %s", exc)
                     did = 0
@@ -233,12 +342,19 @@ class NodeBase:
                     did = 0
                     stop.wait(min(5.0, 10 * self.poll_interval))
                 if not did:
-                    stop.wait(self.poll_interval)
+                    self._sleep(stop, self.idle_interval())
         except KeyboardInterrupt:
             self.log.info("interrupted; state is in %s, start again to resume", self.store.path)
+        finally:
+            if self.waker is not None:
+                self.waker.stop()
+                self.waker = None
 
     def close(self) -> None:
-        self.store.close()
+        try:
+            self.flush()
+        finally:
+            self.store.close()
 
     def __enter__(self):
         return self
@@ -246,12 +362,29 @@ class NodeBase:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def chain_time(self) -> int:
+    def chain_time(self, max_age: float = 0.0) -> int:
+        """The latest block's timestamp, read at most once per step, and not at all while the chain head this
+        step's poll saw is the block it was last read from (the latest block's timestamp only changes with a
+        new block). `max_age` > 0: a timestamp read up to that many seconds ago will do. Such a value can only
+        be *earlier* than the latest block's, so use it only to decide "too late, skip": a deadline it misses
+        makes the call fail gas estimation (nothing is signed), exactly as a deadline passing between the
+        check and the transaction would."""
         if self._now is None:
-            self._now = int(self.w3.eth.get_block("latest")["timestamp"])
+            if self._seen_time is not None:
+                read_at, number, timestamp = self._seen_time
+                if number == self.poller.head or (max_age > 0 and time.monotonic() - read_at <= max_age):
+                    return timestamp
+            block = self.w3.eth.get_block("latest")
+            self.sender.note_block(block)  # its base fee serves the next transaction's fees
+            self._now = int(block["timestamp"])
+            self._seen_time = (time.monotonic(), int(block["number"]), self._now)
         return self._now
 
     def _dispatch(self, event: ChainEvent) -> None:
+        key = self._inflight_by_hash.pop(event.tx_hash.lower(), None)
+        if key is not None and key in self._inflight:  # our transaction emitted it: it landed, and did not revert
+            del self._inflight[key]
+            self.sender.mark_landed(key, event.block_number)
         handler = getattr(self, f"on_{event.contract}_{event.name}", None)
         if handler is None:
             return
@@ -262,13 +395,28 @@ class NodeBase:
         except Exception:
             self.log.exception("handling %s %s (block %d) failed", event.contract, event.name, event.block_number)
 
+    def _woken(self, item: tuple[str, int], chain_now: int, now: float) -> bool:
+        """Whether a deferred item's chain-time wake-up has come. Every party of a job defers to the same
+        deadline and sees the block that passes it at the same moment, so each waits a random 0-0.2 x
+        `recheck_interval` more (wall clock): otherwise both would, e.g., call finalize at once and the
+        loser's transaction would revert and burn gas."""
+        wake = self._wake.get(item)
+        if wake is None:
+            return True
+        if wake > chain_now:
+            self._woken_at.pop(item, None)
+            return False
+        due = self._woken_at.setdefault(item, now + self._jitter.uniform(0.0, 0.2) * self.recheck_interval)
+        return now >= due
+
     def _work(self) -> int:
         now = time.monotonic()
         due = set(self._dirty)
-        periodic = [item for item, last in self._checked.items() if now - last >= self.recheck_interval]
+        periodic = [item for item, last in self._checked.items()
+                    if now - last >= self.recheck_interval * self._stretch.get(item, 1.0)]
         if periodic and self._wake:
             chain_now = self.chain_time()
-            periodic = [item for item in periodic if self._wake.get(item, 0) <= chain_now]
+            periodic = [item for item in periodic if self._woken(item, chain_now, now)]
         due.update(periodic)
         self._dirty.clear()
         did = 0
@@ -276,6 +424,11 @@ class NodeBase:
             if (kind, item_id) not in self._checked:
                 continue
             self._checked[(kind, item_id)] = now
+            self._woken_at.pop((kind, item_id), None)
+            # the next periodic recheck in 1.0-1.2 x recheck_interval: nodes that saw the same event in the same
+            # few milliseconds (fast polling) would otherwise recheck in lockstep and race for the same call
+            # (e.g. both parties' finalize: the loser's transaction reverts and burns gas)
+            self._stretch[(kind, item_id)] = 1.0 + self._jitter.uniform(0.0, 0.2)
             self._wake.pop((kind, item_id), None)
             try:
                 did += self.work_job(item_id) if kind == JOB else self.work_dispute(item_id)
@@ -310,7 +463,8 @@ class NodeBase:
         except TransactionRejected as exc:
             self.log.error("%s rejected by the chain node: %s", key, exc.reason)
             return 0
-        self._inflight[key] = Inflight(key, call.address, data, value, time.monotonic())
+        self._inflight[key] = Inflight(key, call.address, data, value, time.monotonic(), tx_hash.lower())
+        self._inflight_by_hash[tx_hash.lower()] = key
         self.sent.append(key)
         self.log.info("sent %s: %s", key, tx_hash)
         return 1
@@ -329,22 +483,32 @@ class NodeBase:
                 self._resubmit(item)
                 continue
             except TransactionReverted as exc:
-                del self._inflight[key]
+                self._drop_inflight(key)
                 self._given_up.add(key)
                 self.log.error("%s reverted on chain: %s", key, exc)
                 self.on_reverted(key, exc)
                 did += 1
                 continue
-            del self._inflight[key]
+            self._drop_inflight(key)
             did += 1
         return did
 
+    def _drop_inflight(self, key: str) -> None:
+        item = self._inflight.pop(key, None)
+        if item is not None and item.tx_hash is not None:
+            self._inflight_by_hash.pop(item.tx_hash, None)
+
     def _resubmit(self, item: Inflight) -> None:
         try:
-            self.sender.submit(item.key, item.to, item.data, item.value)
+            tx_hash = self.sender.submit(item.key, item.to, item.data, item.value)
         except (TransactionReverted, TransactionRejected) as exc:
-            self._inflight.pop(item.key, None)
+            self._drop_inflight(item.key)
             self.log.warning("%s could not be resubmitted: %s", item.key, exc)
+            return
+        if item.tx_hash != tx_hash.lower():  # a fresh transaction for the key (the old one was superseded)
+            self._inflight_by_hash.pop(item.tx_hash, None)
+            item.tx_hash = tx_hash.lower()
+            self._inflight_by_hash[item.tx_hash] = item.key
 
     def on_reverted(self, key: str, exc: TransactionReverted) -> None:
         """Hook: a transaction of ours reverted on chain."""

@@ -16,10 +16,13 @@ market `Contract` itself, or, for older callers, `w3` followed by the market con
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from typing import Any, Mapping, Sequence
 
-from eth_utils import to_checksum_address, to_hex
+from eth_abi import decode as abi_decode
+from eth_abi import encode as abi_encode
+from eth_utils import function_abi_to_4byte_selector, to_checksum_address, to_hex
 from web3 import Web3
 
 from node import protocol
@@ -294,9 +297,39 @@ def leaf_proof(source, *args, from_block: int | None = None) -> tuple[int, int, 
 # ---------------------------------------------------------------- views as dicts
 
 
+_PRIMITIVE = re.compile(r"^(address|bool|bytes([1-9]|[12][0-9]|3[0-2])|u?int(8|16|24|32|40|48|56|64|72|80|88|96|104|"
+                        r"112|120|128|136|144|152|160|168|176|184|192|200|208|216|224|232|240|248|256)?)$")
+_VIEW_CODECS: dict[tuple[str, str, int], tuple[bytes, list[str], list[dict]] | None] = {}
+
+
+def _view_codec(contract, function: str, abi: dict):
+    """(selector, input types, output components) of a view returning one struct of primitive fields, else
+    None. Cached per contract address and function."""
+    key = (contract.address, function, id(contract.abi))
+    if key not in _VIEW_CODECS:
+        codec = None
+        outputs = abi.get("outputs") or []
+        inputs = [i["type"] for i in abi.get("inputs", [])]
+        if len(outputs) == 1 and outputs[0]["type"] == "tuple" and all(
+                _PRIMITIVE.match(c["type"]) for c in outputs[0]["components"]) and all(
+                _PRIMITIVE.match(t) for t in inputs):
+            codec = (function_abi_to_4byte_selector(abi), inputs, outputs[0]["components"])
+        _VIEW_CODECS[key] = codec
+    return _VIEW_CODECS[key]
+
+
 def _view(contract, function: str, *call_args) -> dict[str, Any]:
     abi = next(e for e in contract.abi if e.get("type") == "function" and e["name"] == function)
-    return _struct(getattr(contract.functions, function)(*call_args).call(), abi["outputs"][0]["components"])
+    codec = _view_codec(contract, function, abi)
+    if codec is None:
+        return _struct(getattr(contract.functions, function)(*call_args).call(), abi["outputs"][0]["components"])
+    # A struct of primitive fields: encode and decode it with eth_abi directly (web3's generic output
+    # normalization costs more than the round trip); addresses checksummed, as web3 returns them.
+    selector, inputs, components = codec
+    data = selector + abi_encode(inputs, list(call_args))
+    raw = contract.w3.eth.call({"to": contract.address, "data": data})
+    (values,) = abi_decode([f"({','.join(c['type'] for c in components)})"], bytes(raw))
+    return {c["name"]: to_checksum_address(v) if c["type"] == "address" else v for c, v in zip(components, values)}
 
 
 def job_view(market, job_id: int) -> dict[str, Any]:

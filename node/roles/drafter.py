@@ -23,7 +23,8 @@ from node.roles.base import (
     resolve_device, resume_draft_session,
 )
 from node.roles.chaindata import (
-    DISPUTE_AWAITING_ANSWER, DISPUTE_RESOLVED, PHASE_DRAFT, STATUS_FINALIZED, STATUS_NONE, STATUS_RUNNING,
+    DISPUTE_AWAITING_ANSWER, DISPUTE_RESOLVED, PHASE_DRAFT, STATUS_FINALIZED, STATUS_NONE, STATUS_OPEN,
+    STATUS_RUNNING,
 )
 from node.roles.jobs import JobRefused, job_from_record
 
@@ -99,8 +100,13 @@ class DrafterNode(NodeBase):
             if list(output[:kept]) != list(transcript.proposals[:kept]):
                 self.log.error("job %d cycle %d: the emitted tokens %s are not my accepted proposals %s",
                                job_id, c, list(output), transcript.proposals[:accepted])
-        self.store.save_cycle(job_id, JOB_ROLE, c, accepted=accepted, emitted_tokens=list(output),
-                              tx_hashes={"verify": event.tx_hash})
+        hashes = {"verify": event.tx_hash}
+        commit = self.tx_hash_of(f"job:{job_id}:cycle:{c}:commit")
+        if commit is not None:
+            hashes["commit"] = commit
+        # the cycle's outcome is on chain: written at the next flush (a crash replays this event)
+        self.later(lambda: self.store.save_cycle(job_id, JOB_ROLE, c, accepted=accepted, emitted_tokens=list(output),
+                                                 tx_hashes=hashes))
         self.mark_dirty(JOB, job_id)
 
     def on_market_JobFinished(self, event: ChainEvent) -> None:
@@ -153,8 +159,9 @@ class DrafterNode(NodeBase):
     def work_job(self, job_id: int) -> int:
         view = self.job_view(job_id)
         status = view["status"]
+        self.set_active(job_id, status in (STATUS_OPEN, STATUS_RUNNING))
         if status == STATUS_RUNNING and view["phase"] == PHASE_DRAFT:
-            if self.chain_time() > view["deadline"]:
+            if self.chain_time(max_age=1.0) > view["deadline"]:
                 return 0  # too late for this draft (the contract would refuse it); anyone may claim the timeout
             return self._draft(job_id, int(view["cycle"]))
         if status != STATUS_RUNNING and job_id in self.jobs:
@@ -189,8 +196,9 @@ class DrafterNode(NodeBase):
             self.store.save_cycle(job_id, JOB_ROLE, c, proposals=tokens, q=q, top_k=extra)
         root = protocol.draft_root(job_id, c, tokens, q)
         sent = self.transact(key, self.market.functions.commitDraft(job_id, c, root, list(tokens), list(q)))
-        if sent:
-            self.store.save_cycle(job_id, JOB_ROLE, c, tx_hashes={"commit": self.tx_hash_of(key)})
+        if sent:  # the hash is in the sent-transaction record already; the transcript gets it at the next flush
+            hashes = {"commit": self.tx_hash_of(key)}
+            self.later(lambda: self.store.save_cycle(job_id, JOB_ROLE, c, tx_hashes=hashes))
         return sent
 
     def _session_at(self, dj: DrafterJob, c: int):

@@ -22,6 +22,7 @@ What counts as cheating (PROTOCOL.md §6, docs/disputes.md), with tolerance `tol
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 
 from eth_utils import to_checksum_address
@@ -118,7 +119,8 @@ class RefereeNode(NodeBase):
     role = "referee"
 
     def __init__(self, w3, deployment, account, store_path, target_model_path, draft_model_path,
-                 poll_interval: float = 0.2, device=None, *, tolerance_wad: int | None = None, **options):
+                 poll_interval: float = 0.2, device=None, *, tolerance_wad: int | None = None,
+                 resolve_stagger_s: float = 1.0, **options):
         from node.decoding.scorer import default_tolerance_wad
 
         self.device, self.dtype = resolve_device(device)
@@ -132,14 +134,19 @@ class RefereeNode(NodeBase):
         if self.disputes is None:
             raise ValueError("this deployment has no DisputeManager: there is nothing to referee")
         self.judgements: dict[int, Judgement] = {}
+        self.resolve_stagger_s = resolve_stagger_s
+        self._panel: dict[int, list[str]] = {}  # dispute -> drawn referees (from RefereesDrawn, else refereesOf)
+        self._resolvable_since: dict[int, float] = {}
         self.restore(None, DISPUTE_ROLE)
 
     # ------------------------------------------------------------------ events
 
     def on_disputes_RefereesDrawn(self, event: ChainEvent) -> None:
         dispute_id = int(event.args["disputeId"])
-        if self.address not in [to_checksum_address(r) for r in event.args["referees"]]:
+        panel = [to_checksum_address(r) for r in event.args["referees"]]
+        if self.address not in panel:
             return
+        self._panel[dispute_id] = panel
         if self.store.job(dispute_id, DISPUTE_ROLE) is None:
             self.log.info("drawn for dispute %d", dispute_id)
             self.store.save_job(dispute_id, DISPUTE_ROLE, "drawn", {})
@@ -162,6 +169,8 @@ class RefereeNode(NodeBase):
         if d["status"] == DISPUTE_RESOLVED:
             self.store.save_job(dispute_id, DISPUTE_ROLE, "done")
             self.forget(DISPUTE, dispute_id)
+            self._panel.pop(dispute_id, None)
+            self._resolvable_since.pop(dispute_id, None)
             self.log.info("dispute %d resolved: %s", dispute_id, chaindata.DISPUTE_OUTCOMES[d["outcome"]])
             return 0
         if d["status"] == DISPUTE_AWAITING_ANSWER:
@@ -198,12 +207,28 @@ class RefereeNode(NodeBase):
                 did += self.transact(f"dispute:{dispute_id}:reveal",
                                      fn.revealVote(dispute_id, params["verdict"], _salt(params)))
         if fn.canResolve(dispute_id).call():
-            did += self.transact(f"dispute:{dispute_id}:resolve", fn.resolve(dispute_id))
+            if self._resolve_turn(dispute_id):  # else: the periodic recheck comes back to it
+                did += self.transact(f"dispute:{dispute_id}:resolve", fn.resolve(dispute_id))
         elif not did:
             # votes arrive as events; otherwise the next thing is a phase deadline
             upcoming = [t for t in (d["commitDeadline"], d["revealDeadline"]) if t >= now]
             self.defer_until(DISPUTE, dispute_id, (min(upcoming) if upcoming else now) + 1)
         return did
+
+    def _resolve_turn(self, dispute_id: int) -> bool:
+        """Whether to call `resolve` now. Every drawn referee sees the last reveal in the same block; if all
+        called resolve at once, all but one transaction would revert (and burn gas). So the referees take
+        turns: rank r (its place in the panel, rotated by the dispute id) waits r x `resolve_stagger_s`
+        after it first saw the dispute resolvable; by then a lower rank has usually resolved it (and
+        canResolve is false); the others come back with the periodic recheck. Anyone may resolve, so a silent
+        referee only delays it by one recheck."""
+        first = self._resolvable_since.setdefault(dispute_id, time.monotonic())
+        panel = self._panel.get(dispute_id)
+        if panel is None:
+            panel = [to_checksum_address(r) for r in self.disputes.functions.refereesOf(dispute_id).call()]
+            self._panel[dispute_id] = panel
+        rank = (panel.index(self.address) + dispute_id) % len(panel) if self.address in panel else len(panel)
+        return time.monotonic() - first >= rank * self.resolve_stagger_s
 
     def judge(self, dispute_id: int, d: dict) -> Judgement | None:
         """Replay the disputed position of dispute `dispute_id` (its view `d`) from chain data; None if this

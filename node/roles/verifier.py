@@ -129,6 +129,9 @@ class VerifierNode(NodeBase):
                 tuple(transcript.emitted_tokens) != output:
             self.log.error("job %d cycle %d: the contract emitted %s, the engine %s", job_id, c, list(output),
                            transcript.emitted_tokens)
+        if transcript is not None:  # its verify hash, at the next flush (a crash replays this event)
+            hashes = {"verify": event.tx_hash}
+            self.later(lambda: self.store.save_cycle(job_id, JOB_ROLE, c, tx_hashes=hashes))
         if self.dispute_faults and transcript is not None and transcript.top_k and transcript.top_k.get("faults"):
             self._dispute_fault(job_id, c, accepted, transcript)
         self.mark_dirty(JOB, job_id)
@@ -196,12 +199,14 @@ class VerifierNode(NodeBase):
     def work_job(self, job_id: int) -> int:
         view = self.job_view(job_id)
         status = view["status"]
+        self.set_active(job_id, status == STATUS_RUNNING or (status == STATUS_OPEN and
+                                                             self.chain_time() <= view["deadline"]))
         if status == STATUS_OPEN and self.chain_time() <= view["deadline"]:
             vj = self._job(job_id)
             head = chain_head(self.account.key, job_id, vj.job.max_new_tokens)
             return self.transact(f"job:{job_id}:accept", self.market.functions.acceptJob(job_id, head))
         if status == STATUS_RUNNING and view["phase"] == PHASE_VERIFY:
-            if self.chain_time() > view["deadline"]:
+            if self.chain_time(max_age=1.0) > view["deadline"]:
                 return 0  # too late for this verification (the contract would refuse it)
             return self._verify(job_id, int(view["cycle"]))
         if status != STATUS_RUNNING and job_id in self.jobs:
@@ -260,8 +265,9 @@ class VerifierNode(NodeBase):
                                   reveal=reveal, accepted=v.accepted, emitted_tokens=list(v.emitted))
         call = self.market.functions.submitVerification(job_id, c, list(tokens), list(q), list(p), reveal, out_token)
         sent = self.transact(key, call)
-        if sent:
-            self.store.save_cycle(job_id, JOB_ROLE, c, tx_hashes={"verify": self.tx_hash_of(key)})
+        if sent:  # the hash is in the sent-transaction record already; the transcript gets it at the next flush
+            hashes = {"verify": self.tx_hash_of(key)}
+            self.later(lambda: self.store.save_cycle(job_id, JOB_ROLE, c, tx_hashes=hashes))
         return sent
 
     def _verify_invalid_draft(self, vj: VerifierJob, c: int, tokens, q, invalid: int) -> Verification | None:

@@ -1,0 +1,949 @@
+"""End-to-end benchmark: a drafter node and a verifier node serving jobs on a local anvil chain.
+
+    .venv/bin/python scripts/bench_e2e.py                       # 3 jobs x 64 tokens, γ=4, nodes as processes
+    .venv/bin/python scripts/bench_e2e.py --json --tokens 16 --repeats 1 --nodes threads
+    .venv/bin/python scripts/bench_e2e.py --gamma 2 --prompt "import os\\n" --temperature 0
+
+In one run, on a fresh anvil it starts (node.chain.anvil.running_anvil) with `deploy_system`, it
+registers a drafter (dev account 2), a verifier (3) and three referees (4, 5, 6) for the bundled pair
+(models/target, models/draft), starts the nodes -- as separate OS processes (`--nodes processes`, the
+default and the realistic set-up: each process imports torch, loads its models and talks to anvil over
+HTTP) or as threads of this process (`--nodes threads`, faster to start, one GIL) -- and measures:
+
+  * end-to-end tokens/s of jobs submitted on chain by a requester (dev account 1), one job at a time,
+    from the `submitJob` transaction mined to the last `CycleVerified` mined (the end of the verifier's
+    last `submitVerification` call: anvil mines each transaction as it arrives), beside the engine
+    alone (SpeculativeDecoder(verify_draft=True).generate with the same prompt, pair, γ, sampling, job
+    id and verifier seed, run in this process right before and after each job while the nodes idle)
+    -> the chain overhead ratio; the chain's output must equal the engine's token for token;
+  * transactions and gas per generated token, from the receipts;
+  * what a job costs (gas and wei at the anvil's gas price): submit, accept, commits, verifications,
+    finalize, withdrawals; and what a dispute costs: one full TargetReplay dispute on an honest position
+    (challenger dev account 7), answered by the verifier node and judged by three referee nodes
+    (commit, reveal, resolve), and the withdrawals of its credits;
+  * the time from submission to finalization: wall time to the last cycle, plus the protocol's
+    challenge window (anvil's clock is advanced past it with evm_increaseTime; the nodes then
+    finalize by themselves);
+  * where a cycle's wall time goes: per cycle, the four legs of the critical path (verifier notices
+    the draft, verifier's turn, drafter notices the verification, drafter's turn), and per node the
+    time in engine compute, JSON-RPC round trips (by method), web3's Python around them, signing,
+    store (SQLite) reads and writes, idle waits between polls, and the rest (Python).
+
+The node code is measured as it is: the probes wrap methods (timing only) and change no behaviour.
+Engine runs bracket each job (right before it is submitted and right after it finished, the nodes idle
+meanwhile) and medians are reported.
+It also lists every node transaction that reverted on chain (lost races, e.g. two parties finalizing
+at once). `--profile DIR` writes a cProfile of each node process; `--active-poll-interval` and
+`--poll-interval` override the nodes' defaults. On a shared machine run it several times: the figures
+move with the load (the e2e/engine ratio moves less, engine and nodes being measured in the same run).
+
+Signing is ~6 ms per transaction with eth-keys' pure-Python backend; with `coincurve` installed (eth-keys
+picks it up by itself) it is ~0.5 ms, which shortens every cycle by ~10 ms here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import pathlib
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import defaultdict
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+
+TARGET, DRAFT = ROOT / "models" / "target", ROOT / "models" / "draft"
+WAD = 10**18
+ETHER = 10**18
+STAKE = 5 * ETHER
+NO_EOS = 2**32 - 1
+ROLE_VERIFIER, ROLE_REFEREE = 2, 3
+REQUESTER, DRAFTER, VERIFIER, REFEREES, CHALLENGER = 1, 2, 3, (4, 5, 6), 7
+KIND_TARGET = 1
+PRICE_ACCEPTED, PRICE_PASS = 10**12, 3 * 10**12
+DEFAULT_PROMPT = "import os\nimport sys\n\n\ndef main(argv=None):\n"
+
+
+# ====================================================================== probes (timing only)
+
+
+class Probe:
+    """Wall-time intervals of what one node thread does: (start, end, category) with monotonic clocks
+    (CLOCK_MONOTONIC is system-wide, so intervals from node processes line up with this process's).
+
+    Categories are groups: `rpc:<method>` (HTTP round trip incl. anvil), `web3:<method>` (web3's whole
+    request, incl. the round trip), `store-write:<op>`, `store-read`, `sign`, `engine`, `idle`, `step`.
+    Within a group only the outermost call counts (a store write that reads first is one write).
+    Marks: (time, kind, detail) for events dispatched and transactions submitted.
+    """
+
+    _local = threading.local()
+
+    def __init__(self, name: str):
+        self.name = name
+        self.intervals: list[tuple[float, float, str]] = []
+        self.marks: list[tuple[float, str, list]] = []
+        self.active: set[str] = set()
+        self.started = self.stopped = None
+
+    def bind(self) -> None:
+        Probe._local.probe = self
+
+    @staticmethod
+    def current() -> "Probe | None":
+        return getattr(Probe._local, "probe", None)
+
+    def as_json(self) -> dict:
+        return {"name": self.name, "intervals": self.intervals, "marks": self.marks, "started": self.started,
+                "stopped": self.stopped}
+
+
+def _timed(function, category, group=None):
+    """Wrap `function` so that calls from a probed thread add an interval under `category(args)`."""
+    group_of = group or (lambda c: c)
+
+    def wrapper(*args, **kwargs):
+        probe = Probe.current()
+        if probe is None:
+            return function(*args, **kwargs)
+        cat = category(*args, **kwargs) if callable(category) else category
+        g = group_of(cat)
+        if g in probe.active:
+            return function(*args, **kwargs)
+        probe.active.add(g)
+        start = time.monotonic()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            probe.intervals.append((start, time.monotonic(), cat))
+            probe.active.discard(g)
+
+    wrapper.__wrapped__ = function
+    return wrapper
+
+
+_INSTALLED = False
+
+
+def install_probes() -> None:
+    """Patch, once per process, the classes whose time we account (timing wrappers, nothing else)."""
+    global _INSTALLED
+    if _INSTALLED:
+        return
+    _INSTALLED = True
+    from eth_account.signers.local import LocalAccount
+    from web3.manager import RequestManager
+    from web3.providers.rpc import HTTPProvider
+
+    from node.decoding.proposer import DraftSession
+    from node.decoding.scorer import VerifySession
+    from node.roles.base import NodeBase
+    from node.store import NodeStore
+
+    rpc_group, web3_group = (lambda c: "rpc"), (lambda c: "web3")
+    # the HTTP round trip itself (answers from web3's request cache never get here)
+    from node.chain import client
+
+    providers = [HTTPProvider]
+    if hasattr(client, "KeepAliveHTTPProvider"):
+        providers.append(client.KeepAliveHTTPProvider)
+    for cls in providers:
+        cls._make_request = _timed(cls._make_request, lambda self, method, data: f"rpc:{method}", rpc_group)
+    if hasattr(HTTPProvider, "make_batch_request"):
+        HTTPProvider.make_batch_request = _timed(HTTPProvider.make_batch_request, "rpc:batch", rpc_group)
+    RequestManager.request_blocking = _timed(RequestManager.request_blocking,
+                                             lambda self, method, *a, **k: f"web3:{method}", web3_group)
+    if hasattr(RequestManager, "_make_batch_request"):
+        RequestManager._make_batch_request = _timed(RequestManager._make_batch_request, "web3:batch", web3_group)
+    LocalAccount.sign_transaction = _timed(LocalAccount.sign_transaction, "sign")
+    for name in ("record_tx", "set_tx_status", "set_cursor", "save_cycle", "save_job", "mark_seen"):
+        setattr(NodeStore, name, _timed(getattr(NodeStore, name), f"store-write:{name}", lambda c: "store"))
+    for name in ("sent_tx", "cycle", "job", "cursor", "outstanding_txs", "jobs", "cycles", "seen"):
+        setattr(NodeStore, name, _timed(getattr(NodeStore, name), "store-read", lambda c: "store"))
+    for cls, names in ((DraftSession, ("propose", "advance")), (VerifySession, ("verify", "advance"))):
+        for name in names:
+            setattr(cls, name, _timed(getattr(cls, name), "engine"))
+    NodeBase.step = _timed(NodeBase.step, "step")
+    if hasattr(NodeBase, "flush"):  # one store transaction (one fsync) for the deferred writes
+        NodeBase.flush = _timed(NodeBase.flush, "store-write:flush", lambda c: "store")
+
+    dispatch, transact = NodeBase._dispatch, NodeBase.transact
+
+    def probed_dispatch(self, event):
+        probe = Probe.current()
+        if probe is not None:
+            a = event.args
+            probe.marks.append((time.monotonic(), "event",
+                                [event.name, int(a.get("jobId", a.get("disputeId", -1))), int(a.get("cycle", -1))]))
+        return dispatch(self, event)
+
+    def probed_transact(self, key, call, value=0):
+        start = time.monotonic()
+        sent = transact(self, key, call, value)
+        probe = Probe.current()
+        if probe is not None and sent:
+            probe.marks.append((time.monotonic(), "sent", [key, start]))
+        return sent
+
+    NodeBase._dispatch = probed_dispatch
+    NodeBase.transact = probed_transact
+    from node.chain import events
+
+    if hasattr(events, "HeadWaker"):  # the loop's sleeps when a new-head subscription can end them
+        events.HeadWaker.wait = _timed(events.HeadWaker.wait, "idle")
+
+
+class ProbedStop(threading.Event):
+    """The stop event handed to `node.run`: its waits (the loop's idle sleeps) are accounted as `idle`."""
+
+    def wait(self, timeout=None):
+        probe = Probe.current()
+        start = time.monotonic()
+        try:
+            return super().wait(timeout)
+        finally:
+            if probe is not None:
+                probe.intervals.append((start, time.monotonic(), "idle"))
+
+
+def run_probed(node, stop: threading.Event, probe: Probe, profile_path: str | None = None) -> None:
+    probe.bind()
+    probe.started = time.monotonic()
+    profiler = None
+    if profile_path:
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
+    try:
+        node.run(stop)
+    finally:
+        probe.stopped = time.monotonic()
+        if profiler is not None:
+            profiler.disable()
+            profiler.dump_stats(profile_path)
+
+
+# ====================================================================== nodes
+
+
+def make_node(role: str, index: int, rpc_url: str, deployment, store_dir: pathlib.Path, poll_interval, artifacts,
+              device, active_poll_interval=None):
+    from node.chain.client import connect
+    from node.chain.keys import dev_account
+    from node.roles import DrafterNode, RefereeNode, VerifierNode
+
+    options = {"artifacts": artifacts}
+    if poll_interval is not None:
+        options["poll_interval"] = poll_interval
+    if active_poll_interval is not None:
+        options["active_poll_interval"] = active_poll_interval
+    w3, account, store = connect(rpc_url), dev_account(index), store_dir / f"{role}{index}.db"
+    if role == "drafter":
+        return DrafterNode(w3, deployment, account, store, DRAFT, TARGET, device=device, **options)
+    if role == "verifier":
+        return VerifierNode(w3, deployment, account, store, TARGET, DRAFT, device=device, **options)
+    return RefereeNode(w3, deployment, account, store, TARGET, DRAFT, device=device, **options)
+
+
+class ThreadNodes:
+    """Nodes as threads of this process (one GIL, shared model weights)."""
+
+    mode = "threads"
+
+    def __init__(self, specs, rpc_url, deployment, store_dir, poll_interval, artifacts, device, active_poll_interval):
+        install_probes()
+        self.nodes = [(role, make_node(role, i, rpc_url, deployment, store_dir, poll_interval, artifacts, device,
+                                       active_poll_interval)) for role, i in specs]
+        self.stop_event = ProbedStop()
+        self.probes = [Probe(f"{role}{node.address[:8]}") for role, node in self.nodes]
+        self.threads = [threading.Thread(target=run_probed, args=(node, self.stop_event, probe), daemon=True)
+                        for (_, node), probe in zip(self.nodes, self.probes)]
+        for thread in self.threads:
+            thread.start()
+
+    def stop(self) -> dict[str, list[dict]]:
+        self.stop_event.set()
+        for thread in self.threads:
+            thread.join(timeout=60)
+        for _, node in self.nodes:
+            node.close()
+        out = defaultdict(list)
+        for (role, _), probe in zip(self.nodes, self.probes):
+            out[role].append(probe.as_json())
+        return dict(out)
+
+
+class ProcessNodes:
+    """Nodes as separate OS processes: `scripts/bench_e2e.py --_serve ROLE ...` (one per role; the three
+    referees share one process). Each imports torch, loads its models and holds its own RPC connection."""
+
+    mode = "processes"
+
+    def __init__(self, groups, rpc_url, deployment_path, store_dir, poll_interval, device, threads, profile=None,
+                 active_poll_interval=None):
+        self.procs = []
+        for role, indices in groups:
+            stats = store_dir / f"{role}.stats.json"
+            cmd = [sys.executable, str(pathlib.Path(__file__).resolve()), "--_serve", role,
+                   "--_indices", ",".join(map(str, indices)), "--_rpc", rpc_url,
+                   "--_deployment", str(deployment_path), "--_store", str(store_dir), "--_stats", str(stats),
+                   "--threads", str(threads)]
+            if poll_interval is not None:
+                cmd += ["--poll-interval", str(poll_interval)]
+            if active_poll_interval is not None:
+                cmd += ["--active-poll-interval", str(active_poll_interval)]
+            if device:
+                cmd += ["--device", device]
+            if profile:
+                cmd += ["--profile", str(profile)]
+            proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=str(ROOT))
+            self.procs.append((role, proc, stats))
+        for role, proc, _ in self.procs:
+            line = proc.stdout.readline()
+            if line.strip() != "READY":
+                self.stop()
+                raise RuntimeError(f"the {role} node process did not start (it said {line!r})")
+
+    def stop(self) -> dict[str, list[dict]]:
+        out = defaultdict(list)
+        for _, proc, _ in self.procs:
+            try:
+                proc.stdin.close()  # EOF on stdin: the node process stops its loop and writes its probes
+            except OSError:
+                pass
+        for role, proc, stats in self.procs:
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.terminate()
+                proc.wait(timeout=30)
+            if stats.exists():
+                out[role].extend(json.loads(stats.read_text()))
+        return dict(out)
+
+
+def serve(args) -> None:
+    """Entry point of a node process (`--_serve`): run the node(s) until stdin closes, then dump probes."""
+    import torch
+
+    from node.chain.deployment import Deployment
+
+    torch.set_num_threads(args.threads)
+    install_probes()
+    deployment = Deployment.load(pathlib.Path(args._deployment))
+    store_dir = pathlib.Path(args._store)
+    indices = [int(i) for i in args._indices.split(",")]
+    nodes = [make_node(args._serve, i, args._rpc, deployment, store_dir, args.poll_interval, None, args.device,
+                       args.active_poll_interval) for i in indices]
+    stop = ProbedStop()
+    probes = [Probe(f"{args._serve}{i}") for i in indices]
+    def profile(i):
+        return str(pathlib.Path(args.profile) / f"{args._serve}{i}.prof") if args.profile else None
+
+    threads = [threading.Thread(target=run_probed, args=(n, stop, p, profile(i)), daemon=True)
+               for n, p, i in zip(nodes, probes, indices)]
+    for thread in threads:
+        thread.start()
+    print("READY", flush=True)
+    sys.stdin.read()  # until the parent closes our stdin (or dies)
+    stop.set()
+    for thread in threads:
+        thread.join(timeout=60)
+    for node in nodes:
+        node.close()
+    pathlib.Path(args._stats).write_text(json.dumps([p.as_json() for p in probes]))
+
+
+# ====================================================================== chain helpers
+
+
+class Rpc:
+    """Minimal JSON-RPC (no web3 formatting) for the bench's own waits, so that they cost the nodes little."""
+
+    def __init__(self, url: str):
+        import requests
+
+        self.url, self.session, self.id = url, requests.Session(), 0
+
+    def __call__(self, method: str, *params):
+        self.id += 1
+        reply = self.session.post(self.url, json={"jsonrpc": "2.0", "id": self.id, "method": method,
+                                                  "params": list(params)}, timeout=30).json()
+        if "error" in reply:
+            raise RuntimeError(f"{method}: {reply['error']}")
+        return reply["result"]
+
+    def send(self, fn, sender: str, value: int = 0) -> dict:
+        """Send a bound contract call from an unlocked dev account and return its receipt (asserting success)."""
+        tx_hash = "0x" + bytes(fn.transact({"from": sender, "value": value})).hex()
+        receipt = self.receipt(tx_hash)
+        if int(receipt["status"], 16) != 1:
+            raise RuntimeError(f"{fn.fn_name} reverted")
+        return receipt
+
+    def receipt(self, tx_hash: str, timeout: float = 60.0) -> dict:
+        deadline = time.monotonic() + timeout
+        while True:
+            receipt = self("eth_getTransactionReceipt", tx_hash)
+            if receipt is not None:
+                return receipt
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no receipt for {tx_hash}")
+            time.sleep(0.002)
+
+
+def gas_of(rpc: Rpc, tx_hashes) -> dict:
+    """Transactions, gas and wei (gasUsed x effectiveGasPrice) of the given transactions."""
+    gas = wei = n = 0
+    for tx_hash in tx_hashes:
+        receipt = rpc.receipt(tx_hash if isinstance(tx_hash, str) else "0x" + bytes(tx_hash).hex())
+        used = int(receipt["gasUsed"], 16)
+        gas, wei, n = gas + used, wei + used * int(receipt["effectiveGasPrice"], 16), n + 1
+    return {"txs": n, "gas": gas, "wei": wei}
+
+
+def tx_hashes(event, from_block: int, **filters) -> list[str]:
+    logs = event().get_logs(argument_filters=filters or None, from_block=from_block, to_block="latest")
+    seen, out = set(), []
+    for log in sorted(logs, key=lambda entry: (entry["blockNumber"], entry["logIndex"])):
+        h = "0x" + bytes(log["transactionHash"]).hex()
+        if h not in seen:
+            seen.add(h)
+            out.append(h)
+    return out
+
+
+def wait_until(condition, timeout: float, interval: float = 0.05, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what} not reached within {timeout:.0f}s")
+        time.sleep(interval)
+
+
+# ====================================================================== the engine alone
+
+
+def engine_runs(decoder, prompt_ids, tokens, job_id, seed, runs) -> list[tuple[float, object]]:
+    """`runs` timed SpeculativeDecoder.generate calls for one job: [(seconds, GenerationResult)]."""
+    out = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        result = decoder.generate(prompt_ids, tokens, job_id=job_id, verifier_seed=seed, eos_token_id=None)
+        out.append((time.perf_counter() - start, result))
+    return out
+
+
+# ====================================================================== the breakdown
+
+
+def clip_sum(intervals, lo: float, hi: float) -> dict[str, float]:
+    out: dict[str, float] = defaultdict(float)
+    for start, end, cat in intervals:
+        s, e = max(start, lo), min(end, hi)
+        if e > s:
+            out[cat] += e - s
+    return out
+
+
+def exclusive(probe: dict, windows: list[tuple[float, float]]) -> tuple[dict[str, float], dict[str, float], float]:
+    """Seconds by exclusive category inside `windows`: (parts, rpc by method, total wall)."""
+    totals: dict[str, float] = defaultdict(float)
+    wall = 0.0
+    for lo, hi in windows:
+        wall += hi - lo
+        for cat, t in clip_sum(probe["intervals"], lo, hi).items():
+            totals[cat] += t
+    rpc = {c[4:]: t for c, t in totals.items() if c.startswith("rpc:")}
+    web3 = sum(t for c, t in totals.items() if c.startswith("web3:"))
+    store_w = sum(t for c, t in totals.items() if c.startswith("store-write:"))
+    parts = {
+        "engine": totals["engine"],
+        "rpc round trips": sum(rpc.values()),
+        "web3 python": max(0.0, web3 - sum(rpc.values())),
+        "sign": totals["sign"],
+        "store writes": store_w,
+        "store reads": totals["store-read"],
+        "idle wait": totals["idle"],
+    }
+    parts["other python"] = max(0.0, wall - sum(parts.values()))
+    return parts, rpc, wall
+
+
+def count_in(probe: dict, windows, prefix: str) -> dict[str, int]:
+    out: dict[str, int] = defaultdict(int)
+    for start, _, cat in probe["intervals"]:
+        if cat.startswith(prefix) and any(lo <= start < hi for lo, hi in windows):
+            out[cat[len(prefix):]] += 1
+    return out
+
+
+def node_breakdown(probe: dict, windows: list[tuple[float, float]], cycles: int,
+                   turns: list[tuple[float, float]]) -> dict:
+    """ms per cycle by exclusive category over the jobs' windows, and ms per turn over the node's own turns
+    (from noticing the other party's transaction to having sent its own: its share of the critical path)."""
+    parts, rpc, _ = exclusive(probe, windows)
+    tparts, trpc, _ = exclusive(probe, turns)
+    per = lambda t: 1e3 * t / cycles  # noqa: E731
+    per_turn = lambda t: 1e3 * t / max(1, len(turns))  # noqa: E731
+    return {
+        "ms_per_cycle": {k: per(v) for k, v in parts.items()},
+        "rpc_ms_per_cycle": {k: per(v) for k, v in sorted(rpc.items(), key=lambda kv: -kv[1])},
+        "rpc_calls_per_cycle": {k: v / cycles for k, v in count_in(probe, windows, "rpc:").items()},
+        "store_writes_per_cycle": {k: v / cycles for k, v in count_in(probe, windows, "store-write:").items()},
+        "turns": len(turns),
+        "ms_per_turn": {k: per_turn(v) for k, v in tparts.items()},
+        "rpc_ms_per_turn": {k: per_turn(v) for k, v in sorted(trpc.items(), key=lambda kv: -kv[1])},
+        "rpc_calls_per_turn": {k: v / max(1, len(turns)) for k, v in count_in(probe, turns, "rpc:").items()},
+        "store_writes_per_turn": {k: v / max(1, len(turns)) for k, v in count_in(probe, turns, "store-write:").items()},
+    }
+
+
+def cycle_legs(drafter: dict, verifier: dict, job_id: int, n_cycles: int, t0: float):
+    """Per cycle: the four legs of the critical path, in ms, from the nodes' marks; and each node's turns
+    (noticed the other's transaction -> sent its own) as (start, end) windows."""
+    def sent(probe, suffix):
+        return {m[2][0]: m[0] for m in probe["marks"] if m[1] == "sent" and m[2][0].startswith(f"job:{job_id}:")
+                and m[2][0].endswith(suffix)}
+
+    def seen(probe, name):
+        out = {}
+        for t, kind, detail in probe["marks"]:
+            if kind == "event" and detail[0] == name and detail[1] == job_id:
+                out.setdefault(detail[2], t)
+        return out
+
+    commits, verifies = sent(drafter, ":commit"), sent(verifier, ":verify")
+    v_saw, d_saw = seen(verifier, "DraftCommitted"), seen(drafter, "CycleVerified")
+    accept = sent(verifier, ":accept").get(f"job:{job_id}:accept")
+    legs = defaultdict(list)
+    turns = {"drafter": [], "verifier": []}
+    for c in range(n_cycles):
+        commit = commits.get(f"job:{job_id}:cycle:{c}:commit")
+        verify = verifies.get(f"job:{job_id}:cycle:{c}:verify")
+        if None in (commit, verify) or c not in v_saw:
+            continue
+        legs["verifier notices the draft"].append(1e3 * (v_saw[c] - commit))
+        legs["verifier's turn (verify + send)"].append(1e3 * (verify - v_saw[c]))
+        turns["verifier"].append((v_saw[c], verify))
+        nxt = commits.get(f"job:{job_id}:cycle:{c + 1}:commit")
+        if c in d_saw and nxt is not None:
+            legs["drafter notices the verification"].append(1e3 * (d_saw[c] - verify))
+            legs["drafter's turn (draft + send)"].append(1e3 * (nxt - d_saw[c]))
+            turns["drafter"].append((d_saw[c], nxt))
+    first = commits.get(f"job:{job_id}:cycle:0:commit")
+    if accept is not None and first is not None:
+        legs["start: submit -> accept sent"].append(1e3 * (accept - t0))
+        legs["start: accept -> first commit sent"].append(1e3 * (first - accept))
+    return dict(legs), turns
+
+
+# ====================================================================== the run
+
+
+def median(values):
+    values = list(values)
+    return statistics.median(values) if values else float("nan")
+
+
+def run(args) -> dict:
+    import torch
+
+    from node import protocol
+    from node.chain.anvil import running_anvil
+    from node.chain.client import connect
+    from node.chain.compile import compile_contracts
+    from node.chain.deploy import deploy_system
+    from node.chain.deployment import Deployment
+    from node.chain.keys import dev_account
+    from node.decoding import SpeculativeDecoder
+    from node.roles import chaindata
+    from node.roles.base import load_model, load_tokenizer, model_id, resolve_device
+    from node.roles.jobs import prompt_tokens, verifier_seed
+
+    torch.set_num_threads(args.threads)
+    device, dtype = resolve_device(args.device)
+    tokenizer = load_tokenizer(TARGET, DRAFT)
+    prompt_ids = prompt_tokens(tokenizer, args.prompt.encode())
+    ids = {"draft": model_id(DRAFT), "target": model_id(TARGET)}
+    decoder = SpeculativeDecoder(load_model(TARGET, device, dtype), load_model(DRAFT, device, dtype), gamma=args.gamma,
+                                 temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, verify_draft=True)
+    artifacts = compile_contracts()
+    report: dict = {"config": {
+        "tokens": args.tokens, "gamma": args.gamma, "prompt": args.prompt, "prompt_tokens": len(prompt_ids),
+        "sampling": {"temperature": args.temperature, "top_k": args.top_k, "top_p": args.top_p},
+        "repeats": args.repeats, "nodes": args.nodes, "poll_interval": args.poll_interval,
+        "active_poll_interval": args.active_poll_interval, "device": str(device),
+        "dtype": str(dtype).replace("torch.", ""), "torch_threads": args.threads,
+        "engine_runs_per_job": 2 * args.engine_runs, "dispute": not args.no_dispute,
+    }}
+
+    with running_anvil() as anvil, tempfile.TemporaryDirectory(prefix="bench-e2e-") as tmp:
+        tmp = pathlib.Path(tmp)
+        rpc_url = anvil.rpc_url
+        w3 = connect(rpc_url)
+        rpc = Rpc(rpc_url)
+        accounts = w3.eth.accounts
+        start_block = w3.eth.block_number + 1
+        system = deploy_system(w3, accounts[0], artifacts=artifacts)
+        market, dm, params = system.market, system.disputes, system.params
+        reg = system.registry.functions
+        rpc.send(reg.registerDrafter(ids["draft"], ids["target"], WAD // 2), accounts[DRAFTER], STAKE)
+        rpc.send(reg.register(ROLE_VERIFIER, [ids["target"]]), accounts[VERIFIER], STAKE)
+        for i in REFEREES:
+            rpc.send(reg.register(ROLE_REFEREE, [ids["draft"], ids["target"]]), accounts[i], params.min_referee_stake)
+        deployment = Deployment.of_system(w3, system, rpc_url, start_block)
+        deployment_path = deployment.save(tmp / "deployment.json")
+
+        first_job = market.functions.jobCount().call() + 1
+        job_ids = list(range(first_job, first_job + args.repeats))
+        verifier_key = dev_account(VERIFIER).key
+        seeds = {j: verifier_seed(verifier_key, j) for j in job_ids}
+
+        decoder.generate(prompt_ids, min(args.tokens, 16), job_id=10**9, verifier_seed=bytes(32))  # warm-up
+        engine: dict[int, list] = {j: [] for j in job_ids}
+        n_engine = args.engine_runs
+
+        groups = [("drafter", [DRAFTER]), ("verifier", [VERIFIER])]
+        if not args.no_dispute:
+            groups.append(("referee", list(REFEREES)))
+        started = time.monotonic()
+        if args.nodes == "threads":
+            specs = [(role, i) for role, indices in groups for i in indices]
+            nodes = ThreadNodes(specs, rpc_url, deployment, tmp, args.poll_interval, artifacts, args.device,
+                                args.active_poll_interval)
+        else:
+            nodes = ProcessNodes(groups, rpc_url, deployment_path, tmp, args.poll_interval, args.device, args.threads,
+                                 args.profile, args.active_poll_interval)
+        report["config"]["node_start_s"] = time.monotonic() - started
+
+        jobs = []
+        try:
+            request = dict(draftModel=ids["draft"], targetModel=ids["target"], drafter=accounts[DRAFTER],
+                           verifier=accounts[VERIFIER], gamma=args.gamma,
+                           temperature=round(args.temperature * WAD), topK=args.top_k, topP=round(args.top_p * WAD),
+                           maxTokens=args.tokens, eosToken=NO_EOS, pricePerAcceptedToken=PRICE_ACCEPTED,
+                           pricePerPass=PRICE_PASS)
+            escrow = args.tokens * (PRICE_ACCEPTED + PRICE_PASS)
+            for job_id in job_ids:
+                # the engine alone right before and right after the job (the nodes idle meanwhile), so that
+                # both see the same machine load
+                engine[job_id] += engine_runs(decoder, prompt_ids, args.tokens, job_id, seeds[job_id], n_engine)
+                receipt = rpc.send(market.functions.submitJob(request, args.prompt.encode()), accounts[REQUESTER],
+                                   escrow)
+                t0 = time.monotonic()  # submitJob mined (anvil mines on arrival; the receipt is there)
+                wait_until(lambda: market.functions.jobStatus(job_id).call() >= 3, timeout=args.job_timeout,
+                           interval=0.05, what=f"job {job_id} finished")
+                jobs.append({"job_id": job_id, "t0": t0, "submit_tx": receipt["transactionHash"]})
+                engine[job_id] += engine_runs(decoder, prompt_ids, args.tokens, job_id, seeds[job_id], n_engine)
+
+            dispute = None
+            if not args.no_dispute:
+                dispute = run_dispute(rpc, system, job_ids[0], start_block, accounts, args.job_timeout)
+
+            # past the challenge window: the nodes finalize their jobs by themselves
+            window = params.challenge_window
+            w3.provider.make_request("evm_increaseTime", [window + 1])
+            w3.provider.make_request("evm_mine", [])
+            t_window = time.monotonic()
+            finalized_by_nodes = True
+            try:
+                wait_until(lambda: all(market.functions.jobStatus(j).call() == 4 for j in job_ids),
+                           timeout=args.finalize_timeout, interval=0.1, what="finalization by the nodes")
+            except TimeoutError:
+                finalized_by_nodes = False
+                for j in job_ids:
+                    if market.functions.jobStatus(j).call() != 4:
+                        rpc.send(market.functions.finalize(j), accounts[REQUESTER])
+            finalize_wall = time.monotonic() - t_window
+        finally:
+            probes = nodes.stop()
+
+        # every transaction the nodes sent (their stores), and which of them reverted on chain (lost races)
+        reverted = []
+        for db in sorted(tmp.glob("*.db")):
+            import sqlite3
+
+            with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
+                for key, tx_hash in conn.execute("SELECT idempotency_key, tx_hash FROM sent_txs"):
+                    receipt = rpc("eth_getTransactionReceipt", tx_hash)
+                    if receipt is not None and int(receipt["status"], 16) == 0:
+                        reverted.append({"node": db.stem, "key": key, "gas": int(receipt["gasUsed"], 16)})
+        report["reverted_node_txs"] = reverted
+
+        # withdrawals (after the nodes stopped, so no nonce of theirs is touched)
+        withdrawals = []
+        for i in (DRAFTER, VERIFIER, REQUESTER):
+            if market.functions.owed(accounts[i]).call() > 0:
+                withdrawals.append(rpc.send(market.functions.withdraw(), accounts[i])["transactionHash"])
+        dispute_withdrawals = []
+        if dm is not None and dispute is not None:
+            for i in (VERIFIER, DRAFTER, *REFEREES, CHALLENGER):
+                if dm.functions.credits(accounts[i]).call() > 0:
+                    dispute_withdrawals.append(rpc.send(dm.functions.withdraw(), accounts[i])["transactionHash"])
+
+        # ------------------------------------------------------------------ per job
+        drafter_probe = probes["drafter"][0]
+        verifier_probe = probes["verifier"][0]
+        all_legs = defaultdict(list)
+        all_turns = {"drafter": [], "verifier": []}
+        windows = []
+        cost = defaultdict(lambda: {"txs": 0, "gas": 0, "wei": 0})
+
+        def add(kind, g):
+            for k in ("txs", "gas", "wei"):
+                cost[kind][k] += g[k]
+
+        for job in jobs:
+            j = job["job_id"]
+            chain_tokens = chaindata.output_tokens(system, j, from_block=start_block)
+            cycles = chaindata.cycles(system, j, from_block=start_block, with_p=False)
+            runs = engine[j]
+            engine_tokens = runs[0][1].tokens
+            identical = chain_tokens == engine_tokens and all(r.tokens == engine_tokens for _, r in runs)
+            same_cycles = [(c.tokens, c.q, c.accepted, c.out_token) for c in cycles] == \
+                [(r.proposals, r.q, r.accepted, r.out_token) for r in runs[0][1].cycles]
+            last_verify = f"job:{j}:cycle:{len(cycles) - 1}:verify"
+            t_end = next(m[0] for m in verifier_probe["marks"] if m[1] == "sent" and m[2][0] == last_verify)
+            e2e_s = t_end - job["t0"]
+            windows.append((job["t0"], t_end))
+            engine_s = median(t for t, _ in runs)
+            submit = gas_of(rpc, [job["submit_tx"]])
+            accept = gas_of(rpc, tx_hashes(market.events.JobAccepted, start_block, jobId=j))
+            commits = gas_of(rpc, tx_hashes(market.events.DraftCommitted, start_block, jobId=j))
+            verifies = gas_of(rpc, tx_hashes(market.events.CycleVerified, start_block, jobId=j))
+            finalize = gas_of(rpc, tx_hashes(market.events.JobFinalized, start_block, jobId=j))
+            for kind, g in (("submit", submit), ("accept", accept), ("commits", commits),
+                            ("verifications", verifies), ("finalize", finalize)):
+                add(kind, g)
+            legs, turns = cycle_legs(drafter_probe, verifier_probe, j, len(cycles), job["t0"])
+            for k, v in legs.items():
+                all_legs[k].extend(v)
+            for k, v in turns.items():
+                all_turns[k].extend(v)
+            job.update(
+                tokens=len(chain_tokens), cycles=len(cycles), accepted=sum(c.accepted for c in cycles),
+                identical_to_engine=identical, same_cycles_as_engine=same_cycles,
+                e2e_s=e2e_s, e2e_tok_s=len(chain_tokens) / e2e_s, engine_s=engine_s,
+                engine_tok_s=len(engine_tokens) / engine_s, engine_runs_s=[t for t, _ in runs],
+                ms_per_cycle_e2e=1e3 * e2e_s / len(cycles), ms_per_cycle_engine=1e3 * engine_s / len(cycles),
+                gas={"submit": submit, "accept": accept, "commits": commits, "verifications": verifies,
+                     "finalize": finalize},
+            )
+            job.pop("t0")
+        add("withdrawals", gas_of(rpc, withdrawals))
+
+        n_jobs = len(jobs)
+        total_tokens = sum(j["tokens"] for j in jobs)
+        total_cycles = sum(j["cycles"] for j in jobs)
+        cycle_gas = cost["commits"]["gas"] + cost["verifications"]["gas"]
+        cycle_txs = cost["commits"]["txs"] + cost["verifications"]["txs"]
+        job_txs = sum(cost[k]["txs"] for k in ("submit", "accept", "commits", "verifications", "finalize"))
+        job_gas = sum(cost[k]["gas"] for k in ("submit", "accept", "commits", "verifications", "finalize"))
+        e2e = median(j["e2e_tok_s"] for j in jobs)
+        eng = median(j["engine_tok_s"] for j in jobs)
+        report["jobs"] = jobs
+        report["summary"] = {
+            "e2e_tok_s": e2e, "engine_tok_s": eng, "e2e_over_engine": e2e / eng, "chain_overhead": eng / e2e,
+            "goal_e2e_over_engine": 0.5, "goal_met": e2e / eng >= 0.5,
+            "ms_per_cycle_e2e": median(j["ms_per_cycle_e2e"] for j in jobs),
+            "ms_per_cycle_engine": median(j["ms_per_cycle_engine"] for j in jobs),
+            "tokens_per_cycle": total_tokens / total_cycles,
+            "all_identical_to_engine": all(j["identical_to_engine"] for j in jobs),
+        }
+        gas_price = int(rpc("eth_gasPrice"), 16)
+        per_job = {k: {kk: v / n_jobs for kk, v in cost[k].items()} for k in
+                   ("submit", "accept", "commits", "verifications", "finalize", "withdrawals")}
+        per_job["total"] = {k: sum(per_job[x][k] for x in per_job) for k in ("txs", "gas", "wei")}
+        report["gas"] = {
+            "cycle_txs_per_token": cycle_txs / total_tokens, "cycle_gas_per_token": cycle_gas / total_tokens,
+            "job_txs_per_token": job_txs / total_tokens, "job_gas_per_token": job_gas / total_tokens,
+            "gas_per_cycle": cycle_gas / total_cycles, "anvil_gas_price_wei": gas_price,
+            "job_cost": per_job,
+        }
+        if dispute is not None:
+            dispute["cost"]["withdrawals"] = gas_of(rpc, dispute_withdrawals)
+            dispute["cost"]["total"] = {k: sum(v[k] for v in dispute["cost"].values()) for k in ("txs", "gas", "wei")}
+        report["dispute"] = dispute
+        mean_e2e = sum(j["e2e_s"] for j in jobs) / n_jobs
+        report["time"] = {
+            "submission_to_last_cycle_s": mean_e2e, "challenge_window_s": params.challenge_window,
+            "submission_to_finalizable_s": mean_e2e + params.challenge_window,
+            "finalized_by": "nodes" if finalized_by_nodes else "requester",
+            "finalize_wall_after_window_s": finalize_wall,
+            "dispute_wall_s": dispute["wall_s"] if dispute else None,
+        }
+        report["breakdown"] = {
+            "cycle_legs_ms": {k: median(v) for k, v in all_legs.items()},
+            "drafter": node_breakdown(drafter_probe, windows, total_cycles, all_turns["drafter"]),
+            "verifier": node_breakdown(verifier_probe, windows, total_cycles, all_turns["verifier"]),
+        }
+        report["config"]["protocol_hash_chain_length"] = protocol.hash_chain_length(args.tokens)
+        # the nodes read views through chaindata's direct ABI decoding: it must equal web3's generic path
+        abi = next(e for e in market.abi if e.get("type") == "function" and e["name"] == "getJob")
+        report["checks"] = {
+            "view_decoding_equals_web3": all(
+                chaindata.job_view(market, j) == chaindata._struct(market.functions.getJob(j).call(),
+                                                                    abi["outputs"][0]["components"])
+                for j in job_ids),
+            "outputs_equal_engine": report["summary"]["all_identical_to_engine"],
+        }
+    return report
+
+
+def run_dispute(rpc: Rpc, system, job_id: int, start_block: int, accounts, timeout: float) -> dict:
+    """A TargetReplay dispute on an honest position (cycle 0, proposal 0): the verifier node answers, the three
+    referee nodes commit and reveal, one resolves; the challenger loses its bond."""
+    from node.roles import chaindata
+
+    dm = system.disputes
+    record = chaindata.record_preimage(system, job_id, 0, from_block=start_block)
+    proof = chaindata.leaf_proof(system, job_id, 0, 0, from_block=start_block)
+    t0 = time.monotonic()
+    opened = rpc.send(dm.functions.openDispute(job_id, 0, 0, KIND_TARGET, record, proof), accounts[CHALLENGER],
+                      system.params.dispute_bond)
+    dispute_id = dm.functions.disputeCount().call()
+    wait_until(lambda: chaindata.dispute_view(dm, dispute_id)["status"] == chaindata.DISPUTE_RESOLVED, timeout,
+               interval=0.05, what=f"dispute {dispute_id} resolved")
+    wall = time.monotonic() - t0
+    view = chaindata.dispute_view(dm, dispute_id)
+    f = {"disputeId": dispute_id}
+    cost = {
+        "open": gas_of(rpc, [opened["transactionHash"]]),
+        "answer": gas_of(rpc, tx_hashes(dm.events.Answered, start_block, **f)),
+        "commit votes": gas_of(rpc, tx_hashes(dm.events.VoteCommitted, start_block, **f)),
+        "reveal votes": gas_of(rpc, tx_hashes(dm.events.VoteRevealed, start_block, **f)),
+        "resolve": gas_of(rpc, tx_hashes(dm.events.DisputeResolved, start_block, **f)),
+    }
+    return {"dispute_id": dispute_id, "job_id": job_id, "kind": "TargetReplay", "position": [0, 0],
+            "outcome": chaindata.DISPUTE_OUTCOMES[view["outcome"]], "wall_s": wall, "cost": cost}
+
+
+# ====================================================================== output
+
+
+def fmt_gas(g: dict) -> str:
+    return f"{g['txs']:>5.1f} txs {g['gas']:>11,.0f} gas {g['wei'] / 1e9:>12,.0f} gwei"
+
+
+def print_table(r: dict) -> None:
+    c, s = r["config"], r["summary"]
+    print(f"bench_e2e: {c['tokens']} tokens, γ={c['gamma']}, sampling {c['sampling']}, {c['repeats']} job(s), "
+          f"nodes as {c['nodes']}, {c['device']} {c['dtype']}, {c['torch_threads']} torch thread(s), "
+          f"poll interval {c['poll_interval'] or 'node default'}")
+    print()
+    print("| job | tokens | cycles | accepted | e2e s | e2e tok/s | engine tok/s | e2e/engine | ms/cycle e2e | "
+          "ms/cycle engine | output = engine |")
+    print("|-----|--------|--------|----------|-------|-----------|--------------|------------|--------------|"
+          "-----------------|-----------------|")
+    for j in r["jobs"]:
+        print(f"| {j['job_id']:>3} | {j['tokens']:>6} | {j['cycles']:>6} | {j['accepted']:>8} | {j['e2e_s']:>5.2f} | "
+              f"{j['e2e_tok_s']:>9.1f} | {j['engine_tok_s']:>12.0f} | {j['e2e_tok_s'] / j['engine_tok_s']:>10.3f} | "
+              f"{j['ms_per_cycle_e2e']:>12.1f} | {j['ms_per_cycle_engine']:>15.2f} | "
+              f"{str(j['identical_to_engine'] and j['same_cycles_as_engine']):>15} |")
+    print()
+    print(f"median: e2e {s['e2e_tok_s']:.1f} tok/s, engine alone {s['engine_tok_s']:.0f} tok/s -> "
+          f"e2e/engine {s['e2e_over_engine']:.3f} (chain overhead ×{s['chain_overhead']:.1f}); goal ≥ 0.5: "
+          f"{'met' if s['goal_met'] else 'NOT met'}; {s['ms_per_cycle_e2e']:.1f} ms per cycle on chain vs "
+          f"{s['ms_per_cycle_engine']:.2f} ms in the engine; {s['tokens_per_cycle']:.2f} tokens per cycle")
+    g = r["gas"]
+    print(f"per generated token: {g['cycle_txs_per_token']:.3f} cycle txs, {g['cycle_gas_per_token']:,.0f} cycle gas; "
+          f"whole job {g['job_txs_per_token']:.3f} txs, {g['job_gas_per_token']:,.0f} gas; "
+          f"{g['gas_per_cycle']:,.0f} gas per cycle (commit + verify)")
+    print()
+    print(f"what a job costs (mean per job, anvil gas price {g['anvil_gas_price_wei'] / 1e9:.3f} gwei, "
+          "wei = gasUsed × "
+          "effectiveGasPrice):")
+    for k, v in g["job_cost"].items():
+        note = f"  (one per party for all {c['repeats']} jobs, divided among them)" if k == "withdrawals" else ""
+        print(f"  {k:<14} {fmt_gas(v)}{note}")
+    d = r["dispute"]
+    if d:
+        print(f"what a dispute costs ({d['kind']} on job {d['job_id']} cycle/index {d['position']}, outcome "
+              f"{d['outcome']}, {d['wall_s']:.1f} s wall):")
+        for k, v in d["cost"].items():
+            print(f"  {k:<14} {fmt_gas(v)}")
+    t = r["time"]
+    rv = r.get("reverted_node_txs") or []
+    print(f"node transactions that reverted on chain (lost races): {len(rv)}" +
+          (f" ({', '.join(x['node'] + ' ' + x['key'] for x in rv)}; {sum(x['gas'] for x in rv):,} gas)" if rv else ""))
+    print(f"submission -> last cycle {t['submission_to_last_cycle_s']:.2f} s wall; + challenge window "
+          f"{t['challenge_window_s']} s ({t['challenge_window_s'] / 3600:.0f} h) -> finalizable after "
+          f"{t['submission_to_finalizable_s']:.0f} s; finalized by the {t['finalized_by']} "
+          f"{t['finalize_wall_after_window_s']:.1f} s (wall) after anvil's clock passed the window")
+    b = r["breakdown"]
+    print()
+    print("critical path per cycle (median ms): " +
+          "; ".join(f"{k} {v:.1f}" for k, v in b["cycle_legs_ms"].items()))
+    print()
+    cats = list(b["drafter"]["ms_per_cycle"])
+    print("| ms | " + " | ".join(cats) + " | sum |")
+    print("|---" * (len(cats) + 2) + "|")
+    for role in ("drafter", "verifier"):
+        for unit, key in (("per cycle", "ms_per_cycle"), ("per own turn", "ms_per_turn")):
+            row = b[role][key]
+            print(f"| {role} {unit} | " + " | ".join(f"{row[k]:.2f}" for k in cats) + f" | {sum(row.values()):.2f} |")
+    for role in ("drafter", "verifier"):
+        for unit in ("turn", "cycle"):
+            calls, ms = b[role][f"rpc_calls_per_{unit}"], b[role][f"rpc_ms_per_{unit}"]
+            print(f"{role} RPCs per {unit}: " + ", ".join(
+                f"{k} {calls.get(k, 0):.1f} ({v:.2f} ms)" for k, v in ms.items()))
+        print(f"{role} store writes per turn: " + ", ".join(
+            f"{k} {v:.1f}" for k, v in b[role]["store_writes_per_turn"].items()) + "; per cycle: " + ", ".join(
+            f"{k} {v:.1f}" for k, v in b[role]["store_writes_per_cycle"].items()))
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    parser.add_argument("--tokens", type=int, default=64, help="maxTokens of each job (no EOS: exactly this many)")
+    parser.add_argument("--gamma", type=int, default=4)
+    parser.add_argument("--prompt", default=DEFAULT_PROMPT)
+    parser.add_argument("--repeats", type=int, default=3, help="jobs, one after another (medians are reported)")
+    parser.add_argument("--engine-runs", type=int, default=3, help="engine runs right before and after each job")
+    parser.add_argument("--nodes", choices=["processes", "threads"], default="processes")
+    parser.add_argument("--poll-interval", type=float, default=None, help="the nodes' poll interval (node default)")
+    parser.add_argument("--active-poll-interval", type=float, default=None,
+                        help="the nodes' poll interval while a job is in progress (node default)")
+    parser.add_argument("--temperature", type=float, default=1.0)
+    parser.add_argument("--top-k", type=int, default=0)
+    parser.add_argument("--top-p", type=float, default=1.0)
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads per process")
+    parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
+    parser.add_argument("--no-dispute", action="store_true", help="skip the dispute (and the referee nodes)")
+    parser.add_argument("--profile", default=None, metavar="DIR",
+                        help="(--nodes processes) write a cProfile of each node process's loop to DIR/<role><n>.prof")
+    parser.add_argument("--job-timeout", type=float, default=300.0)
+    parser.add_argument("--finalize-timeout", type=float, default=20.0)
+    for hidden in ("--_serve", "--_indices", "--_rpc", "--_deployment", "--_store", "--_stats"):
+        parser.add_argument(hidden, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args._serve:
+        serve(args)
+        return 0
+    import logging
+
+    logging.basicConfig(level=logging.ERROR)
+    report = run(args)
+    if args.json:
+        print(json.dumps(report, indent=1, default=str))
+    else:
+        print_table(report)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,92 @@
+"""scripts/bench_e2e.py end to end: a drafter and a verifier node serve a job on a fresh anvil, beside the engine.
+
+Runs the script as a subprocess with --json and a small --tokens, and checks the report's structure and that
+the job's on-chain output equals SpeculativeDecoder.generate's (same prompt, pair, γ, sampling, job id and
+verifier seed), cycle for cycle. The nodes run as threads (fast to start); one dispute is driven to the end.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "scripts" / "bench_e2e.py"
+
+pytestmark = pytest.mark.skipif(not (ROOT / "models" / "target" / "model.safetensors").exists(),
+                                reason="bundled models are missing")
+
+
+def run_bench(*args: str, timeout: float = 80) -> dict:
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--json", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=str(ROOT))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout)
+
+
+@pytest.fixture(scope="module")
+def report() -> dict:
+    return run_bench("--tokens", "10", "--repeats", "1", "--engine-runs", "1", "--nodes", "threads", "--gamma", "3",
+                     "--temperature", "0.9", "--top-k", "40")
+
+
+def test_the_chain_output_equals_the_engine_output(report):
+    [job] = report["jobs"]
+    assert job["tokens"] == 10  # no EOS: exactly --tokens
+    assert job["identical_to_engine"] and job["same_cycles_as_engine"]
+    assert report["summary"]["all_identical_to_engine"]
+    assert report["checks"] == {"view_decoding_equals_web3": True, "outputs_equal_engine": True}
+
+
+def test_the_report_has_every_figure(report):
+    config, summary = report["config"], report["summary"]
+    assert (config["tokens"], config["gamma"], config["nodes"]) == (10, 3, "threads")
+    assert config["sampling"] == {"temperature": 0.9, "top_k": 40, "top_p": 1.0}
+    [job] = report["jobs"]
+    assert job["cycles"] >= 1 and 0 <= job["accepted"] <= 3 * job["cycles"]
+    assert job["e2e_s"] > 0 and job["engine_s"] > 0
+    assert summary["e2e_tok_s"] > 0 and summary["engine_tok_s"] > 0
+    assert summary["e2e_over_engine"] == pytest.approx(summary["e2e_tok_s"] / summary["engine_tok_s"])
+    assert summary["goal_met"] == (summary["e2e_over_engine"] >= 0.5)
+
+    gas = report["gas"]
+    assert gas["cycle_txs_per_token"] == pytest.approx(2 * job["cycles"] / job["tokens"])
+    assert gas["cycle_gas_per_token"] > 0 and gas["job_gas_per_token"] > gas["cycle_gas_per_token"]
+    cost = gas["job_cost"]
+    assert set(cost) == {"submit", "accept", "commits", "verifications", "finalize", "withdrawals", "total"}
+    assert (cost["submit"]["txs"], cost["accept"]["txs"], cost["finalize"]["txs"]) == (1, 1, 1)
+    assert cost["commits"]["txs"] == cost["verifications"]["txs"] == job["cycles"]
+    assert cost["withdrawals"]["txs"] == 3  # drafter, verifier, requester (refund)
+    for item in cost.values():
+        assert item["gas"] > 0 and item["wei"] >= item["gas"]  # wei = gas x a price of at least 1 wei
+    assert cost["total"]["gas"] == sum(v["gas"] for k, v in cost.items() if k != "total")
+
+    dispute = report["dispute"]
+    assert dispute["outcome"] == "ChallengerLost"  # an honest position: the verifier's answer wins
+    txs = {k: v["txs"] for k, v in dispute["cost"].items()}
+    assert (txs["open"], txs["answer"], txs["commit votes"], txs["reveal votes"], txs["resolve"]) == (1, 1, 3, 3, 1)
+    assert txs["withdrawals"] >= 1
+
+    time = report["time"]
+    assert time["challenge_window_s"] > 0
+    assert time["submission_to_finalizable_s"] == pytest.approx(time["submission_to_last_cycle_s"] +
+                                                                time["challenge_window_s"])
+    assert time["finalized_by"] in ("nodes", "requester")
+
+    breakdown = report["breakdown"]
+    assert breakdown["cycle_legs_ms"]
+    for role in ("drafter", "verifier"):
+        parts = breakdown[role]["ms_per_cycle"]
+        assert {"engine", "rpc round trips", "sign", "store writes", "idle wait", "other python"} <= set(parts)
+        assert parts["engine"] > 0 and breakdown[role]["rpc_calls_per_cycle"]
+
+
+def test_nodes_as_separate_processes_give_the_engine_output_too():
+    report = run_bench("--tokens", "6", "--repeats", "1", "--engine-runs", "1", "--no-dispute", timeout=85)
+    assert report["config"]["nodes"] == "processes"
+    assert report["summary"]["all_identical_to_engine"] and report["dispute"] is None
+    assert report["breakdown"]["drafter"]["rpc_calls_per_cycle"]  # the probes came back from the node processes
