@@ -86,6 +86,7 @@ OPEN, RUNNING, FINISHED, FINALIZED = 1, 2, 3, 4  # job status
 AWAIT_DRAFT, AWAIT_VERIFY = 0, 1  # job phase
 AWAITING, VOTING, RESOLVED = 1, 2, 3  # dispute status
 LOST, CHALLENGER_LOST, VOID, SILENT = 1, 2, 3, 4  # dispute outcome
+OUTCOMES = {LOST: "AccusedLost", CHALLENGER_LOST: "ChallengerLost", VOID: "Void", SILENT: "AccusedSilent"}
 DRAFT_REPLAY, TARGET_REPLAY = 0, 1
 FAITHFUL, CHEATED = P.VERDICT_ACCUSED_FAITHFUL, P.VERDICT_ACCUSED_CHEATED
 FREE, OPEN_POS, PROVEN = 0, 1, 2  # dispute position state
@@ -175,7 +176,6 @@ class Alpha:
         if breached:
             self.next, self.closed = 0, 0
         STATS["alpha windows breached" if breached else "alpha windows passed"] += 1
-        STATS[f"alpha-hat {10 * acc // (acc + rej)}"] += 1
         return breached
 
 
@@ -514,7 +514,6 @@ class ProtocolMachine(RuleBasedStateMachine):
                                                                             job.rejected):
             stake = self.accts[job.drafter].stake
             self.credit_market(job.requester, self.slash(job.drafter, stake * PARAMS.alpha_slash_bps // 10_000))
-            STATS["alpha slash"] += 1
 
     def stop(self, job: Job):
         """InferenceMarket._stop: Finished, challenge window from now, α counts of a running job."""
@@ -537,11 +536,14 @@ class ProtocolMachine(RuleBasedStateMachine):
         return jobs + disputes
 
     def free_positions(self, j: Job) -> list:
-        """(cycle, index, kind) that can be disputed: binding (0..accepted, or K for TargetReplay) and free."""
-        return [(c, i, kind) for c, rec in enumerate(j.records) for i in [*range(min(rec.accepted, j.gamma - 1) + 1),
-                                                                          j.gamma]
-                for kind in (DRAFT_REPLAY, TARGET_REPLAY) if (i, kind) != (j.gamma, DRAFT_REPLAY)
-                and self.positions.get((j.id, c, i, kind), FREE) == FREE]
+        """(cycle, index, kind) that can be disputed: binding (proposals 0..accepted, or the outToken K for
+        TargetReplay) and neither under dispute nor proven."""
+        out = []
+        for c, rec in enumerate(j.records):
+            binding = [(i, kind) for i in range(min(rec.accepted, j.gamma - 1) + 1)
+                       for kind in (DRAFT_REPLAY, TARGET_REPLAY)] + [(j.gamma, TARGET_REPLAY)]
+            out += [(c, i, kind) for i, kind in binding if self.positions.get((j.id, c, i, kind), FREE) == FREE]
+        return out
 
     def eligible_referees(self, job: Job, kind: int, challenger: str) -> set:
         model = job.draft_model if kind == DRAFT_REPLAY else TARGET
@@ -741,8 +743,9 @@ class ProtocolMachine(RuleBasedStateMachine):
         if not err:
             self.verified(j, receipt, Record(tokens, q, p, 0, out_token))
 
-    @action(4, requester=pick, verifier=pick, gamma=st.sampled_from([4, 1, 2, 8]), max_tokens=st.sampled_from([2, 1, 3]),
-            upto=st.sampled_from(["end", "end", "end", "accept", "draft"]), draws=seed)
+    @action(4, requester=pick, verifier=pick, gamma=st.sampled_from([4, 1, 2, 8]),
+            max_tokens=st.sampled_from([2, 1, 3]), upto=st.sampled_from(["end", "end", "end", "accept", "draft"]),
+            draws=seed)
     def honest_job(self, requester, verifier, gamma, max_tokens, upto, draws):
         """A small honest job of the busiest active drafter, driven in one action — submit, accept, then draft and
         verify until it finishes (upto="end"), or left after its acceptance / first draft for the other actions
@@ -986,7 +989,7 @@ class ProtocolMachine(RuleBasedStateMachine):
             share = pool // len(majority)
             for i, r in enumerate(majority):
                 self.credit_disputes(r, share + (pool - share * len(majority) if i == 0 else 0))
-        STATS[f"outcome:{d.outcome}"] += 1
+        STATS[f"outcome {OUTCOMES[d.outcome]}"] += 1
         self.closed(d, accused_lost=d.outcome == LOST)
 
     def closed(self, d: Dispute, accused_lost: bool):
@@ -1015,8 +1018,9 @@ class ProtocolMachine(RuleBasedStateMachine):
         contracts = [self.registry.address, self.market.address, self.dm.address]
         calls = [("balance", c) for c in contracts]
         for a in accts:
-            calls += [("balance", a.addr), (self.registry, "accountOf", a.addr), (self.market, "owed", a.addr),
-                      (self.dm, "credits", a.addr), (self.market, "alphaWindowOf", a.addr)]
+            calls += [("balance", a.addr), (self.registry, "accountOf", a.addr), (self.registry, "stakeOf", a.addr),
+                      (self.market, "owed", a.addr), (self.dm, "credits", a.addr),
+                      (self.market, "alphaWindowOf", a.addr)]
         calls += [(self.market, "getJob", j.id) for j in self.jobs]
         calls += [(self.dm, "getDispute", d.id) for d in self.disputes]
         calls += [(self.dm, "positionState", *key) for key in self.positions]
@@ -1024,8 +1028,9 @@ class ProtocolMachine(RuleBasedStateMachine):
         balances = dict(zip(contracts, (next(out) for _ in contracts)))
         stakes = owed = credits = 0
         for a in accts:
-            wallet, account, chain_owed, chain_credits, window = (next(out) for _ in range(5))
+            wallet, account, stake_of, chain_owed, chain_credits, window = (next(out) for _ in range(6))
             stake, role, locks, since, alpha_star, target = account
+            assert stake_of == stake
             # nobody is paid twice: the wallet is exactly what the model says; per contract,
             # withdrawn + still owed == everything ever credited
             assert wallet == a.wallet, f"{a.addr} wallet {wallet} != model {a.wallet}"
@@ -1114,5 +1119,6 @@ def test_random_protocol_runs_keep_every_invariant(w3, system):
                "withdraw", "openDispute", "answer", "claimAnswerTimeout", "commitVote", "revealVote", "resolve"):
         assert STATS[f"{fn}:ok"] > 0, f"{fn} never succeeded: {summary}"
     for outcome in ("withdrawUnbonded:StakeLocked", "withdraw:NothingOwed", "withdraw:NothingToWithdraw",
-                    f"outcome:{LOST}", f"outcome:{CHALLENGER_LOST}", f"outcome:{VOID}", "alpha slash"):
+                    "outcome AccusedLost", "outcome ChallengerLost", "outcome Void",
+                    "alpha windows breached", "alpha windows passed", "boundary probes"):
         assert STATS[outcome] > 0, f"{outcome} never happened: {summary}"
