@@ -40,6 +40,17 @@ def test_invcdf_boundaries():
         P.invcdf([1, 2], 0)
 
 
+@pytest.mark.parametrize("bad", [
+    [P.WAD // 2, -1, P.WAD // 2 + 1],  # a negative entry, total still WAD
+    [2**63 - 1, 2**63 - 1, P.WAD + 2],  # every entry >= 0 and the int64 total wraps around to exactly WAD
+])
+def test_wad_vectors_that_only_look_like_distributions_are_refused(bad):
+    with pytest.raises(ValueError):
+        P.invcdf(bad, 0)
+    with pytest.raises(ValueError):
+        P.residual_sample(bad, bad, 0)
+
+
 def test_residual_sample_draws_only_where_p_exceeds_q():
     p = [P.WAD // 2, P.WAD // 2, 0]
     q = [P.WAD // 2, 0, P.WAD // 2]
