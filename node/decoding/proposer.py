@@ -47,14 +47,22 @@ class DraftSession:
         for i in range(k):
             start = time.perf_counter()
             rows[i] = quantized(logits, job.sampling)[0]
-            x = protocol.invcdf(rows[i], uniforms[i])
+            x, q_i = self._choose(cycle, i, rows[i], uniforms[i])
             tokens.append(x)
-            q.append(int(rows[i, x]))  # > 0: invcdf never lands on a token without mass
+            q.append(q_i)
             self.protocol_s += time.perf_counter() - start
             if i + 1 < k:  # x_{K-1}'s own successor distribution is never needed
                 logits = self.lm.extend([x])
         self._proposed = tuple(tokens)
         return Draft(job_id=job.job_id, cycle=cycle, tokens=self._proposed, q=tuple(q), q_rows=rows)
+
+    def _choose(self, cycle: int, index: int, row: np.ndarray, u: int) -> tuple[int, int]:
+        """Proposal `index` and the q committed for it: the inverse-CDF sample of the public uniform.
+
+        The one decision a drafter makes; node/roles/behaviors.py overrides it to misbehave.
+        """
+        x = protocol.invcdf(row, u)
+        return x, int(row[x])  # q > 0: invcdf never lands on a token without mass
 
     def advance(self, emitted) -> None:
         """Take in the tokens the cycle emitted and roll the cache back to the accepted proposals."""

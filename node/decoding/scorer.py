@@ -79,7 +79,7 @@ class VerifySession:
             raise ValueError("this verifier holds no draft model, so the draft must carry its distributions (q_rows)")
 
         reveal = self.reveals[cycle]
-        decision = sampler.decide(job.job_id, cycle, reveal, draft.tokens, draft.q, p_rows, q_rows)
+        decision = self._decide(cycle, reveal, draft, p_rows, q_rows)
         proposed = list(draft.tokens[: decision.accepted]) + [decision.out_token]
         emitted = protocol.truncate_emitted(proposed, job.eos_token_id, job.max_new_tokens - self.generated)
         done = (job.eos_token_id is not None and job.eos_token_id in emitted) or (
@@ -92,6 +92,13 @@ class VerifySession:
         self._last = (draft, verification)
         self.protocol_s += time.perf_counter() - start
         return verification
+
+    def _decide(self, cycle: int, reveal: bytes, draft: Draft, p_rows: np.ndarray, q_rows: np.ndarray) -> sampler.Decision:
+        """The cycle's verdict: the p values to post, n and outToken, by the pure rejection sampler.
+
+        The one decision a verifier makes; node/roles/behaviors.py overrides it to misbehave.
+        """
+        return sampler.decide(self.job.job_id, cycle, reveal, draft.tokens, draft.q, p_rows, q_rows)
 
     def advance(self, emitted) -> None:
         """Take in the cycle's emitted tokens (as the chain recorded them) and roll the caches back."""

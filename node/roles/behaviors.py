@@ -11,22 +11,20 @@
   on-chain rule rejects more; its outToken is the faithful residual/bonus sample at the contract's n.
   Everything else is honest. A TargetReplay dispute on a shaded position shows p_i is not the target's.
 
-Both mirror the honest session's method step for step (node/decoding/proposer.py, scorer.py) with one
-decision changed, so they stay exact everywhere else.
+Each overrides only the honest session's one decision (`DraftSession._choose`, `VerifySession._decide` in
+node/decoding/proposer.py and scorer.py), so everything else is the honest code.
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 
 from node import protocol
-from node.decoding.distributions import quantized
-from node.decoding.messages import Draft, Verification
+from node.decoding.messages import Draft
 from node.decoding.proposer import DraftSession
+from node.decoding.sampler import Decision
 from node.decoding.scorer import VerifySession
 
 DRAFTER_BEHAVIORS = ("honest", "biased")
@@ -64,40 +62,18 @@ class BiasedDraftSession(DraftSession):
         self.policy = policy
         self.biased: dict[int, list[BiasRecord]] = {}  # cycle -> the positions it biased
 
-    def _choose(self, row: np.ndarray, u: int) -> tuple[int, int, bool]:
-        honest = protocol.invcdf(row, u)
+    def _choose(self, cycle: int, index: int, row: np.ndarray, u: int) -> tuple[int, int]:
+        records = self.biased.setdefault(cycle, [])
+        honest, honest_q = super()._choose(cycle, index, row, u)
         if int(row.max()) >= self.policy.threshold * protocol.WAD:
-            return honest, int(row[honest]), False
+            return honest, honest_q
         order = np.argsort(-row, kind="stable")
         preferred = int(order[1]) if row[order[1]] > 0 else honest
         if preferred == honest:
-            return honest, int(row[honest]), False
+            return honest, honest_q
         q = max(1, int(int(row[preferred]) * self.policy.understate_q))
-        return preferred, q, True
-
-    @torch.inference_mode()
-    def propose(self, cycle: int) -> Draft:
-        if cycle != self.cycle or self._proposed is not None:
-            raise RuntimeError(f"expected to propose cycle {self.cycle} (after advance), got cycle {cycle}")
-        job, k = self.job, self.job.gamma
-        uniforms = [protocol.draft_uniform(job.job_id, cycle, i) for i in range(k)]
-        logits = self.lm.extend(self.context[len(self.lm.tokens):])
-        rows = np.empty((k, logits.shape[-1]), dtype=np.int64)
-        tokens, q, biased = [], [], []
-        for i in range(k):
-            start = time.perf_counter()
-            rows[i] = quantized(logits, job.sampling)[0]
-            x, q_i, is_biased = self._choose(rows[i], uniforms[i])
-            if is_biased:
-                biased.append(BiasRecord(i, protocol.invcdf(rows[i], uniforms[i]), x, int(rows[i, x]), q_i))
-            tokens.append(x)
-            q.append(q_i)
-            self.protocol_s += time.perf_counter() - start
-            if i + 1 < k:
-                logits = self.lm.extend([x])  # the cache follows what was actually proposed
-        self._proposed = tuple(tokens)
-        self.biased[cycle] = biased
-        return Draft(job_id=job.job_id, cycle=cycle, tokens=self._proposed, q=tuple(q), q_rows=rows)
+        records.append(BiasRecord(index, honest, preferred, int(row[preferred]), q))
+        return preferred, q  # the session's cache follows what was actually proposed
 
 
 def draft_session(behavior: str, draft_model, job, policy: BiasPolicy | None = None) -> DraftSession:
@@ -125,29 +101,9 @@ class RetaliatingVerifySession(VerifySession):
     def shaded(self, cycle: int, index: int) -> bool:
         return (cycle * self.job.gamma + index) % self.policy.every == 0
 
-    @torch.inference_mode()
-    def verify(self, cycle: int, draft: Draft) -> Verification:
-        job, k = self.job, len(draft.tokens)
-        if self.done or cycle != self.cycle or self._last is not None:
-            raise RuntimeError(f"expected to verify cycle {self.cycle} (after advance, before done), got cycle {cycle}")
-        if draft.job_id != job.job_id or draft.cycle != cycle or k != job.gamma:
-            raise ValueError(f"draft for job {draft.job_id} cycle {draft.cycle} with {k} tokens does not fit "
-                             "this cycle")
-        logits = self.target.extend(self.context[len(self.target.tokens):] + list(draft.tokens), keep=k + 1)
-        faults = ()
-        if self.replay is not None:
-            q_logits = self.replay.extend(self.context[len(self.replay.tokens):] + list(draft.tokens[:-1]), keep=k)
-        p_rows = quantized(logits, job.sampling)
-        if self.replay is not None:
-            q_rows = quantized(q_logits, job.sampling)
-            faults = self._draft_faults(draft, q_rows)
-        elif draft.q_rows is not None:
-            q_rows = draft.q_rows
-        else:
-            raise ValueError("this verifier holds no draft model, so the draft must carry its distributions (q_rows)")
-
-        reveal = self.reveals[cycle]
-        root = protocol.draft_root(job.job_id, cycle, draft.tokens, draft.q)
+    def _decide(self, cycle: int, reveal: bytes, draft: Draft, p_rows: np.ndarray, q_rows: np.ndarray) -> Decision:
+        k = len(draft.tokens)
+        root = protocol.draft_root(self.job.job_id, cycle, draft.tokens, draft.q)
         true_p = tuple(int(p_rows[i, t]) for i, t in enumerate(draft.tokens))
         p = tuple(int(v * self.policy.factor) if self.shaded(cycle, i) else v for i, v in enumerate(true_p))
         accepted = protocol.count_accepted(reveal, root, draft.q, p)  # what the contract will decide
@@ -156,15 +112,8 @@ class RetaliatingVerifySession(VerifySession):
             out_token = protocol.emitted_token(p_rows[accepted], q_rows[accepted] if accepted < k else None, v)
         except ValueError:  # p row == q row: a rejection only the shading caused; sample p itself
             out_token = protocol.invcdf(p_rows[accepted], v)
-        proposed = list(draft.tokens[:accepted]) + [out_token]
-        emitted = protocol.truncate_emitted(proposed, job.eos_token_id, job.max_new_tokens - self.generated)
-        done = (job.eos_token_id is not None and job.eos_token_id in emitted) or (
-            self.generated + len(emitted) >= job.max_new_tokens)
-        verification = Verification(cycle=cycle, reveal=reveal, root=root, p=p, accepted=accepted, out_token=out_token,
-                                    emitted=tuple(emitted), done=done, draft_faults=faults, p_rows=p_rows)
         self.true_p[cycle] = true_p
-        self._last = (draft, verification)
-        return verification
+        return Decision(root=root, p=p, accepted=accepted, out_token=out_token)
 
 
 def verify_session(behavior: str, target_model, job, seed: bytes, draft_model=None,
