@@ -15,6 +15,7 @@ import signal
 import sys
 import threading
 import time
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Callable, Optional
@@ -356,11 +357,8 @@ def register(ctx: typer.Context,
     role = role.strip().lower()
     if role not in ("drafter", "verifier", "referee"):
         raise CliError(f"--role must be drafter, verifier or referee, got {role!r}")
-    requester = requester_for(ctx, rpc, home, key, key_file, dev_account)
-    try:
+    with closing(requester_for(ctx, rpc, home, key, key_file, dev_account)) as requester:
         result = requester.register(role, list(model), parse_amount(stake, "eth"), alpha, target_model)
-    finally:
-        requester.close()
     if as_json:
         emit_json(result)
         return
@@ -379,11 +377,8 @@ def unbond(ctx: typer.Context, key: KeyOpt = None, key_file: KeyFileOpt = None, 
     """Start unbonding your stake (inactive at once); run again after the unbonding period to withdraw it."""
     from node.roles.requester import format_eth, format_time
 
-    requester = requester_for(ctx, rpc, home, key, key_file, dev_account)
-    try:
+    with closing(requester_for(ctx, rpc, home, key, key_file, dev_account)) as requester:
         result = requester.unbond()
-    finally:
-        requester.close()
     if as_json:
         emit_json(result)
         return
@@ -405,11 +400,8 @@ def withdraw(ctx: typer.Context, key: KeyOpt = None, key_file: KeyFileOpt = None
     """Withdraw everything you are owed: market earnings and refunds, dispute credits, unbonded stake."""
     from node.roles.requester import format_eth
 
-    requester = requester_for(ctx, rpc, home, key, key_file, dev_account)
-    try:
+    with closing(requester_for(ctx, rpc, home, key, key_file, dev_account)) as requester:
         result = requester.withdraw()
-    finally:
-        requester.close()
     if as_json:
         emit_json({**result.__dict__, "total_wei": result.total_wei})
         return
@@ -483,8 +475,7 @@ def submit(ctx: typer.Context,
     """Submit a job with escrow, wait for it with a progress bar, and print the text, cycles, α, gas and cost."""
     from node.roles.requester import load_tokenizer, parse_amount
 
-    requester = requester_for(ctx, rpc, home, key, key_file, dev_account)
-    try:
+    with closing(requester_for(ctx, rpc, home, key, key_file, dev_account)) as requester:
         job = requester.submit(
             prompt, draft_model=draft_model, target_model=target_model, max_tokens=max_tokens, gamma=gamma,
             temperature=temperature, top_k=top_k, top_p=top_p, drafter=drafter, verifier=verifier,
@@ -504,8 +495,6 @@ def submit(ctx: typer.Context,
         wait_with_progress(requester, job.job_id, max_tokens, quiet=as_json, accept_timeout=accept_timeout,
                            timeout=timeout)
         report = requester.report(job.job_id, tokenizer_path=target_model)
-    finally:
-        requester.close()
     if as_json:
         emit_json({**report.to_json(), "cycle_count": len(report.cycles)})
         return
@@ -570,19 +559,17 @@ def status(ctx: typer.Context,
     """Show a job from chain data: status, cycles and acceptance per cycle, α, payments, disputes, text."""
     from node.roles.requester import load_model_info, load_tokenizer
 
-    requester = requester_for(ctx, rpc, home, need_key=False)
-    if target_model is not None:
-        if not target_model.is_dir():
-            raise CliError(f"model directory {target_model} does not exist")
+    if target_model is not None and not target_model.is_dir():
+        raise CliError(f"model directory {target_model} does not exist")
+    with closing(requester_for(ctx, rpc, home, need_key=False)) as requester:
         tokenizer_path = target_model
-    else:  # the bundled model decodes only jobs of the bundled model: no wrong text from a foreign tokenizer
-        tokenizer_path = None
-        if BUNDLED_TARGET.is_dir():
+        # the bundled model decodes only jobs of the bundled model: no wrong text from a foreign tokenizer
+        if tokenizer_path is None and BUNDLED_TARGET.is_dir():
             requester._check_job(job)
             bundled = "0x" + load_model_info(BUNDLED_TARGET).model_id.hex()
             if requester.job_view(job)["targetModel"].hex() == bundled[2:]:
                 tokenizer_path = BUNDLED_TARGET
-    report = requester.report(job, tokenizer_path=tokenizer_path)
+        report = requester.report(job, tokenizer_path=tokenizer_path)
     if as_json:
         emit_json({**report.to_json(), "cycle_count": len(report.cycles)})
         return
@@ -608,16 +595,13 @@ def dispute(ctx: typer.Context,
         raise CliError(f"--kind must be draft or target, got {kind!r}")
     if cycle < 0 or index < 0:
         raise CliError("--cycle and --index must be >= 0")
-    requester = requester_for(ctx, rpc, home, key, key_file, dev_account)
-    try:
+    with closing(requester_for(ctx, rpc, home, key, key_file, dev_account)) as requester:
         info = requester.open_dispute(job, cycle, index, kind)
         if not as_json:
             console.print(f"[green]dispute {info.dispute_id} opened[/] on job {job} cycle {cycle} index {index} "
                           f"({kind} replay) against {info.accused}; referees: {', '.join(info.referees)}")
         if wait:
             info = requester.wait_dispute(info.dispute_id, timeout=timeout)
-    finally:
-        requester.close()
     if as_json:
         emit_json(info)
         return
@@ -643,11 +627,8 @@ def finalize(ctx: typer.Context, job: Annotated[int, typer.Argument(help="Job id
     """Settle a finished job after its challenge window: pay drafter and verifier, refund the rest."""
     from node.roles.requester import format_eth
 
-    requester = requester_for(ctx, rpc, home, key, key_file, dev_account)
-    try:
+    with closing(requester_for(ctx, rpc, home, key, key_file, dev_account)) as requester:
         tx, payments = requester.finalize(job)
-    finally:
-        requester.close()
     if as_json:
         emit_json({"job_id": job, "tx": tx, "payments": payments})
         return
@@ -663,11 +644,8 @@ def claim_timeout(ctx: typer.Context, job: Annotated[int, typer.Argument(help="J
                   rpc: RpcOpt = None, home: HomeOpt = None, as_json: JsonOpt = False):
     """End a job whose current deadline passed: refund a job no verifier accepted, slash a party that missed
     its turn (anyone may call it)."""
-    requester = requester_for(ctx, rpc, home, key, key_file, dev_account)
-    try:
+    with closing(requester_for(ctx, rpc, home, key, key_file, dev_account)) as requester:
         tx, finished = requester.claim_timeout(job)
-    finally:
-        requester.close()
     if as_json:
         emit_json({"job_id": job, "tx": tx, **finished})
         return
