@@ -7,8 +7,9 @@ Everything a node, a referee, a watchdog or the requester CLI needs to rebuild a
 * `CycleVerified`     per cycle: the reveal, the accepted count, outToken and the emitted tokens;
 * the calldata of the `submitVerification` transaction that emitted `CycleVerified`: the posted p.
 
-Logs are fetched with `get_logs` filtered on the indexed `jobId` topic, from the deployment's start
-block. No store, no model, no engine: this module imports only web3 and `node.protocol`.
+Logs are fetched filtered on the indexed `jobId` topic, from the deployment's start block, in block
+ranges any provider answers (node/chain/logs.py). No store, no model, no engine: this module imports
+only web3, `node.protocol` and that log reader.
 
 The first argument of every reader is where the market lives: a `System` (node.chain.deploy), the
 market `Contract` itself, or, for older callers, `w3` followed by the market contract.
@@ -26,6 +27,7 @@ from eth_utils import function_abi_to_4byte_selector, to_checksum_address, to_he
 from web3 import Web3
 
 from node import protocol
+from node.chain import logs as chain_logs
 
 # uint32 max: a token id no tokenizer produces, the requester's "no EOS" choice
 NO_EOS = 2**32 - 1
@@ -175,8 +177,7 @@ def _args(source: Any, args: tuple, names: Sequence[str]) -> tuple:
 
 
 def _logs(event, job_id: int, from_block: int | None) -> list:
-    logs = event().get_logs(argument_filters={"jobId": int(job_id)}, from_block=from_block or 0, to_block="latest")
-    return sorted(logs, key=lambda log: (log["blockNumber"], log["logIndex"]))
+    return chain_logs.event_logs(event, from_block or 0, argument_filters={"jobId": int(job_id)})
 
 
 def _struct(value: Any, components: Sequence[dict]) -> dict[str, Any]:

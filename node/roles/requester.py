@@ -26,6 +26,7 @@ from web3 import Web3
 from web3.logs import DISCARD
 
 from node import protocol
+from node.chain import logs as chain_logs
 from node.roles import chaindata
 from node.chain.client import RevertDecoder, TransactionRejected, TransactionReverted, TxSender
 from node.chain.compile import compile_contracts
@@ -571,8 +572,7 @@ class Requester:
     # --- finding nodes ----------------------------------------------------------------------------
 
     def _registry_logs(self, event: str, **filters) -> list:
-        return list(self.registry.events[event].get_logs(from_block=self.deployment.start_block,
-                                                          argument_filters=filters or None))
+        return chain_logs.event_logs(self.registry.events[event], self.deployment.start_block, argument_filters=filters)
 
     def active_drafters(self, draft_id: bytes, target_id: bytes) -> list[str]:
         logs = self._registry_logs("DrafterPairSet", draftModel=draft_id, targetModel=target_id)
@@ -679,9 +679,8 @@ class Requester:
     def job_logs(self, job_id: int, from_block: int | None = None) -> list:
         """Every market event of `job_id` (jobId is each one's first indexed topic), in chain order."""
         topic = "0x" + job_id.to_bytes(32, "big").hex()
-        logs = self.w3.eth.get_logs({"address": self.market.address, "topics": [None, topic],
-                                     "fromBlock": self.deployment.start_block if from_block is None else from_block,
-                                     "toBlock": "latest"})
+        logs = chain_logs.get_logs(self.w3, {"address": self.market.address, "topics": [None, topic]},
+                                   self.deployment.start_block if from_block is None else from_block)
         out = []
         for log in logs:
             event = self._event_for(log)
@@ -851,8 +850,8 @@ class Requester:
     def job_disputes(self, job_id: int) -> list[DisputeInfo]:
         if self.disputes is None:
             return []
-        logs = self.disputes.events.DisputeOpened().get_logs(from_block=self.deployment.start_block,
-                                                             argument_filters={"jobId": job_id})
+        logs = chain_logs.event_logs(self.disputes.events.DisputeOpened, self.deployment.start_block,
+                                     argument_filters={"jobId": job_id})
         return [self.dispute_info(log["args"]["disputeId"]) for log in logs]
 
     def dispute_info(self, dispute_id: int) -> DisputeInfo:
@@ -863,21 +862,21 @@ class Requester:
         d = chaindata.dispute_view(disputes, dispute_id)
         start = self.deployment.start_block
         by_id = {"disputeId": dispute_id}
-        opened = disputes.events.DisputeOpened().get_logs(from_block=start, argument_filters=by_id)[0]
+        opened = chain_logs.event_logs(disputes.events.DisputeOpened, start, argument_filters=by_id)[0]
         referees = list(disputes.functions.refereesOf(dispute_id).call())
         votes = []
         for referee in referees:
             commitment, _drawn, verdict = disputes.functions.ballotOf(dispute_id, referee).call()
             votes.append(VoteInfo(referee, commitment != b"\0" * 32, VERDICTS[verdict]))
-        answered = disputes.events.Answered().get_logs(from_block=start, argument_filters={"disputeId": dispute_id})
+        answered = chain_logs.event_logs(disputes.events.Answered, start, argument_filters=by_id)
         answer = None
         if answered:
             a = answered[0]["args"]
             answer = {"claimed_prob": a["claimedProb"], "top_tokens": list(a["topTokens"]),
                       "top_probs": list(a["topProbs"])}
-        resolved = disputes.events.DisputeResolved().get_logs(from_block=start, argument_filters=by_id)
+        resolved = chain_logs.event_logs(disputes.events.DisputeResolved, start, argument_filters=by_id)
         credited: dict[str, int] = {}
-        for log in disputes.events.Credited().get_logs(from_block=start, argument_filters={"disputeId": dispute_id}):
+        for log in chain_logs.event_logs(disputes.events.Credited, start, argument_filters=by_id):
             credited[log["args"]["account"]] = credited.get(log["args"]["account"], 0) + log["args"]["amount"]
         a = opened["args"]
         return DisputeInfo(
