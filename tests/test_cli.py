@@ -8,6 +8,7 @@ the chain unchanged.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -98,11 +99,11 @@ def address(index: int) -> str:
 # ---------------------------------------------------------------- a chain for the module
 
 
-@pytest.fixture(scope="module")
-def home(tmp_path_factory):
-    """`verispec chain up` in a fresh home; drafter and verifier registered through the CLI."""
-    home = tmp_path_factory.mktemp("verispec-home")
-    ok(cli("chain", "up", home=home))
+@contextlib.contextmanager
+def chain_with_drafter_and_verifier(home: Path, *chain_up_args: str):
+    """`verispec chain up` in `home` (plus `chain_up_args`), a drafter and a verifier registered through the CLI;
+    `chain down` at the end."""
+    ok(cli("chain", "up", *chain_up_args, home=home))
     try:
         ok(cli("register", "--role", "drafter", "--stake", "2", "--model", DRAFT, "--target-model", TARGET,
                "--alpha", "0.5", "--dev-account", DRAFTER, home=home))
@@ -111,6 +112,12 @@ def home(tmp_path_factory):
         yield home
     finally:
         cli("chain", "down", home=home)
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory):
+    with chain_with_drafter_and_verifier(tmp_path_factory.mktemp("verispec-home")) as home:
+        yield home
 
 
 @pytest.fixture(scope="module")

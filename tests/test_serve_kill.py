@@ -26,7 +26,8 @@ from web3 import Web3
 from node import protocol
 from node.chain.deployment import Deployment
 from node.roles import chaindata
-from test_cli import DRAFT, DRAFTER, REQUESTER, TARGET, VERIFIER, _log_tail, _serve, _stop, address, cli, ok
+from test_cli import (DRAFT, DRAFTER, REQUESTER, TARGET, VERIFIER, _log_tail, _serve, _stop, address,
+                      chain_with_drafter_and_verifier, cli, ok)
 
 MAX_TOKENS = 64
 GAMMA = 2
@@ -43,16 +44,9 @@ JOB_TIMEOUT = 420.0  # seconds for the whole job (two node restarts included) on
 def home(tmp_path_factory):
     """`verispec chain up` in a fresh home (long turn deadlines: a restart on a loaded machine must not look like
     a missed deadline); a drafter and a verifier registered through the CLI."""
-    home = tmp_path_factory.mktemp("verispec-kill")
-    ok(cli("chain", "up", "--param", "commit_timeout=1800", "--param", "verify_timeout=1800", home=home))
-    try:
-        ok(cli("register", "--role", "drafter", "--stake", "2", "--model", DRAFT, "--target-model", TARGET,
-               "--alpha", "0.5", "--dev-account", DRAFTER, home=home))
-        ok(cli("register", "--role", "verifier", "--stake", "2", "--model", TARGET, "--dev-account", VERIFIER,
-               home=home))
+    with chain_with_drafter_and_verifier(tmp_path_factory.mktemp("verispec-kill"), "--param", "commit_timeout=1800",
+                                         "--param", "verify_timeout=1800") as home:
         yield home
-    finally:
-        cli("chain", "down", home=home)
 
 
 @pytest.fixture
