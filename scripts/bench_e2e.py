@@ -37,8 +37,9 @@ at once). `--profile DIR` writes a cProfile of each node process; `--active-poll
 `--poll-interval` override the nodes' defaults. On a shared machine run it several times: the figures
 move with the load (the e2e/engine ratio moves less, engine and nodes being measured in the same run).
 
-Signing is ~6 ms per transaction with eth-keys' pure-Python backend; with `coincurve` installed (eth-keys
-picks it up by itself) it is ~0.5 ms, which shortens every cycle by ~10 ms here.
+Signing: the nodes sign EIP-1559 transactions with coincurve (a dependency; node.chain.client.sign_transaction,
+~0.15 ms; eth-keys' pure-Python backend took ~6 ms). `--no-speculate` turns the verifier's speculation off
+(VerifierNode(speculate=False): it then verifies each draft only once it is on chain), to measure what it brings.
 """
 
 from __future__ import annotations
@@ -71,6 +72,7 @@ REQUESTER, DRAFTER, VERIFIER, REFEREES, CHALLENGER = 1, 2, 3, (4, 5, 6), 7
 KIND_TARGET = 1
 PRICE_ACCEPTED, PRICE_PASS = 10**12, 3 * 10**12
 DEFAULT_PROMPT = "import os\nimport sys\n\n\ndef main(argv=None):\n"
+NO_SPECULATE_ENV = "VERISPEC_BENCH_NO_SPECULATE"
 
 
 # ====================================================================== probes (timing only)
@@ -165,6 +167,8 @@ def install_probes() -> None:
     if hasattr(RequestManager, "_make_batch_request"):
         RequestManager._make_batch_request = _timed(RequestManager._make_batch_request, "web3:batch", web3_group)
     LocalAccount.sign_transaction = _timed(LocalAccount.sign_transaction, "sign")
+    if hasattr(client, "sign_transaction"):  # the TxSender's own EIP-1559 signing (coincurve)
+        client.sign_transaction = _timed(client.sign_transaction, "sign")
     for name in ("record_tx", "set_tx_status", "set_cursor", "save_cycle", "save_job", "mark_seen"):
         setattr(NodeStore, name, _timed(getattr(NodeStore, name), f"store-write:{name}", lambda c: "store"))
     for name in ("sent_tx", "cycle", "job", "cursor", "outstanding_txs", "jobs", "cycles", "seen"):
@@ -186,9 +190,9 @@ def install_probes() -> None:
                                 [event.name, int(a.get("jobId", a.get("disputeId", -1))), int(a.get("cycle", -1))]))
         return dispatch(self, event)
 
-    def probed_transact(self, key, call, value=0):
+    def probed_transact(self, key, call, value=0, **options):
         start = time.monotonic()
-        sent = transact(self, key, call, value)
+        sent = transact(self, key, call, value, **options)
         probe = Probe.current()
         if probe is not None and sent:
             probe.marks.append((time.monotonic(), "sent", [key, start]))
@@ -251,7 +255,9 @@ def make_node(role: str, index: int, rpc_url: str, deployment, store_dir: pathli
     if role == "drafter":
         return DrafterNode(w3, deployment, account, store, DRAFT, TARGET, device=device, **options)
     if role == "verifier":
-        return VerifierNode(w3, deployment, account, store, TARGET, DRAFT, device=device, **options)
+        speculate = os.environ.get(NO_SPECULATE_ENV) != "1"  # --no-speculate (inherited by node processes)
+        return VerifierNode(w3, deployment, account, store, TARGET, DRAFT, device=device, speculate=speculate,
+                            **options)
     return RefereeNode(w3, deployment, account, store, TARGET, DRAFT, device=device, **options)
 
 
@@ -586,7 +592,7 @@ def run(args) -> dict:
         "tokens": args.tokens, "gamma": args.gamma, "prompt": args.prompt, "prompt_tokens": len(prompt_ids),
         "sampling": {"temperature": args.temperature, "top_k": args.top_k, "top_p": args.top_p},
         "repeats": args.repeats, "nodes": args.nodes, "poll_interval": args.poll_interval,
-        "active_poll_interval": args.active_poll_interval, "device": str(device),
+        "active_poll_interval": args.active_poll_interval, "speculate": not args.no_speculate, "device": str(device),
         "dtype": str(dtype).replace("torch.", ""), "torch_threads": args.threads,
         "engine_runs_per_job": 2 * args.engine_runs, "dispute": not args.no_dispute,
     }}
@@ -843,7 +849,8 @@ def print_table(r: dict) -> None:
     c, s = r["config"], r["summary"]
     print(f"bench_e2e: {c['tokens']} tokens, γ={c['gamma']}, sampling {c['sampling']}, {c['repeats']} job(s), "
           f"nodes as {c['nodes']}, {c['device']} {c['dtype']}, {c['torch_threads']} torch thread(s), "
-          f"poll interval {c['poll_interval'] or 'node default'}")
+          f"poll interval {c['poll_interval'] or 'node default'}"
+          f"{'' if c.get('speculate', True) else ', verifier speculation off'}")
     print()
     print("| job | tokens | cycles | accepted | e2e s | e2e tok/s | engine tok/s | e2e/engine | ms/cycle e2e | "
           "ms/cycle engine | output = engine |")
@@ -924,6 +931,8 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads per process")
     parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
     parser.add_argument("--no-dispute", action="store_true", help="skip the dispute (and the referee nodes)")
+    parser.add_argument("--no-speculate", action="store_true",
+                        help="the verifier does not verify the expected draft ahead (VerifierNode(speculate=False))")
     parser.add_argument("--profile", default=None, metavar="DIR",
                         help="(--nodes processes) write a cProfile of each node process's loop to DIR/<role><n>.prof")
     parser.add_argument("--job-timeout", type=float, default=300.0)
@@ -931,6 +940,8 @@ def main(argv=None) -> int:
     for hidden in ("--_serve", "--_indices", "--_rpc", "--_deployment", "--_store", "--_stats"):
         parser.add_argument(hidden, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.no_speculate:
+        os.environ[NO_SPECULATE_ENV] = "1"
     if args._serve:
         serve(args)
         return 0

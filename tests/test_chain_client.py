@@ -237,6 +237,44 @@ def test_node_refusal_is_a_clear_error_and_frees_the_nonce(chain, new_sender, st
 # --- reverts ---------------------------------------------------------------------------------------
 
 
+def test_own_signing_equals_eth_account():
+    import random
+
+    from eth_utils import to_checksum_address
+
+    from node.chain.client import sign_transaction
+
+    key = Account.create()
+    rng = random.Random(7)
+    for _ in range(100):
+        tx = {"to": to_checksum_address("0x" + rng.randbytes(20).hex()),
+              "value": rng.choice([0, 1, rng.getrandbits(90)]),
+              "data": rng.randbytes(rng.choice([0, 1, 55, 56, 700])), "chainId": rng.choice([1, 31337, 2**40]),
+              "gas": rng.randint(21_000, 30_000_000), "maxFeePerGas": rng.getrandbits(45),
+              "maxPriorityFeePerGas": rng.getrandbits(35), "nonce": rng.choice([0, 127, 128, 2**32]), "type": 2}
+        signed = key.sign_transaction(tx)
+        assert sign_transaction(key, tx) == (bytes(signed.raw_transaction), bytes(signed.hash))
+    legacy = {"to": tx["to"], "value": 1, "data": b"", "gas": 21_000, "gasPrice": 10**9, "nonce": 3, "chainId": 1}
+    signed = key.sign_transaction(legacy)  # not EIP-1559: eth-account signs it
+    assert sign_transaction(key, legacy) == (bytes(signed.raw_transaction), bytes(signed.hash))
+
+
+def test_reused_estimate_skips_estimation_for_calls_of_a_known_shape(chain, new_sender, counter, monkeypatch):
+    sender = new_sender()
+    estimates = []
+    estimate = TxSender._estimate_gas
+    monkeypatch.setattr(TxSender, "_estimate_gas",
+                        lambda self, key, tx: estimates.append(key) or estimate(self, key, tx))
+    data = bytes.fromhex(counter.functions.increment(3)._encode_transaction_data()[2:])
+    sender.submit("inc:0", counter.address, data, reuse_estimate=True)  # first of its shape: estimated
+    sender.submit("inc:1", counter.address, data, reuse_estimate=True)  # same shape: the estimate is reused
+    sender.submit("inc:2", counter.address, data)  # not asked for: estimated
+    assert estimates == ["inc:0", "inc:2"]
+    for key in ("inc:0", "inc:1", "inc:2"):
+        assert sender.wait_for_receipt(key, timeout=10)["status"] == 1
+    assert counter.functions.count().call() == 9
+
+
 def test_revert_at_estimation_names_the_custom_error(chain, new_sender, store, account, counter):
     sender = new_sender()
     with pytest.raises(TransactionReverted) as too_large:

@@ -140,6 +140,26 @@ class World:
         self.w3.provider.make_request("evm_mine", [])
 
 
+def check_fast_decoding(world):
+    """The poller's own event decoding (node.chain.events.fast_decoder) gives what web3's process_log gives, for
+    every log of the market and the dispute manager so far."""
+    from eth_utils import event_abi_to_log_topic
+
+    from node.chain.events import fast_decoder
+
+    checked = set()
+    for contract in (world.market, world.dm):
+        entries = {event_abi_to_log_topic(e): e for e in contract.abi if e.get("type") == "event"}
+        for log in world.w3.eth.get_logs({"fromBlock": world.start, "address": contract.address}):
+            entry = entries[bytes(log["topics"][0])]
+            fast = fast_decoder(entry)
+            if fast is None:
+                continue
+            assert fast(log) == dict(contract.events[entry["name"]]().process_log(log)["args"]), entry["name"]
+            checked.add(entry["name"])
+    return checked
+
+
 def drive(nodes, until, max_rounds=300, settle=True):
     """Step every node in turn until `until()` holds, then (`settle`) until the nodes are quiet."""
     for _ in range(max_rounds):
@@ -221,6 +241,9 @@ def test_two_interleaved_honest_jobs_equal_generate(world, tokenizer):
             assert (tuple(theirs.p), theirs.accepted, tuple(theirs.emitted_tokens)) == (c.p, c.accepted, c.output)
             assert len(mine.top_k["q_top"]) == GAMMA and len(theirs.top_k["p_top"]) == GAMMA + 1
     assert verifier.accept_mismatches == [] and verifier.draft_faults == []
+    # the verifier guessed every draft ahead (the honest drafter's), and took those verifications: the chain's
+    # records above equal the engine's all the same
+    assert verifier.speculation["hits"] > 0 and verifier.speculation["misses"] == 0
     n_cycles = sum(len(r.cycles) for r in expected.values())
     # exactly one transaction per action: a commit per cycle; an accept per job and a verification per cycle
     assert world.nonce(world.drafter_address) - nonces[world.drafter_address] == n_cycles
@@ -380,6 +403,51 @@ def test_biased_drafter_loses_the_draft_replay_dispute_its_verifier_opens(world)
     assert all(r.judgements[dispute_id].cheated for r in referees)
     assert "inverse-CDF" in referees[0].judgements[dispute_id].reason
     assert chaindata.job_view(world.market, job_id)["drafterForfeited"]
+    assert verifier.speculation["misses"] >= 1  # a biased draft is not the one an honest drafter commits
+    assert {"JobAccepted", "DraftCommitted", "CycleVerified", "JobFinished", "DisputeOpened", "DisputeResolved",
+            "DisputeClosed", "VoteCommitted", "VoteRevealed"} <= check_fast_decoding(world)
+
+
+def test_a_wrong_guess_of_the_verifier_is_undone_exactly(tokenizer):
+    """The verifier's speculation (VerifierNode.background) verifies a guessed draft, and on a different draft puts
+    the session back (`_snapshot` / `_restore`): what it then computes is bit for bit what a session that never
+    guessed computes, for the honest session (cache cropping) and any other (a copy)."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from node.decoding import VerifySession
+    from node.decoding.messages import Draft, Job
+    from node.decoding.proposer import DraftSession
+    from node.roles import behaviors
+
+    target = load_model(TARGET, torch.device("cpu"), torch.float32)
+    draft = load_model(DRAFT, torch.device("cpu"), torch.float32)
+    node = SimpleNamespace(target_model=target, draft_model=draft)
+    job = Job(job_id=3, prompt=tuple(prompt_tokens(tokenizer, PROMPT.encode())), max_new_tokens=40, gamma=GAMMA)
+    seed = bytes(range(32))
+    for behavior, kind in (("honest", "lengths"), ("retaliate", "copy")):
+        plain = behaviors.verify_session(behavior, target, job, seed, draft_model=draft)
+        guessing = behaviors.verify_session(behavior, target, job, seed, draft_model=draft)
+        drafter = DraftSession(draft, job)
+        for c in range(6):
+            proposed = drafter.propose(c)
+            actual = Draft(job_id=3, cycle=c, tokens=tuple(proposed.tokens), q=tuple(proposed.q), q_rows=None)
+            wrong = Draft(job_id=3, cycle=c, tokens=tuple((t + 1 + c) % 700 for t in proposed.tokens),
+                          q=tuple(proposed.q), q_rows=None)
+            backup = VerifierNode._snapshot(node, guessing)
+            assert backup[0] == kind
+            guessing.verify(c, wrong)
+            guessing = VerifierNode._restore(node, guessing, backup)
+            got, want = guessing.verify(c, actual), plain.verify(c, actual)
+            assert (got.p, got.accepted, got.out_token, got.emitted, got.reveal) == \
+                (want.p, want.accepted, want.out_token, want.emitted, want.reveal)
+            assert np.array_equal(got.p_rows, want.p_rows)
+            for session in (plain, guessing):
+                session.advance(want.emitted)
+            drafter.advance(want.emitted)
+            if want.done:
+                break
 
 
 def test_disputes_on_honest_positions_lose(world):

@@ -46,6 +46,36 @@ def test_new_store_is_versioned_and_in_wal_mode(store, path):
     raw.close()
 
 
+def test_durability_is_an_explicit_choice(path, tmp_path):
+    from node.store import DURABILITY_POWER, DURABILITY_PROCESS
+
+    assert NodeStore(path).durability == DURABILITY_POWER  # the library default: fsync every commit
+    for durability, synchronous in ((DURABILITY_POWER, 2), (DURABILITY_PROCESS, 1)):  # FULL, NORMAL
+        with NodeStore(tmp_path / f"{durability}.db", durability=durability) as store:
+            assert store._db.execute("PRAGMA synchronous").fetchone()[0] == synchronous
+            assert store._db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    with pytest.raises(ValueError, match="durability"):
+        NodeStore(tmp_path / "x.db", durability="sometimes")
+
+
+def test_a_commit_without_fsync_survives_the_process_being_killed(tmp_path):
+    """DURABILITY_PROCESS: a record committed by a process that is then killed (SIGKILL, no cleanup) is there."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    path = tmp_path / "killed.db"
+    code = ("import os, signal, sys; from node.store import NodeStore, DURABILITY_PROCESS\n"
+            "s = NodeStore(sys.argv[1], durability=DURABILITY_PROCESS)\n"
+            f"s.record_tx('k', '{ADDRESS}', 'd', '{HASH_A}', b'raw', 5)\n"
+            "os.kill(os.getpid(), signal.SIGKILL)\n")
+    done = subprocess.run([sys.executable, "-c", code, str(path)], cwd=os.getcwd())
+    assert done.returncode == -signal.SIGKILL
+    with NodeStore(path) as store:
+        assert store.sent_tx("k").tx_hash == HASH_A and store.sent_tx("k").status == TX_SIGNED
+
+
 def test_data_survives_reopening(path):
     with NodeStore(path) as store:
         store.set_cursor("market", 41)

@@ -31,7 +31,12 @@ path; see scripts/bench_e2e.py):
 * the poller asks only for the events this node handles; a log emitted by one of the node's own in-flight
   transactions proves it landed successfully, so its receipt is not fetched;
 * fees are cached for a second (and refreshed from the block `chain_time` reads anyway); the provider
-  caches eth_chainId, which web3 otherwise asks before every eth_call / eth_estimateGas.
+  caches eth_chainId, which web3 otherwise asks before every eth_call / eth_estimateGas;
+* the event that opens a node's turn says the phase and cycle (`note_turn`), so the turn needs no getJob,
+  and with a known deadline far enough ahead no eth_estimateGas either (`sure`); `background` lets a node work
+  ahead while it waits (the verifier verifies the draft it expects; docs/node.md, "Latency of a cycle");
+* the store does not fsync each commit (`store_durability`, DURABILITY_PROCESS: a commit survives kill -9, not a
+  power cut; why that cannot make anything happen twice: docs/node.md, "Store durability").
 """
 
 from __future__ import annotations
@@ -44,8 +49,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from eth_abi import encode as abi_encode
 from eth_account.signers.local import LocalAccount
-from eth_utils import to_checksum_address
+from eth_utils import function_abi_to_4byte_selector, to_checksum_address
+from eth_utils.abi import get_abi_input_types
 from web3 import Web3
 
 from node.chain.client import (
@@ -57,9 +64,9 @@ from node.chain.deployment import Deployment
 from node.chain.events import ChainEvent, EventPoller, HeadWaker
 from node.roles import chaindata
 from node.roles.chaindata import (
-    PHASE_DRAFT, PHASE_VERIFY, STATUS_FINISHED, STATUS_OPEN, STATUS_RUNNING,
+    DISPUTE_AWAITING_ANSWER, DISPUTE_RESOLVED, PHASE_DRAFT, PHASE_VERIFY, STATUS_FINISHED, STATUS_OPEN, STATUS_RUNNING,
 )
-from node.store import NodeStore
+from node.store import DURABILITY_PROCESS, NodeStore
 
 # --------------------------------------------------------------------------- models, shared per process
 
@@ -163,6 +170,14 @@ class Inflight:
     tx_hash: str | None = None
 
 
+@dataclass(frozen=True)
+class EncodedCall:
+    """A contract call as calldata (`NodeBase.encode_call`); `transact` takes it like a bound contract function."""
+
+    address: str
+    data: bytes
+
+
 JOB, DISPUTE = "job", "dispute"
 
 
@@ -170,11 +185,17 @@ class NodeBase:
     """Chain plumbing and the step loop; subclasses implement `work_job`, `work_dispute` and `on_<contract>_<Event>`."""
 
     role = "node"
+    # Whether a new block ends the idle sleep even while no job is in progress (`_sleep`): a drafter or verifier
+    # wants to see a new job at once; a referee's work has deadlines minutes away, and waking it on every block
+    # of every job would take CPU from the nodes that serve them.
+    wake_on_blocks_when_idle = True
 
     def __init__(self, w3: Web3, deployment: Deployment, account: LocalAccount, store_path, poll_interval: float = 0.2,
                  *, artifacts: dict | None = None, recheck_interval: float = 5.0, resubmit_after: float = 15.0,
                  active_poll_interval: float = 0.005, active_linger_s: float = 10.0, fee_cache_s: float = 1.0,
-                 max_defer_s: float = 2.0, wake_url: str | None = "auto", woken_poll_interval: float = 0.05):
+                 max_defer_s: float = 2.0, wake_url: str | None = "auto", woken_poll_interval: float = 0.05,
+                 store_durability: str = DURABILITY_PROCESS, receipt_grace_s: float = 0.5,
+                 sure_margin_s: float = 10.0):
         self.w3 = cache_chain_id(w3)
         self.deployment = deployment
         self.account = account
@@ -199,7 +220,9 @@ class NodeBase:
         self.market = self.system.market
         self.disputes = self.system.disputes
         self.start_block = deployment.start_block
-        self.store = NodeStore(store_path)
+        self.store = NodeStore(store_path, durability=store_durability)
+        self.receipt_grace_s = receipt_grace_s
+        self.sure_margin_s = sure_margin_s
         self._later: list[Callable[[], None]] = []  # deferred store writes (see the module doc)
         self._flushed_at = time.monotonic()
         self.sender = TxSender(w3, account, self.store, errors=RevertDecoder.from_artifacts(artifacts),
@@ -214,6 +237,8 @@ class NodeBase:
         self._inflight: dict[str, Inflight] = {}
         self._inflight_by_hash: dict[str, str] = {}  # tx hash -> key of in-flight transactions
         self._active: set[int] = set()  # jobs in progress whose next move may be the other party's: poll fast
+        self._turns: dict[int, tuple[int, int, int | None]] = {}  # job -> (phase, cycle, deadline): note_turn
+        self._timeouts: tuple[int, int] | None = None  # the market's (commitTimeout, verifyTimeout), read once
         self._given_up: set[str] = set()  # keys whose transaction reverted on chain: not retried
         self._dirty: set[tuple[str, int]] = set()
         self._checked: dict[tuple[str, int], float] = {}  # tracked items -> last time their work ran
@@ -221,6 +246,7 @@ class NodeBase:
         self._now: int | None = None  # chain time (latest block timestamp) of this step
         self._seen_time: tuple[float, int, int] | None = None  # (monotonic time, number, timestamp): last block read
         self.sent: list[str] = []  # idempotency keys submitted by this object (tests, diagnostics)
+        self._selectors: dict[tuple[str, str], tuple[bytes, list[str]]] = {}  # (address, function) -> ABI
 
     # ------------------------------------------------------------------ tracking
 
@@ -239,6 +265,7 @@ class NodeBase:
         self._wake.pop(key, None)
         if kind == JOB:
             self._active.discard(int(item_id))
+            self._turns.pop(int(item_id), None)
 
     def set_active(self, job_id: int, active: bool) -> None:
         """Whether job `job_id` is in progress (poll every `active_poll_interval` while any is)."""
@@ -246,6 +273,58 @@ class NodeBase:
             self._active.add(int(job_id))
         else:
             self._active.discard(int(job_id))
+
+    def note_turn(self, job_id: int, phase: int | None, cycle: int = 0, deadline: int | None = None) -> None:
+        """An event just said job `job_id` is Running in `phase` (PHASE_DRAFT / PHASE_VERIFY) of `cycle`
+        (None: it may have stopped), with the phase's `deadline` (chain time) when known. The next `take_turn`
+        returns it, so that the node can act on its turn without reading `getJob` first (one eth_call less on the
+        critical path). Only a hint: the contract is still the judge, since a call that would revert fails gas
+        estimation and nothing is signed (e.g. a later event the hint missed); the work then falls back to
+        reading the job's view. See `sure` for when the estimation itself is skipped."""
+        if phase is None:
+            self._turns.pop(int(job_id), None)
+        else:
+            self._turns[int(job_id)] = (int(phase), int(cycle), None if deadline is None else int(deadline))
+
+    def take_turn(self, job_id: int) -> tuple[int, int, int | None] | None:
+        """The (phase, cycle, deadline) the last event announced for the job, once (see `note_turn`), or None."""
+        return self._turns.pop(int(job_id), None)
+
+    def timeouts(self) -> tuple[int, int] | None:
+        """The market's (commitTimeout, verifyTimeout) in seconds (immutable: read once), None if unreadable."""
+        if self._timeouts is None:
+            try:
+                fn = self.market.functions
+                self._timeouts = (int(fn.commitTimeout().call()), int(fn.verifyTimeout().call()))
+            except ChainUnavailable:
+                raise
+            except Exception:
+                return None
+        return self._timeouts
+
+    def block_time(self, number: int) -> int | None:
+        """The timestamp of block `number` as the head waker announced it (no round trip), else None."""
+        waker = self.waker
+        return waker.block_time(number) if waker is not None and waker.connected else None
+
+    def draft_deadline(self, event: ChainEvent) -> int | None:
+        """The deadline of the next draft that `event` (a JobAccepted or CycleVerified) starts: its block's timestamp
+        + commitTimeout (as the contract sets it), when the head waker announced that block; else None."""
+        when = self.block_time(event.block_number)
+        timeouts = self.timeouts() if when is not None else None
+        return None if timeouts is None else when + timeouts[0]
+
+    def sure(self, deadline: int | None) -> bool:
+        """Whether a call on the node's turn may be signed without eth_estimateGas first (`transact(sure=True)`):
+        the turn comes from the event that opened it (exact phase and cycle), and its deadline is known and at
+        least `sure_margin_s` after the latest block's timestamp. Estimation would then only confirm what the
+        node knows; its gas comes from an earlier estimate of the same call shape (TxSender `reuse_estimate`).
+        A race the estimation could not prevent either (the other party claiming a timeout in the same block)
+        is the only way such a call reverts on chain."""
+        if deadline is None or self.waker is None or not self.waker.connected:
+            return False
+        latest = self.waker.block_time()
+        return latest is not None and latest + self.sure_margin_s <= deadline
 
     # ------------------------------------------------------------------ deferred writes
 
@@ -301,7 +380,14 @@ class NodeBase:
         stale = now - self._flushed_at
         if (not did and (not self._active or stale > self.max_defer_s)) or stale > 5 * self.max_defer_s:
             self.flush()
+        if not did:
+            did = self.background()
         return did
+
+    def background(self) -> int:
+        """Hook: work to do ahead while the node waits for the other party (nothing on chain, nothing stored),
+        e.g. the verifier's speculative verification of the draft it expects; returns how much it did."""
+        return 0
 
     def idle_interval(self) -> float:
         """How long `run` sleeps after a step that did nothing: `active_poll_interval` while a job is in progress
@@ -315,7 +401,8 @@ class NodeBase:
         return self.poll_interval
 
     def _sleep(self, stop: threading.Event, timeout: float) -> None:
-        if self.waker is not None and self.waker.connected:
+        busy = self._active or time.monotonic() - self._busy_at < self.active_linger_s
+        if self.waker is not None and self.waker.connected and (busy or self.wake_on_blocks_when_idle):
             self.waker.wait(timeout)  # a new block (or stop) ends it early
         else:
             stop.wait(timeout)
@@ -327,6 +414,10 @@ class NodeBase:
         self.log.info("%s %s serving (store %s)", self.role, self.address, self.store.path)
         if self.wake_url and self.waker is None:
             self.waker = HeadWaker(self.wake_url).start()
+            try:
+                self.timeouts()  # read now rather than on a job's first turn
+            except ChainUnavailable:
+                pass
         try:
             while not stop.is_set():
                 # a block announced while not subscribed, or after this, is seen by this or the next poll
@@ -447,16 +538,31 @@ class NodeBase:
 
     # ------------------------------------------------------------------ transactions
 
-    def transact(self, key: str, call, value: int = 0) -> int:
-        """Submit `call` (a bound contract function) once under idempotency `key`; 1 if submitted now, else 0.
+    def encode_call(self, contract, function: str, *args) -> EncodedCall:
+        """`contract.functions.<function>(*args)` as calldata, encoded with eth_abi directly: the same bytes, without
+        web3's argument normalization and validation (~0.6 ms a call; used for the calls of every cycle)."""
+        spec = self._selectors.get((contract.address, function))
+        if spec is None:
+            entries = [e for e in contract.abi if e.get("type") == "function" and e.get("name") == function]
+            if len(entries) != 1:
+                raise ValueError(f"{function}: {len(entries)} functions of that name (use contract.functions)")
+            spec = (function_abi_to_4byte_selector(entries[0]), get_abi_input_types(entries[0]))
+            self._selectors[(contract.address, function)] = spec
+        selector, types = spec
+        return EncodedCall(contract.address, selector + abi_encode(types, list(args)))
+
+    def transact(self, key: str, call, value: int = 0, *, sure: bool = False) -> int:
+        """Submit `call` (a bound contract function, or an `EncodedCall`) once under idempotency `key`; 1 if
+        submitted now, else 0.
 
         A call that would revert (gas estimation) is logged and nothing is signed; it may be tried again later.
+        `sure=True` (see `sure`): sign with the gas of an earlier estimate of the same call shape, if any.
         """
         if key in self._inflight or key in self._given_up:
             return 0
-        data = bytes.fromhex(call._encode_transaction_data()[2:])
+        data = call.data if isinstance(call, EncodedCall) else bytes.fromhex(call._encode_transaction_data()[2:])
         try:
-            tx_hash = self.sender.submit(key, call.address, data, value)
+            tx_hash = self.sender.submit(key, call.address, data, value, reuse_estimate=sure)
         except TransactionReverted as exc:
             self.log.info("%s not sent: it would revert (%s)", key, exc.error_name or exc)
             return 0
@@ -469,9 +575,23 @@ class NodeBase:
         self.log.info("sent %s: %s", key, tx_hash)
         return 1
 
+    def landed(self, key: str, block_number: int) -> None:
+        """An event proves that the key's transaction was mined successfully (e.g. the drafter's commit of cycle c,
+        once cycle c is verified): no receipt to fetch for it."""
+        item = self._inflight.get(key)
+        if item is not None:
+            self._drop_inflight(key)
+            self.sender.mark_landed(key, block_number)
+
     def _poll_inflight(self) -> int:
+        """Receipts of in-flight transactions older than `receipt_grace_s` (a log the node handles, or `landed`,
+        usually proves a transaction landed before that, without a receipt round trip; a transaction that
+        reverted emits nothing, so it is found here, at most `receipt_grace_s` later)."""
         did = 0
+        now = time.monotonic()
         for key, item in list(self._inflight.items()):
+            if now - item.submitted_at < self.receipt_grace_s:
+                continue
             try:
                 self.sender.wait_for_receipt(key, timeout=0)
             except ReceiptTimeout:
@@ -555,6 +675,76 @@ class NodeBase:
         for dispute in self.store.jobs(role=dispute_role):
             if dispute.status != "done":
                 self.track(DISPUTE, dispute.job_id)
+
+
+class PartyNode(NodeBase):
+    """What a job's two parties (drafter and verifier) share: noticing the end of their jobs (finished, a dispute
+    closed, finalized), retiring them, and answering the disputes opened against them (`answer_values`: the
+    claimed value and top-k at the disputed position) until they are resolved. `job_role` / `dispute_role` name
+    their rows in the store."""
+
+    job_role = "party"
+    dispute_role = "party-dispute"
+
+    jobs: dict[int, Any]  # job id -> the subclass's in-memory state of the job
+
+    # ------------------------------------------------------------------ events
+
+    def on_market_JobFinished(self, event: ChainEvent) -> None:
+        self.note_turn(event.args["jobId"], None)
+        self.mark_dirty(JOB, event.args["jobId"])
+
+    def on_market_DisputeClosed(self, event: ChainEvent) -> None:
+        self.note_turn(event.args["jobId"], None)
+        self.mark_dirty(JOB, event.args["jobId"])  # maybe finalizable now
+
+    def on_market_JobFinalized(self, event: ChainEvent) -> None:
+        self.note_turn(event.args["jobId"], None)
+        self.mark_dirty(JOB, event.args["jobId"])
+
+    def on_disputes_DisputeOpened(self, event: ChainEvent) -> None:
+        a = event.args
+        if a["accused"] != self.address:
+            return
+        dispute_id = int(a["disputeId"])
+        if self.store.job(dispute_id, self.dispute_role) is None:
+            self.log.warning("dispute %d opened against me: job %d cycle %d index %d", dispute_id, a["jobId"],
+                             a["cycle"], a["index"])
+            self.store.save_job(dispute_id, self.dispute_role, "open",
+                                {"job": int(a["jobId"]), "cycle": int(a["cycle"]), "index": int(a["index"]),
+                                 "kind": int(a["kind"]), "token": int(a["token"])})
+        self.track(DISPUTE, dispute_id)
+
+    def on_disputes_DisputeResolved(self, event: ChainEvent) -> None:
+        self.mark_dirty(DISPUTE, event.args["disputeId"])
+
+    # ------------------------------------------------------------------ work
+
+    def retire_job(self, job_id: int) -> int:
+        """The job is finalized (or gone): mark it done in the store and stop tracking it."""
+        self.store.save_job(job_id, self.job_role, "done")
+        self.jobs.pop(job_id, None)
+        self.forget(JOB, job_id)
+        return 0
+
+    def work_dispute(self, dispute_id: int) -> int:
+        d = chaindata.dispute_view(self.disputes, dispute_id)
+        if d["status"] == DISPUTE_RESOLVED:
+            self.store.save_job(dispute_id, self.dispute_role, "done")
+            self.forget(DISPUTE, dispute_id)
+            self.log.info("dispute %d resolved: %s", dispute_id, chaindata.DISPUTE_OUTCOMES[d["outcome"]])
+            return 0
+        if d["status"] != DISPUTE_AWAITING_ANSWER or self.chain_time() > d["answerDeadline"]:
+            # answered (or too late): what is left happens through events (DisputeResolved wakes it)
+            self.defer_until(DISPUTE, dispute_id, max(d["revealDeadline"], d["answerDeadline"]) + 1)
+            return 0
+        claimed, top = self.answer_values(int(d["jobId"]), int(d["cycle"]), int(d["index"]))
+        call = self.disputes.functions.answer(dispute_id, claimed, [t for t, _ in top], [w for _, w in top])
+        return self.transact(f"dispute:{dispute_id}:answer", call)
+
+    def answer_values(self, job_id: int, c: int, index: int) -> tuple[int, list[tuple[int, int]]]:
+        """(claimed value of the disputed position, top-k of my distribution there)."""
+        raise NotImplementedError
 
 
 def request_of(event: ChainEvent, market) -> dict[str, Any]:

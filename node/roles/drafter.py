@@ -19,13 +19,10 @@ from node.chain.events import ChainEvent
 from node.decoding.messages import Job
 from node.roles import behaviors, chaindata
 from node.roles.base import (
-    DISPUTE, JOB, NodeBase, load_model, load_tokenizer, max_positions, model_id, next_token_rows, record_of,
+    JOB, PartyNode, load_model, load_tokenizer, max_positions, model_id, next_token_rows, record_of,
     resolve_device, resume_draft_session,
 )
-from node.roles.chaindata import (
-    DISPUTE_AWAITING_ANSWER, DISPUTE_RESOLVED, PHASE_DRAFT, STATUS_FINALIZED, STATUS_NONE, STATUS_OPEN,
-    STATUS_RUNNING,
-)
+from node.roles.chaindata import PHASE_DRAFT, STATUS_FINALIZED, STATUS_NONE, STATUS_OPEN, STATUS_RUNNING
 from node.roles.jobs import JobRefused, job_from_record
 
 TOP_K = 8  # top-k of each distribution kept in transcripts and posted in dispute answers (contract max: 16)
@@ -39,10 +36,12 @@ class DrafterJob:
     outputs: dict[int, tuple[int, ...]] = field(default_factory=dict)  # verified cycle -> emitted tokens
     session: Any = None  # DraftSession (or BiasedDraftSession)
     proposed_cycle: int | None = None  # the cycle `session` proposed and has not advanced past yet
+    accepted: bool = False  # JobAccepted seen (before it, `background` decides the draft of cycle 0)
 
 
-class DrafterNode(NodeBase):
+class DrafterNode(PartyNode):
     role = "drafter"
+    job_role, dispute_role = JOB_ROLE, DISPUTE_ROLE
 
     def __init__(self, w3, deployment, account, store_path, draft_model_path, target_model_path,
                  behavior: str = "honest", poll_interval: float = 0.2, device=None, *,
@@ -83,6 +82,10 @@ class DrafterNode(NodeBase):
         self.log.info("job %d: assigned (γ=%d, maxTokens=%d)", record.job_id, job.gamma, job.max_new_tokens)
 
     def on_market_JobAccepted(self, event: ChainEvent) -> None:
+        if int(event.args["jobId"]) in self.jobs:
+            self.jobs[int(event.args["jobId"])].accepted = True
+        if self.tracked(JOB, event.args["jobId"]):
+            self.note_turn(event.args["jobId"], PHASE_DRAFT, 0, self.draft_deadline(event))  # my turn: cycle 0
         self.mark_dirty(JOB, event.args["jobId"])
 
     def on_market_CycleVerified(self, event: ChainEvent) -> None:
@@ -104,35 +107,13 @@ class DrafterNode(NodeBase):
         commit = self.tx_hash_of(f"job:{job_id}:cycle:{c}:commit")
         if commit is not None:
             hashes["commit"] = commit
+        self.landed(f"job:{job_id}:cycle:{c}:commit", event.block_number)  # verified: my commit landed
+        # my turn again (a JobFinished after this event clears it)
+        self.note_turn(job_id, PHASE_DRAFT, c + 1, self.draft_deadline(event))
         # the cycle's outcome is on chain: written at the next flush (a crash replays this event)
         self.later(lambda: self.store.save_cycle(job_id, JOB_ROLE, c, accepted=accepted, emitted_tokens=list(output),
                                                  tx_hashes=hashes))
         self.mark_dirty(JOB, job_id)
-
-    def on_market_JobFinished(self, event: ChainEvent) -> None:
-        self.mark_dirty(JOB, event.args["jobId"])
-
-    def on_market_DisputeClosed(self, event: ChainEvent) -> None:
-        self.mark_dirty(JOB, event.args["jobId"])  # maybe finalizable now
-
-    def on_market_JobFinalized(self, event: ChainEvent) -> None:
-        self.mark_dirty(JOB, event.args["jobId"])
-
-    def on_disputes_DisputeOpened(self, event: ChainEvent) -> None:
-        a = event.args
-        if a["accused"] != self.address:
-            return
-        dispute_id = int(a["disputeId"])
-        if self.store.job(dispute_id, DISPUTE_ROLE) is None:
-            self.log.warning("dispute %d opened against me: job %d cycle %d index %d", dispute_id, a["jobId"],
-                             a["cycle"], a["index"])
-            self.store.save_job(dispute_id, DISPUTE_ROLE, "open",
-                                {"job": int(a["jobId"]), "cycle": int(a["cycle"]), "index": int(a["index"]),
-                                 "kind": int(a["kind"]), "token": int(a["token"])})
-        self.track(DISPUTE, dispute_id)
-
-    def on_disputes_DisputeResolved(self, event: ChainEvent) -> None:
-        self.mark_dirty(DISPUTE, event.args["disputeId"])
 
     # ------------------------------------------------------------------ work
 
@@ -157,6 +138,12 @@ class DrafterNode(NodeBase):
                 dj.outputs.setdefault(data.cycle, data.output)
 
     def work_job(self, job_id: int) -> int:
+        turn = self.take_turn(job_id)
+        if turn is not None and turn[0] == PHASE_DRAFT:  # an event said it is my turn: no getJob needed
+            self.set_active(job_id, True)
+            sent = self._draft(job_id, turn[1], sure=self.sure(turn[2]))
+            if sent:
+                return sent  # else (e.g. it would revert, or the session is not ready) decide from the view
         view = self.job_view(job_id)
         status = view["status"]
         self.set_active(job_id, status in (STATUS_OPEN, STATUS_RUNNING))
@@ -167,35 +154,51 @@ class DrafterNode(NodeBase):
         if status != STATUS_RUNNING and job_id in self.jobs:
             self.jobs[job_id].session = None  # generation is over: free the cache
         if status in (STATUS_FINALIZED, STATUS_NONE):
-            self.store.save_job(job_id, JOB_ROLE, "done")
-            self.jobs.pop(job_id, None)
-            self.forget(JOB, job_id)
-            return 0
+            return self.retire_job(job_id)
         return self.settle(job_id, view)
 
-    def _draft(self, job_id: int, c: int) -> int:
+    def background(self) -> int:
+        """The draft of a job's cycle 0 depends on nothing the verifier does (the prompt, the public uniforms,
+        the draft model): decide it (transcript saved, nothing sent) while the verifier accepts the job, so that
+        the `JobAccepted` finds it ready. Only for jobs whose acceptance has not been seen yet."""
+        did = 0
+        for job_id, dj in list(self.jobs.items()):
+            if dj.session is None and not dj.outputs and not dj.accepted and self.tracked(JOB, job_id):
+                did += self._decide(job_id, 0) is not None
+        return did
+
+    def _decide(self, job_id: int, c: int) -> tuple[list[int], list[int]] | None:
+        """Cycle c's draft (tokens, q): the transcript's if decided before (maybe sent before a restart), else
+        proposed now and saved in the transcript before anything is signed; None if it cannot be proposed yet."""
+        transcript = self.store.cycle(job_id, JOB_ROLE, c)
+        if transcript is not None and transcript.proposals is not None:
+            return transcript.proposals, transcript.q
+        dj = self._job(job_id)
+        session = self._session_at(dj, c)
+        if session is None:
+            return None
+        draft = session.propose(c)
+        dj.proposed_cycle = c
+        tokens, q = list(draft.tokens), list(draft.q)
+        extra: dict[str, Any] = {"q_top": [[[t, w] for t, w in row] for row in draft.top_k(TOP_K)]}
+        biased = getattr(session, "biased", {}).get(c)
+        if biased:
+            extra["biased"] = [vars(b) for b in biased]
+            self.log.info("job %d cycle %d: biased positions %s", job_id, c, [b.index for b in biased])
+        self.store.save_cycle(job_id, JOB_ROLE, c, proposals=tokens, q=q, top_k=extra)
+        return tokens, q
+
+    def _draft(self, job_id: int, c: int, sure: bool = False) -> int:
         key = f"job:{job_id}:cycle:{c}:commit"
         if self.in_flight(key):
             return 0
-        transcript = self.store.cycle(job_id, JOB_ROLE, c)
-        if transcript is not None and transcript.proposals is not None:
-            tokens, q = transcript.proposals, transcript.q  # decided before (maybe sent before a restart)
-        else:
-            dj = self._job(job_id)
-            session = self._session_at(dj, c)
-            if session is None:
-                return 0
-            draft = session.propose(c)
-            dj.proposed_cycle = c
-            tokens, q = list(draft.tokens), list(draft.q)
-            extra: dict[str, Any] = {"q_top": [[[t, w] for t, w in row] for row in draft.top_k(TOP_K)]}
-            biased = getattr(session, "biased", {}).get(c)
-            if biased:
-                extra["biased"] = [vars(b) for b in biased]
-                self.log.info("job %d cycle %d: biased positions %s", job_id, c, [b.index for b in biased])
-            self.store.save_cycle(job_id, JOB_ROLE, c, proposals=tokens, q=q, top_k=extra)
+        decided = self._decide(job_id, c)
+        if decided is None:
+            return 0
+        tokens, q = decided
         root = protocol.draft_root(job_id, c, tokens, q)
-        sent = self.transact(key, self.market.functions.commitDraft(job_id, c, root, list(tokens), list(q)))
+        sent = self.transact(key, self.encode_call(self.market, "commitDraft", job_id, c, root, list(tokens), list(q)),
+                             sure=sure)
         if sent:  # the hash is in the sent-transaction record already; the transcript gets it at the next flush
             hashes = {"commit": self.tx_hash_of(key)}
             self.later(lambda: self.store.save_cycle(job_id, JOB_ROLE, c, tx_hashes=hashes))
@@ -221,21 +224,6 @@ class DrafterNode(NodeBase):
         return s
 
     # ------------------------------------------------------------------ disputes against me
-
-    def work_dispute(self, dispute_id: int) -> int:
-        d = chaindata.dispute_view(self.disputes, dispute_id)
-        if d["status"] == DISPUTE_RESOLVED:
-            self.store.save_job(dispute_id, DISPUTE_ROLE, "done")
-            self.forget(DISPUTE, dispute_id)
-            self.log.info("dispute %d resolved: %s", dispute_id, chaindata.DISPUTE_OUTCOMES[d["outcome"]])
-            return 0
-        if d["status"] != DISPUTE_AWAITING_ANSWER or self.chain_time() > d["answerDeadline"]:
-            # answered (or too late): what is left happens through events (DisputeResolved wakes it)
-            self.defer_until(DISPUTE, dispute_id, max(d["revealDeadline"], d["answerDeadline"]) + 1)
-            return 0
-        claimed, top = self.answer_values(int(d["jobId"]), int(d["cycle"]), int(d["index"]))
-        call = self.disputes.functions.answer(dispute_id, claimed, [t for t, _ in top], [w for _, w in top])
-        return self.transact(f"dispute:{dispute_id}:answer", call)
 
     def answer_values(self, job_id: int, c: int, index: int) -> tuple[int, list[tuple[int, int]]]:
         """(claimed q of the disputed proposal, top-k of my distribution there): from my transcript, or replayed."""

@@ -116,6 +116,7 @@ def judge_position(job: Job, prefix: list[int], cyc: CycleData, index: int, kind
 
 
 class RefereeNode(NodeBase):
+    wake_on_blocks_when_idle = False  # polls every poll_interval while not judging (see NodeBase)
     role = "referee"
 
     def __init__(self, w3, deployment, account, store_path, target_model_path, draft_model_path,

@@ -13,6 +13,7 @@ transaction. When `CycleVerified` arrives it asserts the contract's accept count
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,19 +22,32 @@ import numpy as np
 from node import protocol
 from node.chain.events import ChainEvent
 from node.decoding.messages import Draft, DraftFault, Job, Verification
+from node.decoding.scorer import VerifySession
 from node.roles import behaviors, chaindata
 from node.roles.base import (
-    DISPUTE, JOB, NodeBase, load_model, load_tokenizer, max_positions, model_id, next_token_rows, record_of,
+    JOB, PartyNode, load_model, load_tokenizer, max_positions, model_id, next_token_rows, record_of,
     resolve_device, resume_verify_session,
 )
 from node.roles.chaindata import (
-    DISPUTE_AWAITING_ANSWER, DISPUTE_RESOLVED, PHASE_VERIFY, STATUS_FINALIZED, STATUS_NONE, STATUS_OPEN,
-    STATUS_RUNNING,
+    PHASE_DRAFT, PHASE_VERIFY, STATUS_FINALIZED, STATUS_NONE, STATUS_OPEN, STATUS_RUNNING,
 )
 from node.roles.jobs import JobRefused, chain_head, job_from_record, verifier_seed
 
 TOP_K = 8
 JOB_ROLE, DISPUTE_ROLE = "verifier", "verifier-dispute"
+SPECULATION_MISSES = 2  # consecutive wrong guesses after which a job is no longer speculated on
+PREDICTOR_CATCH_UP = 8  # a job first speculated on at a later cycle replays the drafter's session up to there
+
+
+@dataclass
+class Speculation:
+    """A verification computed ahead for the draft an honest drafter will commit (see `VerifierNode.background`)."""
+
+    cycle: int
+    tokens: tuple[int, ...]
+    q: tuple[int, ...]
+    verification: Verification
+    backup: Any  # how to put the session back as it was before the guess (`_snapshot`)
 
 
 @dataclass
@@ -45,17 +59,33 @@ class VerifierJob:
     outputs: dict[int, tuple[int, ...]] = field(default_factory=dict)
     session: Any = None  # VerifySession (or RetaliatingVerifySession)
     verified_cycle: int | None = None  # the cycle `session` verified and has not advanced past yet
+    last: Verification | None = None  # the outcome of `verified_cycle` (what the session advances with)
+    # speculation (honest verifiers): the session advanced with its own emitted tokens before the chain's
+    # CycleVerified (`assumed`, checked when it arrives); `predictor` replays what an honest drafter proposes
+    accepted: bool = False  # my acceptJob sent, or JobAccepted seen
+    draft_deadline: int | None = None  # of the draft awaited (from the block of the last JobAccepted/CycleVerified)
+    assumed: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    predictor: Any = None  # DraftSession
+    predicted_cycle: int | None = None  # the cycle `predictor` proposed and has not advanced past yet
+    spec: Speculation | None = None
+    spec_misses: int = 0
+    speculate: bool = True
 
 
-class VerifierNode(NodeBase):
+class VerifierNode(PartyNode):
     role = "verifier"
+    job_role, dispute_role = JOB_ROLE, DISPUTE_ROLE
 
     def __init__(self, w3, deployment, account, store_path, target_model_path, draft_model_path,
                  behavior: str = "honest", poll_interval: float = 0.2, device=None, *,
-                 retaliation: behaviors.RetaliationPolicy | None = None, dispute_faults: bool = False, **options):
+                 retaliation: behaviors.RetaliationPolicy | None = None, dispute_faults: bool = False,
+                 speculate: bool = True, **options):
         self.behavior = behaviors.check_behavior("verifier", behavior)
         self.retaliation = retaliation or behaviors.RetaliationPolicy()
         self.dispute_faults = dispute_faults  # open a DraftReplay dispute (bond) on a binding draft fault
+        # verify ahead, while the drafter drafts, the draft an honest drafter will commit (`background`)
+        self.speculate = bool(speculate) and self.behavior == "honest"
+        self.speculation = {"hits": 0, "misses": 0}
         self.device, self.dtype = resolve_device(device)
         self.tokenizer = load_tokenizer(target_model_path, draft_model_path)
         self.target_model = load_model(target_model_path, self.device, self.dtype)
@@ -99,6 +129,9 @@ class VerifierNode(NodeBase):
         self.track(JOB, record.job_id)
 
     def on_market_JobAccepted(self, event: ChainEvent) -> None:
+        vj = self.jobs.get(int(event.args["jobId"]))
+        if vj is not None:
+            vj.accepted, vj.draft_deadline = True, self.draft_deadline(event)
         self.mark_dirty(JOB, event.args["jobId"])
 
     def on_market_DraftCommitted(self, event: ChainEvent) -> None:
@@ -109,6 +142,9 @@ class VerifierNode(NodeBase):
         vj = self.jobs.get(job_id)
         if vj is not None:
             vj.drafts.setdefault(int(event.args["cycle"]), (tuple(tokens), tuple(q)))
+        timeouts = self.timeouts() if vj is not None and vj.draft_deadline is not None else None
+        deadline = vj.draft_deadline + timeouts[1] if timeouts is not None else None  # the contract's rule
+        self.note_turn(job_id, PHASE_VERIFY, int(event.args["cycle"]), deadline)  # my turn: no getJob needed
         self.mark_dirty(JOB, job_id)
 
     def on_market_CycleVerified(self, event: ChainEvent) -> None:
@@ -120,6 +156,14 @@ class VerifierNode(NodeBase):
         vj = self.jobs.get(job_id)
         if vj is not None:
             vj.outputs.setdefault(c, output)
+            vj.draft_deadline = self.draft_deadline(event)
+            assumed = vj.assumed.pop(c, None)
+            if assumed is not None and assumed != output:  # the session ran ahead on a wrong assumption
+                self.log.error("job %d cycle %d: the chain emitted %s, not %s; rebuilding the session", job_id, c,
+                               list(output), list(assumed))
+                self._stop_speculating(vj)
+                vj.session, vj.verified_cycle = None, None
+        self.note_turn(job_id, PHASE_DRAFT, c + 1)  # the drafter's turn (a JobFinished after this event clears it)
         transcript = self.store.cycle(job_id, JOB_ROLE, c)
         if transcript is not None and transcript.accepted is not None and transcript.accepted != accepted:
             self.accept_mismatches.append((job_id, c, transcript.accepted, accepted))
@@ -153,31 +197,6 @@ class VerifierNode(NodeBase):
         call = self.disputes.functions.openDispute(job_id, c, index, chaindata.KIND_DRAFT, record, proof)
         return self.transact(key, call, value=self.disputes.functions.bond().call())
 
-    def on_market_JobFinished(self, event: ChainEvent) -> None:
-        self.mark_dirty(JOB, event.args["jobId"])
-
-    def on_market_DisputeClosed(self, event: ChainEvent) -> None:
-        self.mark_dirty(JOB, event.args["jobId"])  # maybe finalizable now
-
-    def on_market_JobFinalized(self, event: ChainEvent) -> None:
-        self.mark_dirty(JOB, event.args["jobId"])
-
-    def on_disputes_DisputeOpened(self, event: ChainEvent) -> None:
-        a = event.args
-        if a["accused"] != self.address:
-            return
-        dispute_id = int(a["disputeId"])
-        if self.store.job(dispute_id, DISPUTE_ROLE) is None:
-            self.log.warning("dispute %d opened against me: job %d cycle %d index %d", dispute_id, a["jobId"],
-                             a["cycle"], a["index"])
-            self.store.save_job(dispute_id, DISPUTE_ROLE, "open",
-                                {"job": int(a["jobId"]), "cycle": int(a["cycle"]), "index": int(a["index"]),
-                                 "kind": int(a["kind"]), "token": int(a["token"])})
-        self.track(DISPUTE, dispute_id)
-
-    def on_disputes_DisputeResolved(self, event: ChainEvent) -> None:
-        self.mark_dirty(DISPUTE, event.args["disputeId"])
-
     # ------------------------------------------------------------------ work
 
     def _job(self, job_id: int) -> VerifierJob:
@@ -197,6 +216,15 @@ class VerifierNode(NodeBase):
                 vj.outputs.setdefault(data.cycle, data.output)
 
     def work_job(self, job_id: int) -> int:
+        turn = self.take_turn(job_id)
+        if turn is not None and turn[0] == PHASE_VERIFY:  # an event said it is my turn: no getJob needed
+            self.set_active(job_id, True)
+            sent = self._verify(job_id, turn[1], sure=self.sure(turn[2]))
+            if sent:
+                return sent  # else (e.g. it would revert, or the draft is not ready) decide from the view
+        elif turn is not None and turn[0] == PHASE_DRAFT:  # the drafter's turn: nothing to do until its draft
+            self.set_active(job_id, True)  # (the periodic recheck reads the view and watches its deadline)
+            return 0
         view = self.job_view(job_id)
         status = view["status"]
         self.set_active(job_id, status == STATUS_RUNNING or (status == STATUS_OPEN and
@@ -204,24 +232,26 @@ class VerifierNode(NodeBase):
         if status == STATUS_OPEN and self.chain_time() <= view["deadline"]:
             vj = self._job(job_id)
             head = chain_head(self.account.key, job_id, vj.job.max_new_tokens)
-            return self.transact(f"job:{job_id}:accept", self.market.functions.acceptJob(job_id, head))
+            sent = self.transact(f"job:{job_id}:accept", self.market.functions.acceptJob(job_id, head))
+            if sent:  # guess cycle 0's draft at once (the drafter commits it as soon as it sees the acceptance)
+                vj.accepted = True
+                self._try_speculate(vj)
+            return sent
         if status == STATUS_RUNNING and view["phase"] == PHASE_VERIFY:
             if self.chain_time(max_age=1.0) > view["deadline"]:
                 return 0  # too late for this verification (the contract would refuse it)
             return self._verify(job_id, int(view["cycle"]))
         if status != STATUS_RUNNING and job_id in self.jobs:
+            self._stop_speculating(self.jobs[job_id])
             self.jobs[job_id].session = None
         if status in (STATUS_FINALIZED, STATUS_NONE):
-            self.store.save_job(job_id, JOB_ROLE, "done")
-            self.jobs.pop(job_id, None)
-            self.forget(JOB, job_id)
-            return 0
+            return self.retire_job(job_id)
         if status == STATUS_OPEN:  # past the accept deadline: the requester (or the drafter) cancels it
             self.defer_until(JOB, job_id, self.chain_time() + 3600)
             return 0
         return self.settle(job_id, view)
 
-    def _verify(self, job_id: int, c: int) -> int:
+    def _verify(self, job_id: int, c: int, sure: bool = False) -> int:
         key = f"job:{job_id}:cycle:{c}:verify"
         if self.in_flight(key):
             return 0
@@ -235,8 +265,11 @@ class VerifierNode(NodeBase):
                 if c not in vj.drafts:
                     return 0  # its DraftCommitted is not visible yet
             tokens, q = vj.drafts[c]
+            v = self._speculated(vj, c, tokens, q)
             invalid = next((i for i, tok in enumerate(tokens) if tok >= self.vocab_size), None)
-            if invalid is not None:
+            if v is not None:
+                session = vj.session
+            elif invalid is not None:
                 v = self._verify_invalid_draft(vj, c, tokens, q, invalid)
                 if v is None:
                     return 0
@@ -246,7 +279,7 @@ class VerifierNode(NodeBase):
                 if session is None:
                     return 0
                 v = session.verify(c, Draft(job_id=job_id, cycle=c, tokens=tuple(tokens), q=tuple(q), q_rows=None))
-                vj.verified_cycle = c
+                vj.verified_cycle, vj.last = c, v
             for fault in v.draft_faults:
                 self.draft_faults.append((job_id, c, fault))
                 self.log.warning("job %d cycle %d: draft fault at %d (%s): claimed %d, my replay %d", job_id, c,
@@ -263,12 +296,147 @@ class VerifierNode(NodeBase):
                 info["true_p"] = list(true_p)
             self.store.save_cycle(job_id, JOB_ROLE, c, proposals=list(tokens), q=list(q), p=p, top_k=info,
                                   reveal=reveal, accepted=v.accepted, emitted_tokens=list(v.emitted))
-        call = self.market.functions.submitVerification(job_id, c, list(tokens), list(q), list(p), reveal, out_token)
-        sent = self.transact(key, call)
+        call = self.encode_call(self.market, "submitVerification", job_id, c, list(tokens), list(q), list(p), reveal,
+                                out_token)
+        sent = self.transact(key, call, sure=sure)
         if sent:  # the hash is in the sent-transaction record already; the transcript gets it at the next flush
             hashes = {"verify": self.tx_hash_of(key)}
             self.later(lambda: self.store.save_cycle(job_id, JOB_ROLE, c, tx_hashes=hashes))
+            if job_id in self.jobs:
+                # guess the next draft at once: the drafter needs its notice and a draft (γ forwards) before it
+                # commits, which is the time this takes; the bookkeeping of this cycle's events can wait
+                self._try_speculate(self.jobs[job_id])
         return sent
+
+    # ------------------------------------------------------------------ speculation
+
+    def background(self) -> int:
+        """While the drafter drafts cycle c, verify ahead the draft an honest drafter commits: the draft is a
+        deterministic function of public data (the job, the outputs so far, the public uniforms) and the draft
+        model, which the verifier holds (it replays every draft anyway). So after sending cycle c-1's
+        verification, the verifier advances its session with its own emitted tokens (checked against the
+        chain's `CycleVerified`), proposes cycle c with a `DraftSession` of its own that mirrors the drafter's,
+        and verifies that guess. When the `DraftCommitted` arrives, a draft equal to the guess (tokens and q,
+        exactly) takes the verification computed ahead, which is what verifying it then would compute (same
+        session state, same input); any other draft restores the session as it was before the guess and is
+        verified as usual. Nothing is stored or sent ahead: the transcript is written, and the transaction
+        signed, only once the draft is on chain. After `SPECULATION_MISSES` wrong guesses in a row (a drafter
+        that is not honest, or computes on other hardware) the job is no longer speculated on."""
+        if not self.speculate:
+            return 0
+        return sum(self._try_speculate(vj) for vj in list(self.jobs.values()))
+
+    def _try_speculate(self, vj: VerifierJob) -> int:
+        if not self.speculate or not vj.speculate or vj.spec is not None:
+            return 0
+        try:
+            return self._speculate(vj)
+        except Exception:
+            self.log.exception("job %d: speculation failed; verifying as usual", vj.job.job_id)
+            self._stop_speculating(vj)
+            vj.session, vj.verified_cycle = None, None  # rebuilt from chain data when the draft comes
+            return 0
+
+    def _speculate(self, vj: VerifierJob) -> int:
+        s = vj.session
+        if s is None:
+            if not (vj.accepted and not vj.drafts and not vj.outputs):
+                return 0  # speculation starts with a job, at cycle 0 (a mirror of the drafter's session)
+            s = self._session_at(vj, 0)
+            if s is None:
+                return 0
+        if vj.verified_cycle is not None:  # verified (and sent): advance, with my own emitted tokens if the
+            v = vj.last                     # chain's are not known yet (checked when its CycleVerified comes)
+            if v is None or v.cycle != vj.verified_cycle or v.done:
+                return 0
+            chain = vj.outputs.get(v.cycle)
+            s.advance(chain if chain is not None else v.emitted)  # (a chain output that differs raises)
+            if chain is None:
+                vj.assumed[v.cycle] = tuple(v.emitted)
+            vj.verified_cycle = None
+        c = s.cycle
+        if s.done or c in vj.drafts:
+            return 0  # nothing to guess: done, or the real draft is here (the usual path verifies it)
+        p = self._predictor_at(vj, c)
+        if p is None:
+            return 0
+        guess = p.propose(c)
+        vj.predicted_cycle = c
+        backup = self._snapshot(s)
+        tokens, q = tuple(int(t) for t in guess.tokens), tuple(int(x) for x in guess.q)
+        v = s.verify(c, Draft(job_id=vj.job.job_id, cycle=c, tokens=tokens, q=q, q_rows=None))
+        vj.spec = Speculation(c, tokens, q, v, backup)
+        vj.verified_cycle = c
+        return 1
+
+    def _predictor_at(self, vj: VerifierJob, c: int):
+        """The job's mirror of an honest drafter's DraftSession, ready to propose cycle c: a session started at
+        cycle 0 and taken through every cycle as the drafter's is (propose, then advance with the cycle's output),
+        so that its proposals are the drafter's bit for bit; None if that cannot be done now."""
+        p = vj.predictor
+        if p is None:
+            if c > PREDICTOR_CATCH_UP:
+                vj.speculate = False  # (e.g. after a restart) replaying that far is not worth it
+                return None
+            p = vj.predictor = behaviors.draft_session("honest", self.draft_model, vj.job)
+            vj.predicted_cycle = None
+        while p.cycle < c:
+            k = p.cycle
+            emitted = vj.assumed.get(k, vj.outputs.get(k))
+            if emitted is None:
+                return None
+            if vj.predicted_cycle != k:
+                p.propose(k)  # a cycle it did not guess (the draft came first): propose as the drafter did
+            p.advance(emitted)
+            vj.predicted_cycle = None
+        if p.cycle != c or vj.predicted_cycle is not None:
+            vj.speculate = False
+            return None
+        return p
+
+    def _speculated(self, vj: VerifierJob, c: int, tokens, q) -> Verification | None:
+        """The verification computed ahead for cycle c if the committed draft is the one guessed, else None (the
+        session is then put back as it was before the guess)."""
+        spec, vj.spec = vj.spec, None
+        if spec is None:
+            return None
+        if spec.cycle == c and tuple(tokens) == spec.tokens and tuple(q) == spec.q:
+            vj.spec_misses = 0
+            self.speculation["hits"] += 1
+            vj.last = spec.verification
+            return spec.verification
+        self.speculation["misses"] += 1
+        vj.spec_misses += 1
+        if vj.spec_misses >= SPECULATION_MISSES:
+            vj.speculate = False
+        self.log.info("job %d cycle %d: the draft is not the one guessed; verifying it now", vj.job.job_id, c)
+        vj.session, vj.verified_cycle = self._restore(vj.session, spec.backup), None
+        return None
+
+    def _snapshot(self, s):
+        """What `_restore` needs to undo a `verify` on session `s`: the lengths of its two caches (a verify only
+        appends to them, and records its outcome until `advance`), or a deep copy of the session when it is not
+        built that way (the models themselves are shared, never copied)."""
+        if type(s) is VerifySession and getattr(s, "_last", 0) is None and getattr(s, "replay", None) is not None:
+            return ("lengths", len(s.target.tokens), len(s.replay.tokens))
+        shared = {id(self.target_model): self.target_model, id(self.draft_model): self.draft_model}
+        return ("copy", copy.deepcopy(s, shared))
+
+    def _restore(self, s, backup):
+        """The session as it was when `backup` was taken (cropping the caches rolls the KV entries back exactly:
+        the entries kept are the very tensors computed before)."""
+        if backup[0] == "lengths":
+            s.target.crop(backup[1])
+            s.replay.crop(backup[2])
+            s._last = None
+            return s
+        return backup[1]
+
+    def _stop_speculating(self, vj: VerifierJob) -> None:
+        if vj.spec is not None:  # the guess is dropped: the session goes back to before it
+            vj.session, vj.verified_cycle = self._restore(vj.session, vj.spec.backup), None
+        vj.spec, vj.predictor, vj.predicted_cycle, vj.speculate = None, None, None, False
+        vj.assumed.clear()
 
     def _verify_invalid_draft(self, vj: VerifierJob, c: int, tokens, q, invalid: int) -> Verification | None:
         """Verify a draft whose proposal `invalid` is not a token of the vocabulary (the contract takes any uint32).
@@ -331,21 +499,6 @@ class VerifierNode(NodeBase):
         return s
 
     # ------------------------------------------------------------------ disputes against me
-
-    def work_dispute(self, dispute_id: int) -> int:
-        d = chaindata.dispute_view(self.disputes, dispute_id)
-        if d["status"] == DISPUTE_RESOLVED:
-            self.store.save_job(dispute_id, DISPUTE_ROLE, "done")
-            self.forget(DISPUTE, dispute_id)
-            self.log.info("dispute %d resolved: %s", dispute_id, chaindata.DISPUTE_OUTCOMES[d["outcome"]])
-            return 0
-        if d["status"] != DISPUTE_AWAITING_ANSWER or self.chain_time() > d["answerDeadline"]:
-            # answered (or too late): what is left happens through events (DisputeResolved wakes it)
-            self.defer_until(DISPUTE, dispute_id, max(d["revealDeadline"], d["answerDeadline"]) + 1)
-            return 0
-        claimed, top = self.answer_values(int(d["jobId"]), int(d["cycle"]), int(d["index"]))
-        call = self.disputes.functions.answer(dispute_id, claimed, [t for t, _ in top], [w for _, w in top])
-        return self.transact(f"dispute:{dispute_id}:answer", call)
 
     def answer_values(self, job_id: int, c: int, index: int) -> tuple[int, list[tuple[int, int]]]:
         """(claimed p of the disputed token, top-k of p there): the posted p_i for a proposal, the p of outToken
