@@ -206,6 +206,8 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
     error VerifierNotActive(address verifier);
     /// @dev msg.value does not cover maxTokens × (pricePerAcceptedToken + pricePerPass).
     error InsufficientEscrow(uint256 sent, uint256 required);
+    /// @dev msg.value does not fit the job's uint96 escrow field.
+    error EscrowTooLarge(uint256 sent, uint256 max);
     /// @dev The job is not in a status that allows this call.
     error WrongStatus(uint256 jobId, JobStatus status);
     /// @dev The running job waits for the other party.
@@ -308,7 +310,8 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         }
         uint256 required =
             uint256(request.maxTokens) * (uint256(request.pricePerAcceptedToken) + request.pricePerPass);
-        if (msg.value < required || msg.value > type(uint96).max) revert InsufficientEscrow(msg.value, required);
+        if (msg.value < required) revert InsufficientEscrow(msg.value, required);
+        if (msg.value > type(uint96).max) revert EscrowTooLarge(msg.value, type(uint96).max);
 
         jobId = ++jobCount;
         Job storage job = _jobs[jobId];

@@ -91,6 +91,9 @@ def test_submit_job_reverts(chain, env):
     req = job_request(env)
     reverts("InsufficientEscrow", (escrow_for(req) - 1, escrow_for(req)), value=escrow_for(req) - 1)
     reverts("InsufficientEscrow", (0, escrow_for(req)), value=0)
+    # an escrow that does not fit the job's uint96 field is refused as such, not as too little
+    env.w3.provider.make_request("anvil_setBalance", [a.requester, hex(2**97)])
+    reverts("EscrowTooLarge", (2**96, 2**96 - 1), value=2**96)
     # An unbonding verifier takes no new jobs.
     transact(env.w3, env.registry.functions.requestUnbond(), a.verifier)
     reverts("VerifierNotActive", (a.verifier,))

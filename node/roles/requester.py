@@ -130,6 +130,7 @@ def explain_revert(exc: TransactionReverted, now: int | None = None) -> str:
         "DeadlinePassed": lambda: f"too late: the deadline was {format_time(args['deadline'])}",
         "DisputesOpen": lambda: f"{args.get('open')} dispute(s) on the job are still open",
         "InsufficientEscrow": lambda: f"escrow {args['sent']} wei is below the required {args['required']} wei",
+        "EscrowTooLarge": lambda: f"escrow {args['sent']} wei exceeds the market's limit of {args['max']} wei",
         "DrafterNotActive": lambda: f"{args['drafter']} is not an active drafter for this model pair",
         "VerifierNotActive": lambda: f"{args['verifier']} is not an active verifier for this target model",
         "PartiesNotDistinct": lambda: "requester, drafter and verifier must be three different accounts",
