@@ -31,10 +31,10 @@ from eth_utils import to_checksum_address, to_hex
 from eth_utils.abi import event_abi_to_log_topic
 from web3 import Web3
 from web3.contract import Contract
-from web3.exceptions import Web3RPCError
 from web3.types import LogReceipt
 
 from node.chain.client import RetryPolicy, rpc_url_of, with_retries
+from node.chain.logs import fetch_in_halves
 from node.store import NodeStore
 
 
@@ -178,15 +178,11 @@ class EventPoller:
     def _fetch(self, low: int, high: int) -> list[LogReceipt]:
         if not self._addresses or not self._topics:
             return []
-        query = {"fromBlock": low, "toBlock": high, "address": self._addresses, "topics": [self._topics]}
-        try:
+        def one_query(first: int, last: int) -> list[LogReceipt]:
+            query = {"fromBlock": first, "toBlock": last, "address": self._addresses, "topics": [self._topics]}
             return list(with_retries(lambda: self.w3.eth.get_logs(query), self.retry, self._url))
-        except Web3RPCError:
-            # Providers cap a query's range or result count; halve until it fits.
-            if low == high:
-                raise
-            middle = (low + high) // 2
-            return self._fetch(low, middle) + self._fetch(middle + 1, high)
+
+        return fetch_in_halves(one_query, low, high)  # providers cap a query's range or result count
 
     def _decoded(self, logs: list[LogReceipt]) -> list[ChainEvent]:
         events = []

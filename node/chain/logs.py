@@ -30,19 +30,20 @@ def in_ranges(fetch: Callable[[int, int], list[T]], from_block: int, to_block: i
     low = from_block
     while low <= to_block:
         high = min(low + max_range - 1, to_block)
-        out.extend(_halving(fetch, low, high))
+        out.extend(fetch_in_halves(fetch, low, high))
         low = high + 1
     return out
 
 
-def _halving(fetch: Callable[[int, int], list[T]], low: int, high: int) -> list[T]:
+def fetch_in_halves(fetch: Callable[[int, int], list[T]], low: int, high: int) -> list[T]:
+    """fetch(low, high), or, when the provider refuses it (Web3RPCError), the two halves of the range, recursively."""
     try:
         return list(fetch(low, high))
     except Web3RPCError:
         if low == high:
             raise
         middle = (low + high) // 2
-        return _halving(fetch, low, middle) + _halving(fetch, middle + 1, high)
+        return fetch_in_halves(fetch, low, middle) + fetch_in_halves(fetch, middle + 1, high)
 
 
 def _head_if_none(w3: Web3, to_block: int | None) -> int:
