@@ -291,6 +291,25 @@ def test_verifications_expose_top_k_for_disputes(decoder, prompt):
     assert len(draft.top_k(3)) == decoder.gamma
 
 
+def test_the_half_precision_path_decodes_within_its_tolerance(pair_paths, prompt):
+    """bf16 is the GPU default (node/decoding/loading.py); on CPU it runs the same code path minus the device.
+
+    The verifier's teacher-forced draft replay and the drafter's one-token-at-a-time proposals differ in the
+    last digits, more in bf16 than in fp32: default_tolerance_wad must absorb that (no draft fault on an
+    honest run), and every cycle must still satisfy the on-chain accept rule.
+    """
+    bf16 = SpeculativeDecoder.from_pretrained(*pair_paths, device="cpu", dtype=torch.bfloat16, gamma=3,
+                                              verify_draft=True)
+    assert bf16.target.dtype == bf16.draft.dtype == torch.bfloat16
+    result = bf16.generate(prompt, 40, job_id=81, verifier_seed=seed_for(81))
+    assert len(result.tokens) == 40 and result.draft_faults == 0
+    for c in result.cycles:
+        root = protocol.draft_root(81, c.cycle, c.proposals, c.q)
+        assert protocol.count_accepted(c.reveal, root, c.q, c.p) == c.accepted
+    # the same job decodes to the same tokens every time: nothing in the bf16 path is nondeterministic
+    assert bf16.generate(prompt, 40, job_id=81, verifier_seed=seed_for(81)).tokens == result.tokens
+
+
 def test_context_window_is_checked_up_front(decoder, prompt):
     window = decoder.target.config.n_positions
     with pytest.raises(ValueError, match="exceed"):
