@@ -712,6 +712,13 @@ def serve(ctx: typer.Context,
     for name, path in paths.items():
         if not Path(path).is_dir():
             raise CliError(f"{name} model directory {path} does not exist")
+    if device is not None:
+        from node.roles.base import resolve_device
+
+        try:
+            resolve_device(device)
+        except ValueError as exc:
+            raise CliError(f"--device: {exc}") from None
     import logging
 
     level = getattr(logging, log_level.strip().upper(), None)

@@ -199,9 +199,15 @@ def main():
         torch.set_num_threads(args.threads)
     transformers.logging.set_verbosity_error()  # assisted generation warns about its own internal generate call
 
+    for flag, path in (("--target", args.target), ("--draft", args.draft)):
+        if not pathlib.Path(path).is_dir():
+            parser.error(f"{flag} {path}: no such model directory")
     dtype = getattr(torch, args.dtype) if args.dtype else None
-    decoder = SpeculativeDecoder.from_pretrained(args.target, args.draft, device=args.device, dtype=dtype,
-                                                 temperature=args.temperature, top_k=args.top_k, top_p=args.top_p)
+    try:
+        decoder = SpeculativeDecoder.from_pretrained(args.target, args.draft, device=args.device, dtype=dtype,
+                                                     temperature=args.temperature, top_k=args.top_k, top_p=args.top_p)
+    except (ValueError, OSError) as exc:  # no such device, not a model pair, not a model directory
+        parser.error(str(exc))
     for model in (decoder.target, decoder.draft):  # every run decodes exactly --tokens tokens
         model.generation_config.eos_token_id = None
         model.generation_config.pad_token_id = decoder.tokenizer.eos_token_id

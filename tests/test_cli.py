@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 from typer.testing import CliRunner
 from web3 import Web3
 
@@ -274,6 +275,13 @@ def test_register_bad_inputs(home, w3, deployment):
     clean_error(cli("register", "--role", "drafter", "--stake", "2", "--model", DRAFT, "--target-model", TARGET,
                     "--dev-account", DRAFTER, home=home), "already registered")
     assert chain_state(w3, deployment, who) == before
+
+
+def test_serve_refuses_a_device_torch_cannot_use(tmp_path):
+    serve = ("serve", "drafter", "--model", DRAFT, "--target-model", TARGET, "--dev-account", DRAFTER)
+    clean_error(cli(*serve, "--device", "tpu9", home=tmp_path), "--device: unknown device 'tpu9'")
+    if not torch.cuda.is_available():  # refused before any chain or model is touched
+        clean_error(cli(*serve, "--device", "cuda", home=tmp_path), "sees no CUDA device")
 
 
 def test_status_and_finalize_of_unknown_jobs(home):

@@ -310,6 +310,14 @@ def test_the_half_precision_path_decodes_within_its_tolerance(pair_paths, prompt
     assert bf16.generate(prompt, 40, job_id=81, verifier_seed=seed_for(81)).tokens == result.tokens
 
 
+def test_a_device_torch_cannot_use_is_refused_at_load(pair_paths):
+    with pytest.raises(ValueError, match="unknown device"):
+        SpeculativeDecoder.from_pretrained(*pair_paths, device="tpu9")
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="sees no CUDA device"):
+            SpeculativeDecoder.from_pretrained(*pair_paths, device="cuda")
+
+
 def test_context_window_is_checked_up_front(decoder, prompt):
     window = decoder.target.config.n_positions
     with pytest.raises(ValueError, match="exceed"):

@@ -91,7 +91,7 @@ class SpeculativeDecoder:
     @classmethod
     def from_pretrained(cls, target_path, draft_path, device=None, dtype=None, **kwargs) -> "SpeculativeDecoder":
         """Load both checkpoints (on CUDA when available, else CPU), check they pair, and name them by model id."""
-        device = torch.device(device) if device is not None else loading.default_device()
+        device = loading.resolve_device(device)
         dtype = dtype if dtype is not None else loading.default_dtype(device)
         target_tokenizer = loading.load_tokenizer(target_path)
         loading.check_same_tokenizer(target_tokenizer, loading.load_tokenizer(draft_path))

@@ -17,6 +17,20 @@ def default_device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
+def resolve_device(device=None) -> torch.device:
+    """The device asked for (default: CUDA when available, else CPU), refused up front if torch cannot use it."""
+    try:
+        resolved = torch.device(device) if device is not None else default_device()
+    except RuntimeError as exc:
+        raise ValueError(f"unknown device {device!r}: {exc}") from None
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        built = f"built with CUDA {torch.version.cuda}" if torch.version.cuda else "a CPU-only build"
+        raise ValueError(f"device {device!r} asked for, but torch {torch.__version__} ({built}) sees no CUDA device")
+    if resolved.type not in ("cpu", "cuda"):
+        raise ValueError(f"device {device!r}: only cpu and cuda are supported")
+    return resolved
+
+
 def default_dtype(device: torch.device) -> torch.dtype:
     """fp32 on CPU (bf16 matmuls are slow there and replays should be tight); bf16 on GPU."""
     return torch.bfloat16 if device.type == "cuda" else torch.float32

@@ -76,11 +76,9 @@ _LOAD_LOCK = threading.Lock()
 
 
 def resolve_device(device=None):
-    import torch
-
     from node.decoding import loading
 
-    device = torch.device(device) if device is not None else loading.default_device()
+    device = loading.resolve_device(device)
     return device, loading.default_dtype(device)
 
 
