@@ -683,8 +683,23 @@ class PartyNode(NodeBase):
 
     job_role = "party"
     dispute_role = "party-dispute"
+    own_phase: int  # the job phase in which this party acts: PHASE_DRAFT (drafter) or PHASE_VERIFY (verifier)
 
     jobs: dict[int, Any]  # job id -> the subclass's in-memory state of the job
+
+    def act_on_announced_turn(self, job_id: int, act: Callable[[int, bool], int]) -> int | None:
+        """Take the turn an event announced for the job (`note_turn`) without reading its view: on this party's
+        own phase `act(cycle, sure)` (see `sure`); on the other party's, nothing (the periodic recheck reads the
+        view and watches the deadline). None when there is no announced turn or acting sent nothing (e.g. the
+        call would revert, or the session is not ready): the caller then decides from the job's view."""
+        turn = self.take_turn(job_id)
+        if turn is None:
+            return None
+        phase, cycle, deadline = turn
+        self.set_active(job_id, True)
+        if phase != self.own_phase:
+            return 0
+        return act(cycle, self.sure(deadline)) or None
 
     # ------------------------------------------------------------------ events
 

@@ -41,6 +41,7 @@ class DrafterJob:
 
 class DrafterNode(PartyNode):
     role = "drafter"
+    own_phase = PHASE_DRAFT
     job_role, dispute_role = JOB_ROLE, DISPUTE_ROLE
 
     def __init__(self, w3, deployment, account, store_path, draft_model_path, target_model_path,
@@ -138,12 +139,9 @@ class DrafterNode(PartyNode):
                 dj.outputs.setdefault(data.cycle, data.output)
 
     def work_job(self, job_id: int) -> int:
-        turn = self.take_turn(job_id)
-        if turn is not None and turn[0] == PHASE_DRAFT:  # an event said it is my turn: no getJob needed
-            self.set_active(job_id, True)
-            sent = self._draft(job_id, turn[1], sure=self.sure(turn[2]))
-            if sent:
-                return sent  # else (e.g. it would revert, or the session is not ready) decide from the view
+        sent = self.act_on_announced_turn(job_id, lambda c, sure: self._draft(job_id, c, sure=sure))
+        if sent is not None:
+            return sent
         view = self.job_view(job_id)
         status = view["status"]
         self.set_active(job_id, status in (STATUS_OPEN, STATUS_RUNNING))

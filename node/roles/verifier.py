@@ -74,6 +74,7 @@ class VerifierJob:
 
 class VerifierNode(PartyNode):
     role = "verifier"
+    own_phase = PHASE_VERIFY
     job_role, dispute_role = JOB_ROLE, DISPUTE_ROLE
 
     def __init__(self, w3, deployment, account, store_path, target_model_path, draft_model_path,
@@ -216,15 +217,9 @@ class VerifierNode(PartyNode):
                 vj.outputs.setdefault(data.cycle, data.output)
 
     def work_job(self, job_id: int) -> int:
-        turn = self.take_turn(job_id)
-        if turn is not None and turn[0] == PHASE_VERIFY:  # an event said it is my turn: no getJob needed
-            self.set_active(job_id, True)
-            sent = self._verify(job_id, turn[1], sure=self.sure(turn[2]))
-            if sent:
-                return sent  # else (e.g. it would revert, or the draft is not ready) decide from the view
-        elif turn is not None and turn[0] == PHASE_DRAFT:  # the drafter's turn: nothing to do until its draft
-            self.set_active(job_id, True)  # (the periodic recheck reads the view and watches its deadline)
-            return 0
+        sent = self.act_on_announced_turn(job_id, lambda c, sure: self._verify(job_id, c, sure=sure))
+        if sent is not None:
+            return sent
         view = self.job_view(job_id)
         status = view["status"]
         self.set_active(job_id, status == STATUS_RUNNING or (status == STATUS_OPEN and
