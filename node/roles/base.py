@@ -63,6 +63,7 @@ from node.chain.compile import compile_contracts
 from node.chain.deployment import Deployment
 from node.chain.events import ChainEvent, EventPoller, HeadWaker
 from node.roles import chaindata
+from node.roles.jobs import JobRefused, job_from_record
 from node.roles.chaindata import (
     DISPUTE_AWAITING_ANSWER, DISPUTE_RESOLVED, PHASE_DRAFT, PHASE_VERIFY, STATUS_FINISHED, STATUS_OPEN, STATUS_RUNNING,
 )
@@ -245,6 +246,17 @@ class NodeBase:
         self._seen_time: tuple[float, int, int] | None = None  # (monotonic time, number, timestamp): last block read
         self.sent: list[str] = []  # idempotency keys submitted by this object (tests, diagnostics)
         self._selectors: dict[tuple[str, str], tuple[bytes, list[str]]] = {}  # (address, function) -> ABI
+
+    def load_models(self, target_path, draft_path, device=None, *, with_target: bool = True) -> None:
+        """The pair a node serves: device and dtype, the shared tokenizer, both model ids, the draft model and
+        (unless `with_target` is False: a drafter holds only its draft) the target model. Called by a node's
+        constructor before `NodeBase.__init__`."""
+        self.device, self.dtype = resolve_device(device)
+        self.tokenizer = load_tokenizer(target_path, draft_path)
+        self.target_model = load_model(target_path, self.device, self.dtype) if with_target else None
+        self.draft_model = load_model(draft_path, self.device, self.dtype)
+        self.target_id = model_id(target_path)
+        self.draft_id = model_id(draft_path)
 
     # ------------------------------------------------------------------ tracking
 
@@ -687,6 +699,26 @@ class PartyNode(NodeBase):
 
     jobs: dict[int, Any]  # job id -> the subclass's in-memory state of the job
 
+    def take_submitted_job(self, event: ChainEvent):
+        """A `JobSubmitted` that names this node as its `role`: (record, engine Job) to serve, or None when the
+        job is not this node's, already known, or refused (other models, a prompt that does not fit: the
+        reason is logged and recorded in the store, and the node never acts on the job)."""
+        record = record_of(event, self.market)
+        if getattr(record, self.role) != self.address or self.store.job(record.job_id, self.job_role) is not None:
+            return None
+        reason = None
+        if record.draft_model != self.draft_id or record.target_model != self.target_id:
+            reason = (f"models (draft {record.draft_model.hex()[:16]}, target {record.target_model.hex()[:16]}) are "
+                      f"not mine (draft {self.draft_id.hex()[:16]}, target {self.target_id.hex()[:16]})")
+        else:
+            try:
+                return record, job_from_record(record, self.tokenizer, self.max_positions)
+            except JobRefused as exc:
+                reason = str(exc)
+        self.log.warning("job %d: refused: %s", record.job_id, reason)
+        self.store.save_job(record.job_id, self.job_role, "refused", {"reason": reason})
+        return None
+
     def act_on_announced_turn(self, job_id: int, act: Callable[[int, bool], int]) -> int | None:
         """Take the turn an event announced for the job (`note_turn`) without reading its view: on this party's
         own phase `act(cycle, sure)` (see `sure`); on the other party's, nothing (the periodic recheck reads the
@@ -756,8 +788,8 @@ class PartyNode(NodeBase):
         return self.transact(f"dispute:{dispute_id}:answer", call)
 
     def answer_values(self, job_id: int, c: int, index: int) -> tuple[int, list[tuple[int, int]]]:
-        """(claimed value of the disputed position, top-k of my distribution there)."""
-        raise NotImplementedError
+        """(claimed value of the disputed position, top-k of my distribution there): each party's own."""
+        raise NotImplementedError(f"{type(self).__name__} must define answer_values (drafter: q, verifier: p)")
 
 
 def request_of(event: ChainEvent, market) -> dict[str, Any]:

@@ -18,12 +18,9 @@ from node import protocol
 from node.chain.events import ChainEvent
 from node.decoding.messages import Job
 from node.roles import behaviors, chaindata
-from node.roles.base import (
-    JOB, PartyNode, load_model, load_tokenizer, max_positions, model_id, next_token_rows, record_of,
-    resolve_device, resume_draft_session,
-)
+from node.roles.base import JOB, PartyNode, max_positions, next_token_rows, resume_draft_session
 from node.roles.chaindata import PHASE_DRAFT, STATUS_FINALIZED, STATUS_NONE, STATUS_OPEN, STATUS_RUNNING
-from node.roles.jobs import JobRefused, job_from_record
+from node.roles.jobs import job_from_record
 
 TOP_K = 8  # top-k of each distribution kept in transcripts and posted in dispute answers (contract max: 16)
 JOB_ROLE, DISPUTE_ROLE = "drafter", "drafter-dispute"
@@ -49,11 +46,7 @@ class DrafterNode(PartyNode):
                  bias_policy: behaviors.BiasPolicy | None = None, **options):
         self.behavior = behaviors.check_behavior("drafter", behavior)
         self.bias_policy = bias_policy or behaviors.BiasPolicy()
-        self.device, self.dtype = resolve_device(device)
-        self.tokenizer = load_tokenizer(draft_model_path, target_model_path)
-        self.draft_model = load_model(draft_model_path, self.device, self.dtype)
-        self.draft_id = model_id(draft_model_path)
-        self.target_id = model_id(target_model_path)
+        self.load_models(target_model_path, draft_model_path, device, with_target=False)
         self.max_positions = max_positions(self.draft_model)
         super().__init__(w3, deployment, account, store_path, poll_interval, **options)
         self.jobs: dict[int, DrafterJob] = {}
@@ -64,19 +57,10 @@ class DrafterNode(PartyNode):
     # ------------------------------------------------------------------ events
 
     def on_market_JobSubmitted(self, event: ChainEvent) -> None:
-        record = record_of(event, self.market)
-        if record.drafter != self.address or self.store.job(record.job_id, JOB_ROLE) is not None:
+        taken = self.take_submitted_job(event)
+        if taken is None:
             return
-        reason = self._refusal(record)
-        if reason is None:
-            try:
-                job = job_from_record(record, self.tokenizer, self.max_positions)
-            except JobRefused as exc:
-                reason = str(exc)
-        if reason is not None:
-            self.log.warning("job %d: not drafting it: %s", record.job_id, reason)
-            self.store.save_job(record.job_id, JOB_ROLE, "refused", {"reason": reason})
-            return
+        record, job = taken
         self.store.save_job(record.job_id, JOB_ROLE, "active", {"verifier": record.verifier})
         self.jobs[record.job_id] = DrafterJob(job, record)
         self.track(JOB, record.job_id)
@@ -117,12 +101,6 @@ class DrafterNode(PartyNode):
         self.mark_dirty(JOB, job_id)
 
     # ------------------------------------------------------------------ work
-
-    def _refusal(self, record: chaindata.JobRecord) -> str | None:
-        if record.draft_model != self.draft_id or record.target_model != self.target_id:
-            return (f"models (draft {record.draft_model.hex()[:16]}, target {record.target_model.hex()[:16]}) are not "
-                    f"mine (draft {self.draft_id.hex()[:16]}, target {self.target_id.hex()[:16]})")
-        return None
 
     def _job(self, job_id: int) -> DrafterJob:
         dj = self.jobs.get(job_id)

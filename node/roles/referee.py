@@ -31,9 +31,7 @@ from node import protocol
 from node.chain.events import ChainEvent
 from node.decoding.messages import Job
 from node.roles import chaindata
-from node.roles.base import (
-    DISPUTE, NodeBase, load_model, load_tokenizer, model_id, next_token_rows, resolve_device,
-)
+from node.roles.base import DISPUTE, NodeBase, next_token_rows
 from node.roles.chaindata import (
     DISPUTE_AWAITING_ANSWER, DISPUTE_RESOLVED, DISPUTE_VOTING, KIND_DRAFT, KIND_TARGET, CycleData,
 )
@@ -124,12 +122,7 @@ class RefereeNode(NodeBase):
                  resolve_stagger_s: float = 1.0, **options):
         from node.decoding.scorer import default_tolerance_wad
 
-        self.device, self.dtype = resolve_device(device)
-        self.tokenizer = load_tokenizer(target_model_path, draft_model_path)
-        self.target_model = load_model(target_model_path, self.device, self.dtype)
-        self.draft_model = load_model(draft_model_path, self.device, self.dtype)
-        self.target_id = model_id(target_model_path)
-        self.draft_id = model_id(draft_model_path)
+        self.load_models(target_model_path, draft_model_path, device)
         self.tolerance_wad = tolerance_wad if tolerance_wad is not None else default_tolerance_wad(self.dtype)
         super().__init__(w3, deployment, account, store_path, poll_interval, **options)
         if self.disputes is None:

@@ -24,14 +24,11 @@ from node.chain.events import ChainEvent
 from node.decoding.messages import Draft, DraftFault, Job, Verification
 from node.decoding.scorer import VerifySession
 from node.roles import behaviors, chaindata
-from node.roles.base import (
-    JOB, PartyNode, load_model, load_tokenizer, max_positions, model_id, next_token_rows, record_of,
-    resolve_device, resume_verify_session,
-)
+from node.roles.base import JOB, PartyNode, max_positions, next_token_rows, resume_verify_session
 from node.roles.chaindata import (
     PHASE_DRAFT, PHASE_VERIFY, STATUS_FINALIZED, STATUS_NONE, STATUS_OPEN, STATUS_RUNNING,
 )
-from node.roles.jobs import JobRefused, chain_head, job_from_record, verifier_seed
+from node.roles.jobs import chain_head, job_from_record, verifier_seed
 
 TOP_K = 8
 JOB_ROLE, DISPUTE_ROLE = "verifier", "verifier-dispute"
@@ -87,12 +84,7 @@ class VerifierNode(PartyNode):
         # verify ahead, while the drafter drafts, the draft an honest drafter will commit (`background`)
         self.speculate = bool(speculate) and self.behavior == "honest"
         self.speculation = {"hits": 0, "misses": 0}
-        self.device, self.dtype = resolve_device(device)
-        self.tokenizer = load_tokenizer(target_model_path, draft_model_path)
-        self.target_model = load_model(target_model_path, self.device, self.dtype)
-        self.draft_model = load_model(draft_model_path, self.device, self.dtype)
-        self.target_id = model_id(target_model_path)
-        self.draft_id = model_id(draft_model_path)
+        self.load_models(target_model_path, draft_model_path, device)
         from node.decoding.loading import vocab_size
 
         self.vocab_size = vocab_size(self.target_model)
@@ -109,22 +101,10 @@ class VerifierNode(PartyNode):
     # ------------------------------------------------------------------ events
 
     def on_market_JobSubmitted(self, event: ChainEvent) -> None:
-        record = record_of(event, self.market)
-        if record.verifier != self.address or self.store.job(record.job_id, JOB_ROLE) is not None:
+        taken = self.take_submitted_job(event)
+        if taken is None:
             return
-        reason = None
-        if record.target_model != self.target_id or record.draft_model != self.draft_id:
-            reason = (f"models (target {record.target_model.hex()[:16]}, draft {record.draft_model.hex()[:16]}) are "
-                      f"not mine (target {self.target_id.hex()[:16]}, draft {self.draft_id.hex()[:16]})")
-        else:
-            try:
-                job = job_from_record(record, self.tokenizer, self.max_positions)
-            except JobRefused as exc:
-                reason = str(exc)
-        if reason is not None:
-            self.log.warning("job %d: not accepting it: %s", record.job_id, reason)
-            self.store.save_job(record.job_id, JOB_ROLE, "refused", {"reason": reason})
-            return
+        record, job = taken
         self.store.save_job(record.job_id, JOB_ROLE, "active", {"drafter": record.drafter})
         self.jobs[record.job_id] = VerifierJob(job, record, verifier_seed(self.account.key, record.job_id))
         self.track(JOB, record.job_id)
