@@ -194,6 +194,7 @@ def main():
     parser.add_argument("--top-p", type=float, default=1.0)
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    parser.add_argument("--json-out", metavar="PATH", help="also write the JSON object to PATH")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -228,6 +229,8 @@ def main():
         worst_speedup_gap=max(abs(r["speedup_measured"] / r["speedup_predicted"] - 1) for r in rows),
         peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     )
+    if args.json_out:
+        pathlib.Path(args.json_out).write_text(json.dumps(report, indent=1) + "\n")
     if args.json:
         print(json.dumps(report, indent=1))
         return

@@ -24,11 +24,17 @@ pytestmark = pytest.mark.skipif(not (ROOT / "models" / "target" / "model.safeten
 
 
 @pytest.fixture(scope="module")
-def report() -> dict:
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--json", "--gammas", "1,3", "--tokens", "24", "--threads", "1",
-                           "--temperature", "0.9"], capture_output=True, text=True, timeout=300, cwd=str(ROOT))
+def report(tmp_path_factory) -> dict:
+    """One short run that prints the table and writes the JSON object (--json-out, as the device check does)."""
+    out = tmp_path_factory.mktemp("bench") / "bench.json"
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--json-out", str(out), "--gammas", "1,3", "--tokens", "24",
+                           "--threads", "1", "--temperature", "0.9"], capture_output=True, text=True, timeout=300,
+                          cwd=str(ROOT))
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout)
+    report = json.loads(out.read_text())
+    header, rule, *rows = [line for line in proc.stdout.splitlines() if line.startswith("|")]
+    assert "S pred" in header and "S meas" in header and len(rows) == len(report["rows"]) == 2
+    return report
 
 
 def test_every_gamma_has_a_row_with_positive_rates(report):
