@@ -12,13 +12,16 @@ import {SpecMath} from "./lib/SpecMath.sol";
 /// @notice Optimistic, replay-refereed disputes of PROTOCOL.md §6 (see docs/disputes.md).
 ///
 /// Life of a dispute:
-///  1. `openDispute` (challenger, with `bond`): proves the disputed position against the market's cycle record,
-///     draws up to `refereesPerDispute` referees for the disputed model, locks accused and referees.
-///  2. `answer` (accused, within `answerPeriod`): its replayed probability of the disputed token and its top-k.
+///  1. `openDispute` (challenger, with `bond`): proves the disputed position against the market's cycle record and
+///     locks the accused. The referee draw is seeded by the hash of the block that holds this transaction, which
+///     nobody knows when sending it, so the challenger cannot pick a block whose draw suits it.
+///  2. `drawReferees` (anyone, from the next block on; `answer` does it when nobody did): draws up to
+///     `refereesPerDispute` referees for the disputed model among those registered by then, and locks them.
+///  3. `answer` (accused, within `answerPeriod`): its replayed probability of the disputed token and its top-k.
 ///     Silence: after the deadline anyone calls `claimAnswerTimeout` and the accused loses.
-///  3. `commitVote` (drawn referees, within `commitPeriod` after the answer), then `revealVote` (within
+///  4. `commitVote` (drawn referees, within `commitPeriod` after the answer), then `revealVote` (within
 ///     `revealPeriod` after the commit deadline; it opens early once every drawn referee has committed).
-///  4. `resolve` (anyone, after the reveal deadline, or early once no further reveal is possible): a strict
+///  5. `resolve` (anyone, after the reveal deadline, or early once no further reveal is possible): a strict
 ///     majority of the *drawn* referees decides; anything else is Void (bond back, accused untouched).
 /// Money only ever moves by `withdraw` of credited balances (pull payments).
 contract DisputeManager is ReentrancyGuard {
@@ -52,7 +55,7 @@ contract DisputeManager is ReentrancyGuard {
         None,
         AccusedLost, // a strict majority of the drawn referees voted AccusedCheated
         ChallengerLost, // a strict majority of the drawn referees voted AccusedFaithful
-        Void, // no strict majority (tie, too few reveals): bond back, accused untouched
+        Void, // no strict majority (tie, too few reveals), or nobody left to draw: bond back, accused untouched
         AccusedSilent // the accused did not answer in time: it loses, referees are released unpaid and unpunished
     }
 
@@ -100,6 +103,8 @@ contract DisputeManager is ReentrancyGuard {
         uint8 reveals;
         uint8 faithfulVotes;
         uint8 cheatedVotes;
+        uint64 drawBlock; // the block whose hash seeds the referee draw
+        uint32 poolSize; // referees registered for modelId at opening: the draw ranges over these list slots
     }
 
     /// @notice A drawn referee's ballot (`drawn` and `verdict` share a slot, so a reveal rewrites a warm slot).
@@ -181,6 +186,9 @@ contract DisputeManager is ReentrancyGuard {
     );
     /// @notice The referee panel of `disputeId`.
     event RefereesDrawn(uint256 indexed disputeId, address[] referees);
+    /// @notice The seed block's hash was no longer available (over 256 blocks old): the draw now waits for the
+    /// hash of `drawBlock`, the block of this call.
+    event DrawRescheduled(uint256 indexed disputeId, uint64 drawBlock);
     /// @notice The accused answered with its replay; only `answerHash` = keccak256(abi.encode(claimedProb,
     /// topTokens, topProbs)) is stored.
     event Answered(
@@ -235,8 +243,15 @@ contract DisputeManager is ReentrancyGuard {
     error PositionUnderDispute(uint256 jobId, uint32 cycle, uint32 index, Kind kind);
     /// @notice The accused already lost a dispute on this position.
     error PositionAlreadyProven(uint256 jobId, uint32 cycle, uint32 index, Kind kind);
-    /// @notice Nobody could referee: no active referee for the model outside the parties was found.
+    /// @notice Nobody could referee: no referee is registered for the model.
     error NoEligibleReferees(bytes32 modelId);
+    /// @notice The draw needs the hash of `drawBlock`, which exists only from the next block on.
+    error DrawTooEarly(uint64 drawBlock);
+    /// @notice The referees of this dispute are already drawn.
+    error AlreadyDrawn(uint256 disputeId);
+    /// @notice The answer needs a drawn panel, and the seed block `drawBlock` is too old to draw from in this call:
+    /// call `drawReferees` (it reschedules the draw) and answer once it has drawn.
+    error PanelNotDrawn(uint64 drawBlock);
     /// @notice No such dispute, or it is in another phase.
     error WrongStatus(uint256 disputeId, Status status);
     /// @notice Only the accused may answer.
@@ -338,7 +353,7 @@ contract DisputeManager is ReentrancyGuard {
     /// verifier, panel for the target model).
     /// @param record Preimage of `market.cycleRecordHash(jobId, cycle)`; K = record.p.length.
     /// @param leafProof The disputed leaf (token, q) and its proof against record.draftRoot (unused when index == K).
-    /// @return disputeId Id of the new dispute.
+    /// @return disputeId Id of the new dispute. Its referees are drawn from the next block on (`drawReferees`).
     function openDispute(
         uint256 jobId,
         uint32 cycle,
@@ -356,22 +371,32 @@ contract DisputeManager is ReentrancyGuard {
         disputeId = _create(jobId, cycle, index, kind);
         Dispute storage d = _disputes[disputeId];
         _emitOpened(disputeId, d, token, claimedValue);
-        address[] storage panel = _referees[disputeId];
-        emit RefereesDrawn(disputeId, panel);
 
         // Interactions: bookkeeping in the market and the registry (trusted protocol contracts).
         market.disputeOpened(jobId);
         registry.lock(d.accused);
-        uint256 drawn = panel.length;
-        for (uint256 i = 0; i < drawn; ++i) {
-            registry.lock(panel[i]);
-        }
+    }
+
+    // ------------------------------------------------------------------ draw
+
+    /// @notice Draws the referees of `disputeId` from the hash of its seed block (the block that opened it), among
+    /// the referees for the disputed model that registered no later than that block, and locks them. Anyone may
+    /// call it from the block after the seed block on; `answer` calls it when nobody has. When the seed block is
+    /// more than 256 blocks old its hash is gone: the draw is rescheduled to this call's block (`DrawRescheduled`)
+    /// and a later call draws. When none of those referees is still eligible the dispute ends Void.
+    /// @param disputeId The dispute; it must await its answer and have no panel yet.
+    function drawReferees(uint256 disputeId) external nonReentrant {
+        Dispute storage d = _disputes[disputeId];
+        if (d.status != Status.AwaitingAnswer) revert WrongStatus(disputeId, d.status);
+        if (d.drawn != 0) revert AlreadyDrawn(disputeId);
+        _drawPanel(disputeId, d);
     }
 
     // ------------------------------------------------------------------ answer
 
     /// @notice The accused answers with its replay of the disputed position: its probability of the disputed token
     /// and its top-k (tokens with probabilities, 1 <= k <= MAX_TOP_K). Only a hash is stored; the values are emitted.
+    /// Draws the referees first when nobody has (see `drawReferees`); voting starts now.
     /// @param disputeId The dispute.
     /// @param claimedProb Replayed probability (WAD) of the disputed token.
     /// @param topTokens Top-k token ids at the position.
@@ -393,6 +418,10 @@ contract DisputeManager is ReentrancyGuard {
             sum += topProbs[i];
         }
         if (sum > SpecMath.WAD) revert ProbabilityAboveWad(sum);
+        if (d.drawn == 0) {
+            if (block.number > d.drawBlock && blockhash(d.drawBlock) == bytes32(0)) revert PanelNotDrawn(d.drawBlock);
+            if (!_drawPanel(disputeId, d)) return; // nobody eligible: the dispute ended Void
+        }
 
         bytes32 answerHash = keccak256(abi.encode(claimedProb, topTokens, topProbs));
         uint64 commitDeadline = uint64(block.timestamp + commitPeriod);
@@ -622,7 +651,7 @@ contract DisputeManager is ReentrancyGuard {
         return (leafProof.token, kind == Kind.DraftReplay ? leafProof.q : record.p[index]);
     }
 
-    /// @dev Effects of openDispute: the dispute record, the position state and the referee draw (view calls only).
+    /// @dev Effects of openDispute: the dispute record and the position state (view calls only).
     function _create(uint256 jobId, uint32 cycle, uint32 index, Kind kind) private returns (uint256 disputeId) {
         IInferenceMarket.JobParties memory parties = market.jobParties(jobId);
         address accused = kind == Kind.DraftReplay ? parties.drafter : parties.verifier;
@@ -645,9 +674,10 @@ contract DisputeManager is ReentrancyGuard {
         d.requester = parties.requester;
         d.modelId = kind == Kind.DraftReplay ? parties.draftModel : parties.targetModel;
         d.answerDeadline = uint64(block.timestamp + answerPeriod);
-        address[] storage panel = _referees[disputeId];
-        _draw(disputeId, d.modelId, [parties.requester, parties.drafter, parties.verifier, msg.sender], panel);
-        d.drawn = uint8(panel.length);
+        uint256 poolSize = registry.refereeCount(d.modelId);
+        if (poolSize == 0) revert NoEligibleReferees(d.modelId);
+        d.drawBlock = uint64(block.number);
+        d.poolSize = uint32(poolSize);
     }
 
     function _emitOpened(uint256 disputeId, Dispute storage d, uint32 token, uint64 claimedValue) private {
@@ -666,29 +696,59 @@ contract DisputeManager is ReentrancyGuard {
         );
     }
 
-    /// @dev Draws up to `refereesPerDispute` active referees for `modelId`, skipping `parties`. When the list is
-    /// no longer than the scan cap (4R + SCAN_EXTRA) it is scanned completely from a pseudo-random start;
-    /// otherwise cap indices are sampled pseudo-randomly. Reverts when nobody is eligible.
-    function _draw(uint256 disputeId, bytes32 modelId, address[4] memory parties, address[] storage panel) private {
-        uint256 count = registry.refereeCount(modelId);
-        if (count == 0) revert NoEligibleReferees(modelId);
+    /// @dev The draw of `drawReferees`: false when it was rescheduled or the dispute ended Void for lack of
+    /// referees, true when the panel is drawn and locked.
+    function _drawPanel(uint256 disputeId, Dispute storage d) private returns (bool) {
+        uint64 drawBlock = d.drawBlock;
+        if (block.number <= drawBlock) revert DrawTooEarly(drawBlock);
+        bytes32 seedHash = blockhash(drawBlock);
+        if (seedHash == bytes32(0)) {
+            d.drawBlock = uint64(block.number);
+            emit DrawRescheduled(disputeId, uint64(block.number));
+            return false;
+        }
+        address[] storage panel = _referees[disputeId];
+        _draw(disputeId, d, uint256(keccak256(abi.encode(seedHash, disputeId))), panel);
+        uint256 drawn = panel.length;
+        if (drawn == 0) {
+            _voidUnrefereed(disputeId, d);
+            return false;
+        }
+        d.drawn = uint8(drawn);
+        emit RefereesDrawn(disputeId, panel);
+        for (uint256 i = 0; i < drawn; ++i) {
+            registry.lock(panel[i]);
+        }
+        return true;
+    }
+
+    /// @dev Picks up to `refereesPerDispute` eligible referees among the first `poolSize` slots of the model's
+    /// referee list (registrations after the opening land beyond them). When there are at most 4R + SCAN_EXTRA slots
+    /// they are scanned completely from a pseudo-random start; otherwise that many slots are sampled pseudo-randomly.
+    /// The modulus is the pool size at opening, so leaving the list cannot re-roll the draw; a slot left empty is
+    /// skipped.
+    function _draw(uint256 disputeId, Dispute storage d, uint256 seed, address[] storage panel) private {
+        IInferenceMarket.JobParties memory parties = market.jobParties(d.jobId);
+        address[4] memory excluded = [parties.requester, parties.drafter, parties.verifier, d.challenger];
+        uint256 pool = d.poolSize;
+        uint256 count = registry.refereeCount(d.modelId);
         uint256 tries = 4 * refereesPerDispute + SCAN_EXTRA;
-        bool fullScan = count <= tries;
-        if (fullScan) tries = count;
-        uint256 seed = uint256(keccak256(abi.encode(blockhash(block.number - 1), block.prevrandao, disputeId)));
+        bool fullScan = pool <= tries;
+        if (fullScan) tries = pool;
         for (uint256 j = 0; j < tries && panel.length < refereesPerDispute; ++j) {
-            uint256 at = fullScan ? (seed % count + j) % count : uint256(keccak256(abi.encode(seed, j))) % count;
-            address candidate = registry.refereeAt(modelId, at);
-            if (_eligible(disputeId, candidate, parties, modelId)) {
+            uint256 at = fullScan ? (seed % pool + j) % pool : uint256(keccak256(abi.encode(seed, j))) % pool;
+            if (at >= count) continue;
+            address candidate = registry.refereeAt(d.modelId, at);
+            if (_eligible(disputeId, candidate, excluded, d)) {
                 _ballots[disputeId][candidate].drawn = true;
                 panel.push(candidate);
             }
         }
-        if (panel.length == 0) revert NoEligibleReferees(modelId);
     }
 
-    /// @dev Not zero, not yet drawn, not a party, and an active referee for `modelId`.
-    function _eligible(uint256 disputeId, address candidate, address[4] memory parties, bytes32 modelId)
+    /// @dev Not zero, not yet drawn, not a party, and an active referee for the disputed model registered no later
+    /// than the seed block.
+    function _eligible(uint256 disputeId, address candidate, address[4] memory parties, Dispute storage d)
         private
         view
         returns (bool)
@@ -697,7 +757,17 @@ contract DisputeManager is ReentrancyGuard {
         for (uint256 i = 0; i < 4; ++i) {
             if (candidate == parties[i]) return false;
         }
-        return registry.isActive(candidate, IStakingRegistry.Role.Referee, modelId);
+        return registry.isActiveSince(candidate, IStakingRegistry.Role.Referee, d.modelId, d.drawBlock);
+    }
+
+    /// @dev Ends a dispute nobody can referee: Void, bond back, the position free again, the accused released.
+    function _voidUnrefereed(uint256 disputeId, Dispute storage d) private {
+        d.status = Status.Resolved;
+        d.outcome = Outcome.Void;
+        _positions[_positionKey(d.jobId, d.cycle, d.index, d.kind)] = PositionState.Free;
+        _credit(disputeId, d.challenger, bond);
+        emit DisputeResolved(disputeId, Outcome.Void, 0, 0, 0);
+        _release(disputeId, d, false);
     }
 
     function _votingOver(Dispute storage d) private view returns (bool) {

@@ -55,6 +55,7 @@ contract StakingRegistry is IStakingRegistry, ReentrancyGuardTransient {
     mapping(address account => mapping(bytes32 modelId => bool)) private _serves;
     mapping(bytes32 modelId => address[]) private _referees;
     mapping(bytes32 modelId => mapping(address referee => uint256)) private _refereeIndexPlusOne;
+    mapping(address account => uint256) private _registeredBlock;
 
     /// @notice The deployer wired the market and the dispute manager.
     event ProtocolContractsSet(address indexed market, address indexed disputes);
@@ -263,6 +264,7 @@ contract StakingRegistry is IStakingRegistry, ReentrancyGuardTransient {
         }
         delete _models[msg.sender];
         delete _accounts[msg.sender];
+        delete _registeredBlock[msg.sender];
         emit Unbonded(msg.sender, amount);
         if (amount != 0) {
             (bool ok,) = payable(msg.sender).call{value: amount}("");
@@ -306,6 +308,16 @@ contract StakingRegistry is IStakingRegistry, ReentrancyGuardTransient {
         Account storage acct = _accounts[account];
         return role != Role.None && acct.role == role && acct.unbondingSince == 0 && _serves[account][modelId]
             && acct.stake >= minStake(role);
+    }
+
+    /// @inheritdoc IStakingRegistry
+    function isActiveSince(address account, Role role, bytes32 modelId, uint256 atBlock) external view returns (bool) {
+        return _registeredBlock[account] <= atBlock && isActive(account, role, modelId);
+    }
+
+    /// @notice The block in which `account` registered (0 when not registered).
+    function registeredBlock(address account) external view returns (uint256) {
+        return _registeredBlock[account];
     }
 
     /// @notice True when `account` is an active drafter of `draftModel` for `targetModel`.
@@ -359,6 +371,7 @@ contract StakingRegistry is IStakingRegistry, ReentrancyGuardTransient {
         if (msg.value < minimum || msg.value == 0) revert StakeBelowMinimum(msg.value, minimum);
         account.role = role;
         account.stake = uint128(msg.value);
+        _registeredBlock[msg.sender] = block.number;
     }
 
     /// @dev O(1) swap-and-pop removal of `referee` from the list of `modelId`.

@@ -84,7 +84,9 @@ class World:
 
 
 def send(w3, fn, sender, value=0):
-    receipt = w3.eth.wait_for_transaction_receipt(fn.transact({"from": sender, "value": value}))
+    """Estimated against the pending block, where it will run (what the nodes' TxSender does too)."""
+    gas = fn.estimate_gas({"from": sender, "value": value}, block_identifier="pending")
+    receipt = w3.eth.wait_for_transaction_receipt(fn.transact({"from": sender, "value": value, "gas": gas}))
     assert receipt.status == 1
     return receipt
 
@@ -184,13 +186,20 @@ def world(world_base, chain):
 # ------------------------------------------------------------------ dispute helpers
 
 
-def open_dispute(world, cyc=None, index=1, kind=DRAFT, sender=None, **record_changes):
+def open_dispute(world, cyc=None, index=1, kind=DRAFT, sender=None, draw=True, **record_changes):
+    """Opens a dispute; unless `draw` is False an outsider then draws its referees (the next block)."""
     cyc = cyc or world.running
     fn = world.dm.functions.openDispute(cyc.job_id, cyc.cycle, index, kind, cyc.record(**record_changes),
                                         cyc.leaf_proof(index))
     receipt = send(world.w3, fn, sender or world.challenger, value=PARAMS.dispute_bond)
     dispute_id = world.dm.functions.disputeCount().call()
+    if draw:
+        draw_referees(world, dispute_id)
     return dispute_id, receipt
+
+
+def draw_referees(world, dispute_id, sender=None):
+    return send(world.w3, world.dm.functions.drawReferees(dispute_id), sender or world.outsider)
 
 
 def dispute(world, dispute_id):
@@ -303,11 +312,17 @@ def events(world, receipt, name):
 def test_draft_replay_accused_loses_unanimously(world):
     w3, dm = world.w3, world.dm
     before = {a: (stake(world, a), locks(world, a)) for a in everyone(world)}
-    dispute_id, receipt = open_dispute(world, index=1, kind=DRAFT)
+    dispute_id, receipt = open_dispute(world, index=1, kind=DRAFT, draw=False)
     [opened] = events(world, receipt, "DisputeOpened")
     assert (opened["jobId"], opened["cycle"], opened["index"], opened["kind"]) == (world.running.job_id, 0, 1, DRAFT)
     assert (opened["accused"], opened["modelId"]) == (world.drafter, DRAFT_MODEL)
     assert (opened["token"], opened["claimedValue"]) == (TOKENS[1], Q[1])
+    # no panel yet: it is drawn from the hash of the opening block, unknown when the challenger sent the tx
+    assert panel(world, dispute_id) == [] and not events(world, receipt, "RefereesDrawn")
+    d = dispute(world, dispute_id)
+    assert (d["drawBlock"], d["poolSize"], d["drawn"]) == (receipt["blockNumber"], len(world.referees) + 2, 0)
+    assert all(locks(world, r) == 0 for r in world.referees)
+    receipt = draw_referees(world, dispute_id)
     refs = panel(world, dispute_id)
     assert len(refs) == 3 and len(set(refs)) == 3 and set(refs) <= set(world.referees)
     assert events(world, receipt, "RefereesDrawn")[0]["referees"] == refs
@@ -745,7 +760,7 @@ def test_draw_excludes_parties_and_takes_fewer_when_fewer_are_eligible(world):
     assert dispute(world, dispute_id)["drawn"] == 2
 
 
-def test_draw_skips_inactive_referees_and_reverts_when_nobody_is_left(world):
+def test_draw_skips_inactive_referees_and_a_dispute_nobody_can_referee_is_void(world):
     dm, registry = world.dm, world.registry
     for r in world.referees[3:]:
         send(world.w3, registry.functions.requestUnbond(), r)
@@ -757,11 +772,91 @@ def test_draw_skips_inactive_referees_and_reverts_when_nobody_is_left(world):
     send(world.w3, dm.functions.resolve(dispute_id), world.outsider)  # nobody voted: all penalized below minimum
     assert all(not registry.functions.isActive(r, ROLE_REFEREE, TARGET_MODEL).call() for r in refs)
     assert registry.functions.refereeCount(TARGET_MODEL).call() == 5  # still listed, but inactive
-    before = snapshot_state(world, everyone(world))
+
+    # listed referees let a dispute open; when none is eligible at the draw, it ends Void and nobody loses
+    challenger_credit, drafter_locks = credits(world, world.challenger), locks(world, world.verifier)
+    dispute_id, _ = open_dispute(world, index=0, kind=TARGET, draw=False)
+    receipt = draw_referees(world, dispute_id)
+    [resolved] = events(world, receipt, "DisputeResolved")
+    assert (resolved["outcome"], resolved["accusedSlashed"]) == (O_VOID, 0)
+    assert panel(world, dispute_id) == [] and dispute(world, dispute_id)["status"] == S_RESOLVED
+    assert credits(world, world.challenger) == challenger_credit + PARAMS.dispute_bond
+    assert locks(world, world.verifier) == drafter_locks
+    assert dm.functions.positionState(world.running.job_id, 0, 0, TARGET).call() == POS_FREE
+    check_solvent(world)
+
+
+def test_open_needs_a_registered_referee(world):
     c = world.running
-    fn = dm.functions.openDispute(c.job_id, 0, 0, TARGET, c.record(), c.leaf_proof(0))
-    expect_revert(dm, fn, world.challenger, "NoEligibleReferees", TARGET_MODEL, value=PARAMS.dispute_bond)
+    for account in [world.requester, world.challenger, *world.referees]:
+        send(world.w3, world.registry.functions.requestUnbond(), account)
+    assert world.registry.functions.refereeCount(TARGET_MODEL).call() == 0
+    before = snapshot_state(world, everyone(world))
+    fn = world.dm.functions.openDispute(c.job_id, 0, 0, TARGET, c.record(), c.leaf_proof(0))
+    expect_revert(world.dm, fn, world.outsider, "NoEligibleReferees", TARGET_MODEL, value=PARAMS.dispute_bond)
     assert snapshot_state(world, everyone(world)) == before
+
+
+def test_the_draw_waits_for_the_seed_block_and_is_rescheduled_once_its_hash_is_gone(world):
+    w3, dm = world.w3, world.dm
+    dispute_id, receipt = open_dispute(world, index=1, kind=DRAFT, draw=False)
+    seed_block = receipt["blockNumber"]
+    # evaluated at the opening block itself the hash does not exist yet
+    with pytest.raises(ContractCustomError) as raised:
+        dm.functions.drawReferees(dispute_id).call({"from": world.outsider}, block_identifier=seed_block)
+    assert raised.value.data == error_data(dm, "DrawTooEarly", seed_block)
+    w3.provider.make_request("anvil_mine", [hex(300)])  # the seed block's hash leaves the 256-block window
+    expect_revert(dm, dm.functions.answer(dispute_id, WAD // 3, [12], [WAD // 3]), world.drafter, "PanelNotDrawn",
+                  seed_block)
+    receipt = draw_referees(world, dispute_id)
+    [rescheduled] = events(world, receipt, "DrawRescheduled")
+    assert rescheduled["drawBlock"] == receipt["blockNumber"] == dispute(world, dispute_id)["drawBlock"]
+    assert panel(world, dispute_id) == [] and not events(world, receipt, "RefereesDrawn")
+    receipt = answer(world, dispute_id)  # the next block: the accused's answer draws from the new seed block
+    refs = events(world, receipt, "RefereesDrawn")[0]["referees"]
+    assert len(refs) == 3 and refs == panel(world, dispute_id)
+    assert dispute(world, dispute_id)["status"] == S_VOTING
+    assert all(locks(world, r) == 1 for r in refs)
+    who = everyone(world)
+    before = snapshot_state(world, who)
+    expect_revert(dm, dm.functions.drawReferees(dispute_id), world.outsider, "WrongStatus", dispute_id, S_VOTING)
+    expect_revert(dm, dm.functions.drawReferees(99), world.outsider, "WrongStatus", 99, S_NONE)
+    assert snapshot_state(world, who) == before
+
+
+def test_draw_reverts_once_drawn(world):
+    dispute_id, _ = open_dispute(world, index=1, kind=DRAFT)
+    before = snapshot_state(world, everyone(world))
+    expect_revert(world.dm, world.dm.functions.drawReferees(dispute_id), world.challenger, "AlreadyDrawn",
+                  dispute_id)
+    assert snapshot_state(world, everyone(world)) == before
+
+
+def test_referees_registered_after_the_seed_block_are_never_drawn(world):
+    """Knowing the seed block's hash, nobody can steer the draw by joining: the old referees leave (their slots
+    are refilled by swap-and-pop) and fresh accounts register into the same list slots after the seed block."""
+    w3, registry = world.w3, world.registry
+    dispute_id, receipt = open_dispute(world, index=1, kind=DRAFT, draw=False)
+    for r in world.referees:
+        send(w3, registry.functions.requestUnbond(), r)
+    fresh = []
+    for i in range(len(world.referees)):
+        account = w3.to_checksum_address("0x" + keccak(b"late referee %d" % i)[:20].hex())
+        w3.provider.make_request("anvil_impersonateAccount", [account])
+        w3.provider.make_request("anvil_setBalance", [account, hex(10 * ETHER)])
+        send(w3, registry.functions.register(ROLE_REFEREE, [DRAFT_MODEL]), account, value=PARAMS.min_referee_stake)
+        fresh.append(account)
+    listed = [registry.functions.refereeAt(DRAFT_MODEL, i).call() for i in range(dispute(world, dispute_id)["poolSize"])]
+    assert set(fresh) <= set(listed)  # inside the slots the draw ranges over, and active
+    assert all(registry.functions.isActive(a, ROLE_REFEREE, DRAFT_MODEL).call() for a in fresh)
+    assert all(registry.functions.registeredBlock(a).call() > receipt["blockNumber"] for a in fresh)
+    receipt = draw_referees(world, dispute_id)
+    assert events(world, receipt, "DisputeResolved")[0]["outcome"] == O_VOID  # only the parties were left
+    assert panel(world, dispute_id) == []
+
+    # the same fresh accounts are eligible for a dispute opened after they registered
+    dispute_id, _ = open_dispute(world, index=0, kind=DRAFT)
+    assert len(panel(world, dispute_id)) == 3 and set(panel(world, dispute_id)) <= set(fresh)
 
 
 def test_draw_samples_a_large_pool_without_scanning_it(world):
@@ -777,7 +872,8 @@ def test_draw_samples_a_large_pool_without_scanning_it(world):
     eligible = set(world.referees) | set(extra)
     seen = set()
     for index in range(3):
-        dispute_id, receipt = open_dispute(world, index=index, kind=DRAFT)
+        dispute_id, _ = open_dispute(world, index=index, kind=DRAFT, draw=False)
+        receipt = draw_referees(world, dispute_id)
         refs = panel(world, dispute_id)
         assert len(refs) == 3 and len(set(refs)) == 3 and set(refs) <= eligible
         seen |= set(refs)
@@ -816,10 +912,10 @@ def test_vote_commitment_mirror_and_constructor_checks(world, artifacts):
 
 
 def _full_dispute_gas(world, kind, index):
-    dispute_id, receipt = open_dispute(world, index=index, kind=kind)
+    dispute_id, receipt = open_dispute(world, index=index, kind=kind, draw=False)
     gas = {"open": receipt["gasUsed"]}
+    gas["answer"] = answer(world, dispute_id)["gasUsed"]  # the accused's answer draws the referees
     refs = panel(world, dispute_id)
-    gas["answer"] = answer(world, dispute_id)["gasUsed"]
     gas["commits"] = sum(commit(world, dispute_id, r, V_CHEATED)["gasUsed"] for r in refs)
     gas["reveals"] = sum(reveal(world, dispute_id, r, V_CHEATED)["gasUsed"] for r in refs)
     gas["resolve"] = send(world.w3, world.dm.functions.resolve(dispute_id), world.outsider)["gasUsed"]

@@ -37,7 +37,9 @@ time travel jumps the next block's timestamp (the deterministic form of evm_incr
 boundaries are hit to the second. Each hypothesis example starts from a snapshot of the fresh deployment
 (`evm_snapshot` in `__init__`, `evm_revert` in `teardown`). Runs are derandomized and, as long as no
 dispute has more eligible referees than the panel size (the summary's "draws with a choice" = 0), fully
-reproducible: the draw's seed uses anvil's prevrandao, which is random per block.
+reproducible: the draw's seed is the opening block's hash, and anvil's prevrandao makes it random. A draw
+rescheduled because its seed block is over 256 blocks old is not modelled (an example sends far fewer
+transactions than that while a dispute awaits its draw); tests/test_disputes.py covers it.
 
 Run: .venv/bin/python -m pytest -q tests/test_stateful.py -s   (prints the coverage summary; ~1-2 min)
 """
@@ -141,6 +143,7 @@ class Account:
     alpha_star: int = 0
     target: bytes = ZERO
     models: tuple = ()
+    registered_at: int = 0  # timestamp (one block per transaction) of its registration
     # ledgers over the whole example, per contract ("market", "disputes", "registry")
     credited: Counter = field(default_factory=Counter)  # owed/credited to it, or stake paid in
     withdrawn: Counter = field(default_factory=Counter)  # measured balance change + gas of its withdrawals
@@ -241,7 +244,10 @@ class Dispute:
     challenger: str
     accused: str
     answer_deadline: int
-    panel: list
+    opened_at: int  # timestamp of the opening block, whose hash seeds the draw
+    pool_size: int  # referees listed for the model at opening
+    panel: list = field(default_factory=list)  # empty until drawn (drawReferees, or the answer)
+    drawn: bool = False
     status: int = AWAITING
     outcome: int = 0
     commit_deadline: int = 0
@@ -445,6 +451,9 @@ class ProtocolMachine(RuleBasedStateMachine):
     def can_answer(self, d: Dispute) -> bool:
         return d.status == AWAITING and self.t <= d.answer_deadline
 
+    def undrawn(self, d: Dispute) -> bool:
+        return d.status == AWAITING and not d.drawn
+
     def silent(self, d: Dispute) -> bool:
         return d.status == AWAITING and self.t > d.answer_deadline
 
@@ -545,10 +554,18 @@ class ProtocolMachine(RuleBasedStateMachine):
             out += [(c, i, kind) for i, kind in binding if self.positions.get((j.id, c, i, kind), FREE) == FREE]
         return out
 
-    def eligible_referees(self, job: Job, kind: int, challenger: str) -> set:
+    def listed_referees(self, job: Job, kind: int) -> int:
+        """registry.refereeCount: referees registered for the model and not unbonding (active or not)."""
         model = job.draft_model if kind == DRAFT_REPLAY else TARGET
-        parties = {job.requester, job.drafter, job.verifier, challenger}
-        return {a.addr for a in self.accts.values() if a.addr not in parties and self.active(a, REFEREE, model)}
+        return sum(a.role == REFEREE and model in a.models and not a.unbonding_since for a in self.accts.values())
+
+    def eligible_referees(self, d: Dispute) -> set:
+        """Who the draw may pick: active referees for the model, registered before the opening block, no party."""
+        j = d.job
+        model = j.draft_model if d.kind == DRAFT_REPLAY else TARGET
+        parties = {j.requester, j.drafter, j.verifier, d.challenger}
+        return {a.addr for a in self.accts.values() if a.addr not in parties and self.active(a, REFEREE, model)
+                and a.registered_at < d.opened_at}
 
     # ------------------------------------------------------------ setup
 
@@ -611,7 +628,7 @@ class ProtocolMachine(RuleBasedStateMachine):
             self.act(reg.register(role, models), a.addr, err, value)
             a.models = a.models if err else tuple(models)
         if not err:
-            a.role, a.stake, a.unbonding_since = role, value, 0
+            a.role, a.stake, a.unbonding_since, a.registered_at = role, value, 0, self.now
             a.credited["registry"] += value
 
     @action(1, who=pick, amount=st.sampled_from([ETHER // 3, ETHER, 1, 0]))
@@ -867,7 +884,7 @@ class ProtocolMachine(RuleBasedStateMachine):
             leaf_proof = (rec.tokens[index], q, P.proof(leaves, index))
         who = self.acct(challenger).addr
         accused = j.drafter if kind == DRAFT_REPLAY else j.verifier
-        eligible = self.eligible_referees(j, kind, who)
+        listed = self.listed_referees(j, kind)
         pos = self.positions.get((j.id, c, index, kind), FREE)
         value = BOND - 1 if variant == "bond" else BOND
         err = first((value != BOND, "WrongBond"), (j.status not in (RUNNING, FINISHED), "JobNotDisputable"),
@@ -876,15 +893,11 @@ class ProtocolMachine(RuleBasedStateMachine):
                     (rec is not None and k > index > rec.accepted, "PositionDoesNotBind"),
                     (index < k and variant == "proof", "InvalidProof"), (who == accused, "ChallengerIsAccused"),
                     (pos == OPEN_POS, "PositionUnderDispute"), (pos == PROVEN, "PositionAlreadyProven"),
-                    (not eligible, "NoEligibleReferees"))
+                    (not listed, "NoEligibleReferees"))
         self.act(self.dm.functions.openDispute(j.id, c, index, kind, record, leaf_proof), who, err, value)
         if not err:
             d = Dispute(len(self.disputes) + 1, j, c, index, kind, who, accused, self.now + PARAMS.answer_period,
-                        [Web3.to_checksum_address(r) for r in self.rpc.view(self.dm, "refereesOf",
-                                                                              len(self.disputes) + 1)])
-            STATS["draws with a choice"] += len(eligible) > PARAMS.referee_count  # see the module docstring
-            assert set(d.panel) <= eligible and len(set(d.panel)) == len(d.panel) == min(PARAMS.referee_count,
-                                                                                           len(eligible))
+                        opened_at=self.now, pool_size=listed)
             self.disputes.append(d)
             self.positions[d.key] = OPEN_POS
             j.open_disputes += 1
@@ -900,9 +913,37 @@ class ProtocolMachine(RuleBasedStateMachine):
                     (self.t > d.answer_deadline, "AnswerPeriodOver"), (not top[0], "BadTopK"),
                     (claimed > WAD, "ProbabilityAboveWad"))
         self.act(self.dm.functions.answer(d.id, claimed, *top), sender, err)
+        if not err and not d.drawn and not self.drawn(d):  # the answer drew the referees; nobody was eligible
+            return
         if not err:
             d.status, d.commit_deadline = VOTING, self.now + PARAMS.vote_commit_period
             d.reveal_deadline = d.commit_deadline + PARAMS.vote_reveal_period
+
+    @action(2, when=some("disputes", "undrawn"), dispute=pick, caller=actor)
+    def draw_referees(self, dispute, caller):
+        d = self.choose(self.disputes, self.undrawn, dispute)
+        err = first((d.status != AWAITING, "WrongStatus"), (d.drawn, "AlreadyDrawn"))
+        self.act(self.dm.functions.drawReferees(d.id), self.acct(caller).addr, err)
+        if not err:
+            self.drawn(d)
+
+    def drawn(self, d: Dispute) -> bool:
+        """DisputeManager's draw (just mined, by drawReferees or the answer): every eligible referee, as the
+        panel of 7 exceeds the pool; with nobody eligible the dispute ends Void. Returns whether a panel exists."""
+        eligible = self.eligible_referees(d)
+        d.panel = [Web3.to_checksum_address(r) for r in self.rpc.view(self.dm, "refereesOf", d.id)]
+        STATS["draws with a choice"] += len(eligible) > PARAMS.referee_count  # see the module docstring
+        assert set(d.panel) <= eligible and len(set(d.panel)) == len(d.panel) == min(PARAMS.referee_count,
+                                                                                       len(eligible))
+        if not d.panel:
+            d.status, d.outcome = RESOLVED, VOID
+            self.positions[d.key] = FREE
+            self.credit_disputes(d.challenger, BOND)
+            STATS["outcome void (nobody to draw)"] += 1
+            self.closed(d, accused_lost=False)
+            return False
+        d.drawn = True
+        return True
 
     @action(2, when=some("disputes", "silent"), dispute=pick, caller=actor)
     def claim_answer_timeout(self, dispute, caller):
@@ -922,7 +963,7 @@ class ProtocolMachine(RuleBasedStateMachine):
     def commit_vote(self, dispute, referee, variant, stranger):
         d = self.choose(self.disputes, self.can_commit_vote, dispute)
         verdict = 3 - d.truth if variant == "dissent" else d.truth  # a dissenter votes against the replay
-        sender = self.choose(sorted(d.panel), lambda r: r not in d.committed, referee)
+        sender = self.choose(sorted(d.panel) or [d.challenger], lambda r: r not in d.committed, referee)
         sender = self.acct(stranger).addr if variant == "outsider" else sender
         sealed = ZERO if variant == "empty" else P.vote_commitment(d.id, sender, verdict, d.salt(sender))
         err = first((d.status != VOTING, "WrongStatus"), (sender not in d.panel, "NotDrawnReferee"),
@@ -938,7 +979,7 @@ class ProtocolMachine(RuleBasedStateMachine):
             variant=st.sampled_from(["ok"] * 5 + ["flip", "none", "outsider"]))
     def reveal_vote(self, dispute, referee, variant, stranger):
         d = self.choose(self.disputes, self.can_reveal, dispute)
-        sender = self.choose(sorted(d.panel), lambda r: r in d.committed and r not in d.revealed and r not in d.lazy,
+        sender = self.choose(sorted(d.panel) or [d.challenger], lambda r: r in d.committed and r not in d.revealed and r not in d.lazy,
                              referee)
         sender = self.acct(stranger).addr if variant == "outsider" else sender
         sealed = d.committed.get(sender, FAITHFUL)
@@ -1064,12 +1105,13 @@ class ProtocolMachine(RuleBasedStateMachine):
         for d in self.disputes:
             v = next(out)
             # Dispute: (jobId, challenger, cycle, index, kind, status, outcome, accused, answerDeadline, requester,
-            # commitDeadline, modelId, answerHash, revealDeadline, drawn, commits, reveals, faithful, cheated)
+            # commitDeadline, modelId, answerHash, revealDeadline, drawn, commits, reveals, faithful, cheated,
+            # drawBlock, poolSize)
             votes = Counter(d.revealed.values())
-            got = (v[0], v[1].lower(), v[7].lower(), v[5], v[6], v[8], v[10], v[13], *v[14:19])
+            got = (v[0], v[1].lower(), v[7].lower(), v[5], v[6], v[8], v[10], v[13], *v[14:19], v[20])
             want = (d.job.id, d.challenger.lower(), d.accused.lower(), d.status, d.outcome, d.answer_deadline,
                     d.commit_deadline, d.reveal_deadline, len(d.panel), len(d.committed), len(d.revealed),
-                    votes[FAITHFUL], votes[CHEATED])
+                    votes[FAITHFUL], votes[CHEATED], d.pool_size)
             assert got == want, f"dispute {d.id}: chain {got} != model {want}"
             bonds += BOND if v[5] != RESOLVED else 0
         for key, state in self.positions.items():
@@ -1083,7 +1125,8 @@ class ProtocolMachine(RuleBasedStateMachine):
 
 
 # Later lifecycle steps first: hypothesis draws the first choices of a list more often than the others.
-ORDER = ["resolve", "reveal_vote", "commit_vote", "answer", "claim_answer_timeout", "open_dispute", "finalize",
+ORDER = ["resolve", "reveal_vote", "commit_vote", "answer", "draw_referees", "claim_answer_timeout", "open_dispute",
+         "finalize",
          "submit_verification", "commit_draft", "accept_job", "claim_timeout", "submit_job", "honest_job",
          "time_travel", "withdraw_market", "withdraw_disputes", "register", "add_stake", "set_alpha_star",
          "request_unbond", "withdraw_unbonded"]

@@ -15,6 +15,10 @@ interface IStakingRegistry {
     /// minimum stake and is not unbonding.
     function isActive(address account, Role role, bytes32 modelId) external view returns (bool);
 
+    /// @notice `isActive`, and registered in block `atBlock` or earlier: the referee draw counts only stakers
+    /// who registered before its seed could be known.
+    function isActiveSince(address account, Role role, bytes32 modelId, uint256 atBlock) external view returns (bool);
+
     /// @notice Current stake of `account` (wei), slashes already deducted.
     function stakeOf(address account) external view returns (uint256);
 

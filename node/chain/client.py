@@ -580,7 +580,9 @@ class TxSender:
     def _estimate_gas(self, key: str, tx: dict[str, Any]) -> int:
         try:
             call = {"from": tx["from"], "to": tx["to"], "value": hex(int(tx["value"])), "data": to_hex(tx["data"])}
-            estimate = int(self._request("eth_estimateGas", [call]), 16)
+            # against the pending block: the transaction runs in the next block, and what it may do can depend
+            # on that (DisputeManager draws from the hash of a block that is the latest one until then)
+            estimate = int(self._request("eth_estimateGas", [call, "pending"]), 16)
         except ContractLogicError as exc:
             raise self._reverted(key, exc) from None
         except Web3RPCError as exc:
