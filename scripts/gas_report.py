@@ -15,7 +15,8 @@ Deploys the system (node.chain.deploy.deploy_system) and reports receipt gasUsed
                 geometric (checks the model; at 100 cycles its noise is several per cent);
   * a job's fixed overhead: submitJob, acceptJob, the finishing cycle's extra gas (JobFinished and the
     α-window update), finalize, and the three withdrawals;
-  * a full dispute (DraftReplay, the accused loses): openDispute, answer, R commitVote, R revealVote, resolve.
+  * a full dispute (DraftReplay, the accused loses): openDispute, answer (which draws the referees), R commitVote,
+    R revealVote, resolve.
 Leaves, roots, proofs, hash-chain reveals, uniforms, accept counts and vote commitments come from node.protocol.
 
 Usage: python scripts/gas_report.py [--json] [--cycles N]
@@ -239,8 +240,8 @@ def render(r: dict) -> str:
     lines += [f"| **total** | **{n(j['total'])}** |"]
     d = r["dispute"]
     lines += ["", f"A full dispute (DraftReplay, R = {d['referees']} referees, the accused loses)", "",
-              "| step | gas |", "|---|---:|", f"| openDispute (incl. referee draw) | {n(d['openDispute'])} |",
-              f"| answer | {n(d['answer'])} |",
+              "| step | gas |", "|---|---:|", f"| openDispute | {n(d['openDispute'])} |",
+              f"| answer (incl. referee draw) | {n(d['answer'])} |",
               f"| commitVote × {d['referees']} | {n(sum(d['commitVotes']))} |",
               f"| revealVote × {d['referees']} | {n(sum(d['revealVotes']))} |",
               f"| resolve | {n(d['resolve'])} |", f"| **total** | **{n(d['total'])}** |"]

@@ -26,9 +26,9 @@ from node.chain.deployment import Deployment
 from node.chain.keys import dev_account
 from node.decoding import SpeculativeDecoder
 from node.roles import DrafterNode, RefereeNode, VerifierNode, chaindata
-from node.roles.base import load_model, load_tokenizer, model_id
+from node.roles.base import DISPUTE, load_model, load_tokenizer, model_id
 from node.roles.chaindata import (
-    DISPUTE_RESOLVED, KIND_DRAFT, KIND_TARGET, STATUS_FINISHED, STATUS_OPEN, STATUS_RUNNING,
+    DISPUTE_AWAITING_ANSWER, DISPUTE_RESOLVED, KIND_DRAFT, KIND_TARGET, STATUS_FINISHED, STATUS_OPEN, STATUS_RUNNING,
 )
 from node.roles.jobs import engine_job, prompt_tokens, verifier_seed
 
@@ -373,8 +373,19 @@ def test_biased_drafter_loses_the_draft_replay_dispute_its_verifier_opens(world)
     drafter, verifier = world.drafter(behavior="biased"), world.verifier(dispute_faults=True)
     referees = world.referees()
     stake = world.stake(world.drafter_address)
-    job_id = world.submit(max_tokens=24)
-    # the verifier's replay flags the first biased proposal and disputes it; the job stops when the drafter loses
+    job_id = world.submit(max_tokens=64)
+    # the verifier's replay flags the first biased proposal and disputes it, and draws the referees at once (the
+    # drafter holds its answer back here, so the draw is the verifier's own: an accused that waited for the seed
+    # block's hash to age out would get a second draw otherwise)
+    answer_later, drafter.work_dispute = drafter.work_dispute, lambda dispute_id: 0
+    drive([drafter, verifier], lambda: world.dm.functions.disputeCount().call() == 1)
+    drive([verifier], lambda: world.dispute(1)["drawn"] > 0)
+    [drawn] = world.dm.events.RefereesDrawn().get_logs(from_block=world.start)
+    assert world.w3.eth.get_transaction(drawn["transactionHash"])["from"] == world.verifier_address
+    assert world.dispute(1)["status"] == DISPUTE_AWAITING_ANSWER
+    drafter.work_dispute = answer_later
+    drafter.mark_dirty(DISPUTE, 1)
+    # the job stops when the drafter loses
     drive([drafter, verifier, *referees], lambda: world.status(job_id) == STATUS_FINISHED)
     cycles = check_cycles_on_chain(world, job_id, stopped=True)
     # the positions it biased, as its own transcript records them; the verifier's replay flagged each one

@@ -758,6 +758,8 @@ class PartyNode(NodeBase):
 
     def on_disputes_DisputeOpened(self, event: ChainEvent) -> None:
         a = event.args
+        if a["challenger"] == self.address:  # mine (a verifier disputing a draft): draw its referees at once
+            self.track(DISPUTE, int(a["disputeId"]))
         if a["accused"] != self.address:
             return
         dispute_id = int(a["disputeId"])
@@ -792,9 +794,22 @@ class PartyNode(NodeBase):
             # answered (or too late): what is left happens through events (DisputeResolved wakes it)
             self.defer_until(DISPUTE, dispute_id, max(d["revealDeadline"], d["answerDeadline"]) + 1)
             return 0
+        if not d["drawn"] and (d["challenger"] == self.address or self._draw_seed_gone(d)):
+            # The challenger draws at once, so that an accused cannot wait for the seed block's hash to leave
+            # the 256-block window and get a second draw; an accused whose answer comes that late must have
+            # the draw rescheduled first (its answer would revert PanelNotDrawn).
+            return self.transact(f"dispute:{dispute_id}:draw:{d['drawBlock']}",
+                                 self.disputes.functions.drawReferees(dispute_id))
+        if d["accused"] != self.address:
+            self.defer_until(DISPUTE, dispute_id, d["answerDeadline"] + 1)  # DisputeResolved wakes it earlier
+            return 0
         claimed, top = self.answer_values(int(d["jobId"]), int(d["cycle"]), int(d["index"]))
         call = self.disputes.functions.answer(dispute_id, claimed, [t for t, _ in top], [w for _, w in top])
         return self.transact(f"dispute:{dispute_id}:answer", call)
+
+    def _draw_seed_gone(self, d: dict) -> bool:
+        """Whether the next block can no longer see the hash of the dispute's seed block (EVM: last 256 only)."""
+        return self.w3.eth.block_number + 1 - int(d["drawBlock"]) > 256
 
     def answer_values(self, job_id: int, c: int, index: int) -> tuple[int, list[tuple[int, int]]]:
         """(claimed value of the disputed position, top-k of my distribution there): each party's own."""

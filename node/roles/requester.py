@@ -834,7 +834,26 @@ class Requester:
         tx, receipt = self._send("openDispute", disputes.functions.openDispute(
             job_id, cycle, index, DISPUTE_KINDS[kind], record, leaf_proof), value=bond)
         (event,) = disputes.events.DisputeOpened().process_receipt(receipt, errors=DISCARD)
-        return self.dispute_info(event["args"]["disputeId"])
+        dispute_id = event["args"]["disputeId"]
+        self.draw_referees(dispute_id)
+        return self.dispute_info(dispute_id)
+
+    def draw_referees(self, dispute_id: int) -> bool:
+        """Draw the referees of `dispute_id` now, from the hash of its opening block (a later block than the one
+        that mined the opening: `_send` waited for its receipt). The challenger draws at once so that an accused
+        cannot wait for that hash to age out of the 256-block window to get a second draw. False when there was
+        nothing to do: already drawn, answered (the answer draws) or resolved."""
+        disputes = self._require_disputes()
+        d = chaindata.dispute_view(disputes, dispute_id)
+        if d["status"] != chaindata.DISPUTE_AWAITING_ANSWER or d["drawn"]:
+            return False
+        try:
+            self._send("drawReferees", disputes.functions.drawReferees(dispute_id))
+        except TransactionReverted as exc:
+            if exc.error_name in ("AlreadyDrawn", "WrongStatus"):  # the accused's answer came first
+                return False
+            raise
+        return True
 
     def dispute_evidence(self, job_id: int, cycle: int, index: int) -> tuple[tuple, tuple]:
         """(record preimage, leaf proof) of position `index` of `cycle`, rebuilt from chain data alone."""
