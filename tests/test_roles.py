@@ -474,8 +474,17 @@ def test_disputes_on_honest_positions_lose(world):
     # three disputes at once: a proposal's x/q, a proposal's p, and the cycle's outToken
     dispute_ids = [world.open_dispute(job_id, 0, 0, KIND_DRAFT), world.open_dispute(job_id, 0, 0, KIND_TARGET),
                    world.open_dispute(job_id, 0, GAMMA, KIND_TARGET)]
+    # nobody draws until the opening blocks' hashes have left the EVM's 256-block window: each accused node has
+    # its draw rescheduled first, then answers (and its answer draws)
+    world.w3.provider.make_request("anvil_mine", [hex(300)])
     for d in resolve_all(world, dispute_ids, [drafter, verifier, *referees]):
         assert (d["outcome"], d["faithfulVotes"], d["cheatedVotes"]) == (OUTCOME_CHALLENGER_LOST, 3, 0)
+    for d in dispute_ids:
+        [rescheduled] = world.dm.events.DrawRescheduled().get_logs(argument_filters={"disputeId": d},
+                                                                   from_block=world.start)
+        [drawn] = world.dm.events.RefereesDrawn().get_logs(argument_filters={"disputeId": d}, from_block=world.start)
+        assert drawn["blockNumber"] > rescheduled["args"]["drawBlock"] == rescheduled["blockNumber"]
+        assert world.w3.eth.get_transaction(rescheduled["transactionHash"])["from"] == world.dispute(d)["accused"]
     assert {a: world.stake(a) for a in stakes} == stakes
     bond, reward = world.system.params.dispute_bond, world.dm.functions.refereeReward().call()
     assert world.dm.functions.credits(world.drafter_address).call() == bond - reward

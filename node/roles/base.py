@@ -774,6 +774,8 @@ class PartyNode(NodeBase):
     def on_disputes_DisputeResolved(self, event: ChainEvent) -> None:
         self.mark_dirty(DISPUTE, event.args["disputeId"])
 
+    on_disputes_DrawRescheduled = on_disputes_DisputeResolved  # an accused answers once the rescheduled draw can run
+
     # ------------------------------------------------------------------ work
 
     def retire_job(self, job_id: int) -> int:
