@@ -3,6 +3,7 @@ pragma solidity 0.8.28;
 
 import {MerkleProof} from "@openzeppelin/contracts/utils/cryptography/MerkleProof.sol";
 import {ReentrancyGuard} from "@openzeppelin/contracts/utils/ReentrancyGuard.sol";
+import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
 import {IInferenceMarket} from "./interfaces/IInferenceMarket.sol";
 import {IStakingRegistry} from "./interfaces/IStakingRegistry.sol";
 import {CycleRecord} from "./lib/CycleRecord.sol";
@@ -677,7 +678,7 @@ contract DisputeManager is ReentrancyGuard {
         uint256 poolSize = registry.refereeCount(d.modelId);
         if (poolSize == 0) revert NoEligibleReferees(d.modelId);
         d.drawBlock = uint64(block.number);
-        d.poolSize = uint32(poolSize);
+        d.poolSize = SafeCast.toUint32(poolSize); // reverts rather than draw from a truncated pool
     }
 
     function _emitOpened(uint256 disputeId, Dispute storage d, uint32 token, uint64 claimedValue) private {

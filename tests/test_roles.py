@@ -419,6 +419,19 @@ def test_biased_drafter_loses_the_draft_replay_dispute_its_verifier_opens(world)
             "DisputeClosed", "VoteCommitted", "VoteRevealed"} <= check_fast_decoding(world)
 
 
+def test_nodes_compute_in_fp32_where_the_engine_would_default_to_bf16(monkeypatch):
+    """Committed q and p are judged against fp32 replays; a bf16 node would be out of tolerance
+    (scripts/precision_gap.py). Runs without a GPU: the device resolution is what a CUDA machine answers."""
+    from node.decoding import loading
+    from node.roles.base import resolve_device
+
+    cuda = torch.device("cuda")
+    monkeypatch.setattr(loading, "resolve_device", lambda device=None: cuda)
+    assert loading.default_dtype(cuda) == torch.bfloat16  # the engine's own GPU default
+    assert resolve_device("cuda") == (cuda, torch.float32)
+    assert resolve_device(None) == (cuda, torch.float32)
+
+
 def test_a_wrong_guess_of_the_verifier_is_undone_exactly(tokenizer):
     """The verifier's speculation (VerifierNode.background) verifies a guessed draft, and on a different draft puts
     the session back (`_snapshot` / `_restore`): what it then computes is bit for bit what a session that never
