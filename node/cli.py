@@ -599,7 +599,7 @@ def dispute(ctx: typer.Context,
         info = requester.open_dispute(job, cycle, index, kind)
         if not as_json:
             console.print(f"[green]dispute {info.dispute_id} opened[/] on job {job} cycle {cycle} index {index} "
-                          f"({kind} replay) against {info.accused}; referees: {', '.join(info.referees)}")
+                          f"({kind} replay) against {info.accused}; referees: {', '.join(info.referees) or 'none drawn'}")
         if wait:
             info = requester.wait_dispute(info.dispute_id, timeout=timeout)
     if as_json:
@@ -1032,7 +1032,7 @@ def _demo(home: Path, nodes: NodeProcesses, max_tokens: int, prompt: str, starte
         info = watchdog.open_dispute(biased.job_id, fault.cycle, fault.index, "draft")
         console.print(f"watchdog {watchdog.address} opened dispute {info.dispute_id} with a "
                       f"{format_eth(watchdog.disputes.functions.bond().call())} bond; referees drawn: "
-                      f"{', '.join(info.referees)}")
+                      f"{', '.join(info.referees) or 'none'}")
     except TransactionReverted as exc:
         if exc.error_name not in ("PositionUnderDispute", "PositionAlreadyProven"):
             raise
