@@ -51,8 +51,8 @@ HELP = (
     "proposals per cycle; a staked [bold]verifier[/] (target model) posts the target probabilities and its "
     "hash-chain randomness, and the [bold]contract itself[/] applies the speculative-sampling accept rule, so the "
     "output is distributed exactly as the target model would sample it. Drafters are paid per accepted token, "
-    "verifiers per pass. Anyone can [bold]dispute[/] a position; staked [bold]referees[/] replay it and vote; "
-    "a cheater is slashed.\n\n"
+    "verifiers per pass. Anyone can [bold]audit[/] a job's draft by replaying it from chain data and "
+    "[bold]dispute[/] a position; staked [bold]referees[/] replay it and vote; a cheater is slashed.\n\n"
     "Quick start: [cyan]verispec demo[/] (everything on a local chain), or [cyan]verispec chain up[/], "
     "[cyan]register[/], [cyan]serve[/], [cyan]submit[/]. Keys: --key HEX, --key-file PATH, --dev-account N "
     "(local chains) or $VERISPEC_KEY. Home (deployment file, stores): --home or $VERISPEC_HOME "
@@ -574,6 +574,46 @@ def status(ctx: typer.Context,
         emit_json({**report.to_json(), "cycle_count": len(report.cycles)})
         return
     print_report(report, load_tokenizer(tokenizer_path) if tokenizer_path else None)
+
+
+@app.command()
+@cli_errors
+def audit(ctx: typer.Context,
+          job: Annotated[int, typer.Argument(help="Job id.", show_default=False)],
+          draft_model: Annotated[Path, typer.Option("--draft-model", help="The job's draft model (checked against "
+                                                    "its model id; default: the bundled draft).",
+                                                    show_default=False)] = BUNDLED_DRAFT,
+          rpc: RpcOpt = None, home: HomeOpt = None, as_json: JsonOpt = False):
+    """Replay a job's draft over chain data: list each verified cycle's first proposal an honest drafter could not
+    have made (not the inverse-CDF sample of the public uniform, or q off), and which ones a dispute can take."""
+    from node.roles.requester import WAD, replay_draft
+
+    if not draft_model.is_dir():
+        raise CliError(f"model directory {draft_model} does not exist")
+    with closing(requester_for(ctx, rpc, home, need_key=False)) as requester:
+        requester._check_job(job)
+        faults = replay_draft(requester, job, draft_model)
+    if as_json:
+        emit_json({"job_id": job, "faults": faults})
+        return
+    if not faults:
+        console.print(f"job {job}: every verified cycle's draft is what an honest drafter commits")
+        return
+    table = Table(box=None, header_style="bold")
+    for column in ("cycle", "index", "committed token", "committed q", "honest token", "replayed q", "binding", "why"):
+        table.add_column(column)
+    for f in faults:
+        why = "not the inverse-CDF sample" if f.reason == "token" else "q is not the draft's probability"
+        table.add_row(str(f.cycle), str(f.index), str(f.committed_token), f"{f.committed_q / WAD:.4f}",
+                      str(f.replay_token), f"{f.replay_q / WAD:.4f}", "yes" if f.binding else "no", why)
+    console.print(table)
+    binding = [f for f in faults if f.binding]
+    if binding:
+        f = binding[0]
+        console.print(f"dispute the first binding one: verispec dispute {job} --cycle {f.cycle} --index {f.index} "
+                      "--kind draft")
+    else:
+        console.print("none binds (each lies after its cycle's first rejection): nothing to dispute")
 
 
 @app.command()

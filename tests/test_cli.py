@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -149,14 +150,14 @@ def test_help_texts():
     assert top.returncode == 0, top.stderr
     text = " ".join(top.stdout.split())
     assert "verifiable speculative decoding" in text and "accept rule" in text
-    for command_name in ("chain", "register", "unbond", "withdraw", "submit", "status", "dispute", "finalize",
-                         "serve", "demo"):
+    for command_name in ("chain", "register", "unbond", "withdraw", "submit", "status", "audit", "dispute",
+                         "finalize", "serve", "demo"):
         assert command_name in text
     expected = {
         ("submit",): ["--max-tokens", "--gamma", "--temperature", "--top-k", "--top-p", "--drafter", "--verifier",
                       "--price-token", "--price-pass", "--json", "--key", "--dev-account", "--rpc"],
         ("register",): ["--role", "--stake", "--alpha", "--model", "--target-model", "--key-file"],
-        ("dispute",): ["--cycle", "--index", "--kind"],
+        ("dispute",): ["--cycle", "--index", "--kind"], ("audit",): ["--draft-model", "--json"],
         ("serve",): ["--model", "--draft-model", "--target-model", "--behavior", "--store"],
         ("chain", "up"): ["--port", "--home"],
         ("chain", "down"): ["--home"],
@@ -291,6 +292,7 @@ def test_status_and_finalize_of_unknown_jobs(home):
                     home=home), "no job 99")
     clean_error(cli("dispute", "1", "--cycle", "0", "--index", "0", "--kind", "sideways", "--dev-account",
                     REQUESTER, home=home), "--kind")
+    clean_error(cli("audit", "99", home=home), "no job 99")
 
 
 def test_unbond_and_withdraw(home, w3, deployment, snapshot):
@@ -418,9 +420,17 @@ def test_end_to_end_through_the_cli_with_node_processes(home, w3, deployment):
                                 "--dev-account", REQUESTER, "--json", home=home, timeout=300)
         _alive(nodes, home)
         biased = json.loads(ok(submitted))
+        audit = json.loads(ok(cli("audit", biased["job_id"], "--draft-model", DRAFT, "--json", home=home)))
+        assert audit["faults"] == [asdict(c) for c in replay_draft(Requester(w3, deployment), biased["job_id"], DRAFT)]
         checks = [c for c in replay_draft(Requester(w3, deployment), biased["job_id"], DRAFT) if c.binding]
         assert checks, "the biased drafter made no binding biased proposal"
         check = checks[0]
+        text = ok(cli("audit", biased["job_id"], home=home))  # the bundled draft by default
+        assert f"verispec dispute {biased['job_id']} --cycle {check.cycle} --index {check.index} --kind draft" in text
+        # the honest job's draft is what an honest drafter commits; the wrong model or job is refused
+        assert json.loads(ok(cli("audit", job_id, "--json", home=home)))["faults"] == []
+        clean_error(cli("audit", job_id, "--draft-model", TARGET, home=home), "is not job", "draft model")
+        clean_error(cli("audit", job_id, "--draft-model", home / "nowhere", home=home), "does not exist")
         registry = deployment.system(w3).registry
         stake = registry.functions.stakeOf(address(BIASED)).call()
         info = json.loads(ok(cli("dispute", biased["job_id"], "--cycle", check.cycle, "--index", check.index,
