@@ -257,6 +257,16 @@ def residual_sample(p_wad: Sequence[int], q_wad: Sequence[int], u: int) -> int:
     return int(np.searchsorted(cumulative, u * mass // WAD, side="right"))
 
 
+def sample_window(sample, u: int, tolerance_wad: int) -> tuple[int, int]:
+    """The tokens a uniform within `tolerance_wad` of u can draw: (sample(u - tol), sample(u + tol)), clamped to
+    [0, WAD). `sample` maps a uniform to a token (invcdf or residual_sample over replayed rows); a claimed
+    token is faithful when it lies in this window (PROTOCOL.md §6). Referees, the verifier's draft check and the
+    watchdog's audit all judge a sampled token by this one rule."""
+    if tolerance_wad < 0:
+        raise ValueError(f"tolerance must be >= 0, got {tolerance_wad}")
+    return sample(max(u - tolerance_wad, 0)), sample(min(u + tolerance_wad, WAD - 1))
+
+
 def emitted_token(p_next: Sequence[int], q_next: Sequence[int] | None, u: int) -> int:
     """The verifier's outToken: the residual sample after a rejection, else the bonus sample from p."""
     return invcdf(p_next, u) if q_next is None else residual_sample(p_next, q_next, u)

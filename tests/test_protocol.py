@@ -40,6 +40,19 @@ def test_invcdf_boundaries():
         P.invcdf([1, 2], 0)
 
 
+def test_sample_window_is_what_a_uniform_within_the_tolerance_draws():
+    w = [P.WAD // 4, 0, P.WAD // 4, P.WAD // 2]
+    draw = lambda u: P.invcdf(w, u)  # noqa: E731
+    boundary = P.WAD // 4  # tokens 0 | 2 meet here (token 1 has no mass)
+    assert P.sample_window(draw, boundary - 10, 0) == (0, 0)  # no tolerance: exactly the sample
+    assert P.sample_window(draw, boundary - 10, 9) == (0, 0)
+    assert P.sample_window(draw, boundary - 10, 10) == (0, 2)  # reaches across: 0..2, so 1 lies inside too
+    assert P.sample_window(draw, 5, 100) == (0, 0)  # clamped at 0
+    assert P.sample_window(draw, P.WAD - 5, 100) == (3, 3)  # clamped at WAD - 1
+    with pytest.raises(ValueError):
+        P.sample_window(draw, 5, -1)
+
+
 @pytest.mark.parametrize("bad", [
     [P.WAD // 2, -1, P.WAD // 2 + 1],  # a negative entry, total still WAD
     [2**63 - 1, 2**63 - 1, P.WAD + 2],  # every entry >= 0 and the int64 total wraps around to exactly WAD

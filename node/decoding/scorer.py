@@ -128,8 +128,7 @@ class VerifySession:
                 faults.append(DraftFault(i, "q", q, replayed_q))
             # x is faithful when some uniform within tol of the public one draws it from the replayed q
             u = protocol.draft_uniform(draft.job_id, draft.cycle, i)
-            lowest = protocol.invcdf(q_rows[i], max(u - tol, 0))
-            highest = protocol.invcdf(q_rows[i], min(u + tol, protocol.WAD - 1))
+            lowest, highest = protocol.sample_window(lambda w: protocol.invcdf(q_rows[i], w), u, tol)
             if not lowest <= x <= highest:
                 faults.append(DraftFault(i, "x", x, protocol.invcdf(q_rows[i], u)))
         return tuple(faults)

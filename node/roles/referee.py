@@ -38,7 +38,6 @@ from node.roles.chaindata import (
 from node.roles.jobs import job_from_record
 
 DISPUTE_ROLE = "referee-dispute"
-WAD = protocol.WAD
 
 
 @dataclass(frozen=True)
@@ -60,11 +59,6 @@ def _prob(row, token: int) -> int:
     return int(row[token]) if 0 <= token < len(row) else 0
 
 
-def _sample_window(sample, u: int, tol: int) -> tuple[int, int]:
-    """The tokens a uniform within tol of u can draw: (sample(u - tol), sample(u + tol)), clamped to [0, WAD)."""
-    return sample(max(u - tol, 0)), sample(min(u + tol, WAD - 1))
-
-
 def judge_position(job: Job, prefix: list[int], cyc: CycleData, index: int, kind: int, tolerance_wad: int,
                    draft_model=None, target_model=None) -> Judgement:
     """Replay position `index` of verified cycle `cyc` and decide whether the accused was faithful.
@@ -82,7 +76,7 @@ def judge_position(job: Job, prefix: list[int], cyc: CycleData, index: int, kind
             if abs(replayed - claimed) > tol:
                 return _verdict(True, f"q_{index} = {claimed} but the draft model gives {replayed}")
             u = protocol.draft_uniform(job.job_id, cyc.cycle, index)
-            low, high = _sample_window(lambda w: protocol.invcdf(row, w), u, tol)
+            low, high = protocol.sample_window(lambda w: protocol.invcdf(row, w), u, tol)
             if not low <= x <= high:
                 return _verdict(True, f"x_{index} = {x} is not the inverse-CDF sample "
                                       f"{protocol.invcdf(row, u)} of the public draft uniform")
@@ -101,12 +95,12 @@ def judge_position(job: Job, prefix: list[int], cyc: CycleData, index: int, kind
     if n < k:
         q_row = next_token_rows(draft_model, context, job.sampling)[0]
         try:
-            low, high = _sample_window(lambda w: protocol.residual_sample(p_row, q_row, w), v, tol)
+            low, high = protocol.sample_window(lambda w: protocol.residual_sample(p_row, q_row, w), v, tol)
         except ValueError:
             return _verdict(True, f"the replayed residual at {n} is empty: no honest rejection there")
         what = f"the residual sample at {n}"
     else:
-        low, high = _sample_window(lambda w: protocol.invcdf(p_row, w), v, tol)
+        low, high = protocol.sample_window(lambda w: protocol.invcdf(p_row, w), v, tol)
         what = "the bonus sample"
     if not low <= cyc.out_token <= high:
         return _verdict(True, f"outToken {cyc.out_token} is not {what} (replay gives {low}..{high})")

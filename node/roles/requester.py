@@ -975,12 +975,11 @@ def replay_draft(requester: Requester, job_id: int, draft_model_path: Path, tole
             break
         draft = session.propose(cycle.cycle)
         for i, (token, q) in enumerate(zip(cycle.tokens, cycle.q)):
-            row = [int(v) for v in draft.q_rows[i]]
-            replay_q = row[token] if token < len(row) else 0
-            upper = sum(row[: token + 1])
-            lower = upper - replay_q
+            row = draft.q_rows[i]
+            replay_q = int(row[token]) if token < len(row) else 0
             u = protocol.draft_uniform(job_id, cycle.cycle, i)
-            token_ok = token == draft.tokens[i] or (replay_q > 0 and lower - tolerance <= u < upper + tolerance)
+            low, high = protocol.sample_window(lambda w: protocol.invcdf(row, w), u, tolerance)
+            token_ok = low <= token <= high  # the referees' rule, so an audit flags what a dispute would prove
             q_ok = abs(replay_q - q) <= tolerance
             if not (token_ok and q_ok):
                 found.append(DraftCheck(cycle.cycle, i, token, q, draft.tokens[i], replay_q,
