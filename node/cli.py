@@ -580,38 +580,58 @@ def status(ctx: typer.Context,
 @cli_errors
 def audit(ctx: typer.Context,
           job: Annotated[int, typer.Argument(help="Job id.", show_default=False)],
+          kind: Annotated[str, typer.Option("--kind", help="draft: replay the drafter's proposals and q; target: the "
+                                            "verifier's p and outToken.")] = "draft",
           draft_model: Annotated[Path, typer.Option("--draft-model", help="The job's draft model (checked against "
                                                     "its model id; default: the bundled draft).",
                                                     show_default=False)] = BUNDLED_DRAFT,
+          target_model: Annotated[Path, typer.Option("--target-model", help="The job's target model, for --kind "
+                                                     "target (default: the bundled target).",
+                                                     show_default=False)] = BUNDLED_TARGET,
           rpc: RpcOpt = None, home: HomeOpt = None, as_json: JsonOpt = False):
-    """Replay a job's draft over chain data: list each verified cycle's first proposal an honest drafter could not
-    have made (not the inverse-CDF sample of the public uniform, or q off), and which ones a dispute can take."""
-    from node.roles.requester import WAD, replay_draft
+    """Replay a job from chain data as a watchdog and list what a dispute would prove: per verified cycle the first
+    proposal an honest drafter could not have made (--kind draft), or every binding p and outToken the target model
+    contradicts (--kind target, by the referees' own rule)."""
+    from node.roles.requester import WAD, replay_draft, replay_target
 
-    if not draft_model.is_dir():
-        raise CliError(f"model directory {draft_model} does not exist")
+    kind = kind.strip().lower()
+    if kind not in ("draft", "target"):
+        raise CliError(f"--kind must be draft or target, got {kind!r}")
+    for path in (draft_model, target_model) if kind == "target" else (draft_model,):
+        if not path.is_dir():
+            raise CliError(f"model directory {path} does not exist")
     with closing(requester_for(ctx, rpc, home, need_key=False)) as requester:
         requester._check_job(job)
-        faults = replay_draft(requester, job, draft_model)
+        faults = (replay_draft(requester, job, draft_model) if kind == "draft"
+                  else replay_target(requester, job, target_model, draft_model))
     if as_json:
-        emit_json({"job_id": job, "faults": faults})
+        emit_json({"job_id": job, "kind": kind, "faults": faults})
         return
     if not faults:
-        console.print(f"job {job}: every verified cycle's draft is what an honest drafter commits")
+        who = "drafter" if kind == "draft" else "verifier"
+        console.print(f"job {job}: the replay agrees with everything the {who} posted in every verified cycle")
         return
     table = Table(box=None, header_style="bold")
-    for column in ("cycle", "index", "committed token", "committed q", "honest token", "replayed q", "binding", "why"):
-        table.add_column(column)
-    for f in faults:
-        why = "not the inverse-CDF sample" if f.reason == "token" else "q is not the draft's probability"
-        table.add_row(str(f.cycle), str(f.index), str(f.committed_token), f"{f.committed_q / WAD:.4f}",
-                      str(f.replay_token), f"{f.replay_q / WAD:.4f}", "yes" if f.binding else "no", why)
+    if kind == "draft":
+        for column in ("cycle", "index", "committed token", "committed q", "honest token", "replayed q", "binding",
+                       "why"):
+            table.add_column(column)
+        for f in faults:
+            why = "not the inverse-CDF sample" if f.reason == "token" else "q is not the draft's probability"
+            table.add_row(str(f.cycle), str(f.index), str(f.committed_token), f"{f.committed_q / WAD:.4f}",
+                          str(f.replay_token), f"{f.replay_q / WAD:.4f}", "yes" if f.binding else "no", why)
+        binding = [f for f in faults if f.binding]
+    else:
+        for column in ("cycle", "index", "posted", "why"):
+            table.add_column(column)
+        for f in faults:
+            table.add_row(str(f.cycle), str(f.index), str(f.claimed), f.reason)
+        binding = faults  # only binding positions are replayed
     console.print(table)
-    binding = [f for f in faults if f.binding]
     if binding:
         f = binding[0]
         console.print(f"dispute the first binding one: verispec dispute {job} --cycle {f.cycle} --index {f.index} "
-                      "--kind draft")
+                      f"--kind {kind}")
     else:
         console.print("none binds (each lies after its cycle's first rejection): nothing to dispute")
 

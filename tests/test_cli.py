@@ -429,6 +429,9 @@ def test_end_to_end_through_the_cli_with_node_processes(home, w3, deployment):
         assert f"verispec dispute {biased['job_id']} --cycle {check.cycle} --index {check.index} --kind draft" in text
         # the honest job's draft is what an honest drafter commits; the wrong model or job is refused
         assert json.loads(ok(cli("audit", job_id, "--json", home=home)))["faults"] == []
+        assert json.loads(ok(cli("audit", job_id, "--kind", "target", "--json", home=home)))["faults"] == []
+        assert "agrees with everything the verifier posted" in ok(cli("audit", job_id, "--kind", "target", home=home))
+        clean_error(cli("audit", job_id, "--kind", "sideways", home=home), "--kind")
         clean_error(cli("audit", job_id, "--draft-model", TARGET, home=home), "is not job", "draft model")
         clean_error(cli("audit", job_id, "--draft-model", home / "nowhere", home=home), "does not exist")
         registry = deployment.system(w3).registry

@@ -31,6 +31,7 @@ from node.roles.chaindata import (
     DISPUTE_AWAITING_ANSWER, DISPUTE_RESOLVED, KIND_DRAFT, KIND_TARGET, STATUS_FINISHED, STATUS_OPEN, STATUS_RUNNING,
 )
 from node.roles.jobs import engine_job, prompt_tokens, verifier_seed
+from node.roles.requester import Requester, replay_target
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 TARGET, DRAFT = ROOT / "models" / "target", ROOT / "models" / "draft"
@@ -522,12 +523,14 @@ def test_retaliating_verifier_loses_a_target_replay_dispute(world):
     drive([drafter, verifier], lambda: world.status(job_id) == STATUS_FINISHED)
     cycles = check_cycles_on_chain(world, job_id)
     tolerance = 10**14
-    shaded, lost = [], 0
+    shaded, beyond_tolerance, lost = [], [], 0
     for c in cycles:
         true_p = verifier.store.cycle(job_id, "verifier", c.cycle).top_k["true_p"]
         for i in range(c.accepted + 1 if c.accepted < GAMMA else GAMMA):
             if true_p[i] - c.p[i] > 10 * tolerance:
                 shaded.append((c.cycle, i))
+            if abs(true_p[i] - c.p[i]) > tolerance:
+                beyond_tolerance.append((c.cycle, i))
         # the shading only ever lowers acceptance; the contract applied the rule to the shaded p
         honest = protocol.count_accepted(c.reveal, c.draft_root, c.q, true_p)
         assert honest >= c.accepted
@@ -535,6 +538,11 @@ def test_retaliating_verifier_loses_a_target_replay_dispute(world):
     assert shaded  # e.g. position 0 of cycle 0: shaded, and position 0 always binds
     assert lost > 0  # drafts the rule would have accepted under the true p were rejected
     cycle, index = shaded[0]
+    # a watchdog's audit (the referees' rule, from chain data alone) finds exactly the binding positions shaded
+    # beyond the tolerance (and no outToken: the retaliating verifier samples those faithfully)
+    audit = replay_target(Requester(world.w3, world.deployment), job_id, TARGET, DRAFT)
+    assert [(f.cycle, f.index) for f in audit] == beyond_tolerance and set(shaded) <= set(beyond_tolerance)
+    assert all(f.claimed == cycles[f.cycle].p[f.index] and "target model gives" in f.reason for f in audit)
 
     stake = world.stake(world.verifier_address)
     referees = world.referees()

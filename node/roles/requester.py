@@ -989,3 +989,51 @@ def replay_draft(requester: Requester, job_id: int, draft_model_path: Path, tole
                 break  # within tolerance, but the contexts diverge from here on
         session.advance(list(cycle.output))
     return found
+
+
+@dataclass
+class TargetCheck:
+    """One binding position whose posted p_i, or whose outToken (index == γ), the target model's replay contradicts."""
+
+    cycle: int
+    index: int  # i < γ: p_i of proposal i; γ: the outToken
+    claimed: int  # p_i (WAD) or the outToken
+    reason: str  # the referees' own words for it (referee.judge_position)
+
+
+def replay_target(requester: Requester, job_id: int, target_model_path: Path, draft_model_path: Path,
+                  tolerance_wad: int | None = None) -> list[TargetCheck]:
+    """Replay every binding position of the job's verifier (each p_i up to the first rejection, and the outToken)
+    from chain data, with the referees' rule (`referee.judge_position`, fp32 on CPU), and list those a TargetReplay
+    dispute would prove. The draft model is needed for the residual behind an outToken after a rejection."""
+    import torch
+
+    from node.decoding import loading
+    from node.decoding.scorer import default_tolerance_wad
+    from node.roles import jobs
+    from node.roles.referee import judge_position
+
+    start = requester.deployment.start_block
+    record = chaindata.job_request(requester.system, job_id, from_block=start)
+    for path, want, what in ((target_model_path, record.target_model, "target"),
+                             (draft_model_path, record.draft_model, "draft")):
+        if load_model_info(path).model_id != want:
+            raise RequesterError(f"{path} is not job {job_id}'s {what} model 0x{want.hex()}")
+    cpu, dtype = torch.device("cpu"), torch.float32
+    tolerance = default_tolerance_wad(dtype) if tolerance_wad is None else tolerance_wad
+    target = loading.load_model(str(target_model_path), cpu, dtype)
+    draft = loading.load_model(str(draft_model_path), cpu, dtype)
+    job = jobs.job_from_record(record, load_tokenizer(target_model_path), load_model_info(target_model_path).max_positions)
+    prefix, found = list(job.prompt), []
+    for cycle in chaindata.cycles(requester.system, job_id, from_block=start):
+        if not cycle.verified:
+            break
+        k = cycle.gamma
+        for index in [*range(min(cycle.accepted + 1, k)), k]:  # p binds up to the first rejection; then outToken
+            judgement = judge_position(job, prefix, cycle, index, chaindata.KIND_TARGET, tolerance,
+                                       draft_model=draft, target_model=target)
+            if judgement.cheated:
+                claimed = cycle.out_token if index == k else cycle.p[index]
+                found.append(TargetCheck(cycle.cycle, index, int(claimed), judgement.reason))
+        prefix.extend(cycle.output)
+    return found
