@@ -944,6 +944,14 @@ class DraftCheck:
     reason: str  # "token" (not the inverse-CDF sample) or "q" (probability off beyond tolerance)
 
 
+def _job_model(path: Path, want: bytes, job_id: int, what: str) -> ModelInfo:
+    """The checkpoint at `path`, refused unless its model id is the job's `what` ("draft"/"target") model."""
+    info = load_model_info(path)
+    if info.model_id != want:
+        raise RequesterError(f"{path} is not job {job_id}'s {what} model 0x{want.hex()}")
+    return info
+
+
 def replay_draft(requester: Requester, job_id: int, draft_model_path: Path, tolerance_wad: int | None = None,
                  device: str = "cpu") -> list[DraftCheck]:
     """Replay the job's draft model over chain data (prompt + every cycle's output) with the public draft
@@ -960,9 +968,7 @@ def replay_draft(requester: Requester, job_id: int, draft_model_path: Path, tole
     from node.roles import jobs
 
     record = chaindata.job_request(requester.system, job_id, from_block=requester.deployment.start_block)
-    info = load_model_info(draft_model_path)
-    if info.model_id != record.draft_model:
-        raise RequesterError(f"{draft_model_path} is not job {job_id}'s draft model 0x{record.draft_model.hex()}")
+    info = _job_model(draft_model_path, record.draft_model, job_id, "draft")
     dtype = torch.float32
     tolerance = default_tolerance_wad(dtype) if tolerance_wad is None else tolerance_wad
     model = loading.load_model(str(draft_model_path), torch.device(device), dtype)
@@ -1015,15 +1021,13 @@ def replay_target(requester: Requester, job_id: int, target_model_path: Path, dr
 
     start = requester.deployment.start_block
     record = chaindata.job_request(requester.system, job_id, from_block=start)
-    for path, want, what in ((target_model_path, record.target_model, "target"),
-                             (draft_model_path, record.draft_model, "draft")):
-        if load_model_info(path).model_id != want:
-            raise RequesterError(f"{path} is not job {job_id}'s {what} model 0x{want.hex()}")
+    target_info = _job_model(target_model_path, record.target_model, job_id, "target")
+    _job_model(draft_model_path, record.draft_model, job_id, "draft")
     cpu, dtype = torch.device("cpu"), torch.float32
     tolerance = default_tolerance_wad(dtype) if tolerance_wad is None else tolerance_wad
     target = loading.load_model(str(target_model_path), cpu, dtype)
     draft = loading.load_model(str(draft_model_path), cpu, dtype)
-    job = jobs.job_from_record(record, load_tokenizer(target_model_path), load_model_info(target_model_path).max_positions)
+    job = jobs.job_from_record(record, load_tokenizer(target_model_path), target_info.max_positions)
     prefix, found = list(job.prompt), []
     for cycle in chaindata.cycles(requester.system, job_id, from_block=start):
         if not cycle.verified:
