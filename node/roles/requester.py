@@ -838,19 +838,26 @@ class Requester:
         self.draw_referees(dispute_id)
         return self.dispute_info(dispute_id)
 
-    def draw_referees(self, dispute_id: int) -> bool:
-        """Draw the referees of `dispute_id` now, from the hash of its opening block (a later block than the one
-        that mined the opening: `_send` waited for its receipt). The challenger draws at once so that an accused
-        cannot wait for that hash to age out of the 256-block window to get a second draw. False when there was
-        nothing to do: already drawn, answered (the answer draws) or resolved."""
+    def draw_referees(self, dispute_id: int, timeout: float = 30.0) -> bool:
+        """Draw the referees of `dispute_id` now, from the hash of its opening block, in a later block. The
+        challenger draws at once so that an accused cannot wait for that hash to age out of the 256-block window
+        to get a second draw. False when there was nothing to do: already drawn, answered (the answer draws) or
+        resolved."""
         disputes = self._require_disputes()
         d = chaindata.dispute_view(disputes, dispute_id)
         if d["status"] != chaindata.DISPUTE_AWAITING_ANSWER or d["drawn"]:
             return False
+        # the node may hand out the opening's receipt before its block is the latest one; estimated against a
+        # pending block that is still the opening block, the draw would revert DrawTooEarly
+        deadline = time.monotonic() + timeout
+        while self.w3.eth.block_number < d["drawBlock"] and time.monotonic() < deadline:
+            time.sleep(0.05)
         try:
             self._send("drawReferees", disputes.functions.drawReferees(dispute_id))
         except TransactionReverted as exc:
             if exc.error_name in ("AlreadyDrawn", "WrongStatus"):  # the accused's answer came first
+                return False
+            if exc.error_name == "DrawTooEarly":  # the opening is on chain either way; the answer will draw
                 return False
             raise
         return True
