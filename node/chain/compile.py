@@ -1,7 +1,8 @@
 """Compile `contracts/` offline with py-solc-x over the project's solc-js wrapper (`scripts/solc`).
 
-Artifacts (ABI + bytecode per contract) are cached in `build/contracts.json`, keyed by a hash of
-every source and the compiler settings, so repeated runs cost nothing.
+Artifacts (ABI + bytecode per contract, and the members of every enum the sources declare) are cached
+in `build/contracts.json`, keyed by a hash of every source and the compiler settings, so repeated runs
+cost nothing.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ SETTINGS = {
     "optimizer": {"enabled": True, "runs": 1000},
     "evmVersion": "cancun",
     "remappings": ["@openzeppelin/=node_modules/@openzeppelin/"],
-    "outputSelection": {"*": {"*": ["abi", "evm.bytecode.object", "evm.deployedBytecode.object"]}},
+    "outputSelection": {"*": {"*": ["abi", "evm.bytecode.object", "evm.deployedBytecode.object"], "": ["ast"]}},
 }
 
 
@@ -49,12 +50,32 @@ def _check_toolchain() -> None:
 
 def compile_contracts(force: bool = False) -> dict[str, dict]:
     """Return {ContractName: {"abi": [...], "bytecode": "0x..."}} for every contract in contracts/."""
+    return _build(force)["contracts"]
+
+
+def solidity_enums() -> dict[str, list[str]]:
+    """{"Container.EnumName": [member, ...]} for every enum declared in contracts/ (not libraries')."""
+    return _build()["enums"]
+
+
+def _enums_of(ast: dict) -> dict[str, list[str]]:
+    found = {}
+    for unit in ast.get("nodes", []):
+        members = unit.get("nodes", []) if unit.get("nodeType") == "ContractDefinition" else [unit]
+        for node in members:
+            if node.get("nodeType") == "EnumDefinition":
+                scope = unit["name"] + "." if unit is not node else ""
+                found[scope + node["name"]] = [m["name"] for m in node["members"]]
+    return found
+
+
+def _build(force: bool = False) -> dict:
     sources = _sources()
     fingerprint = _fingerprint(sources)
     if not force and ARTIFACTS_PATH.exists():
         cached = json.loads(ARTIFACTS_PATH.read_text())
         if cached.get("fingerprint") == fingerprint:
-            return cached["contracts"]
+            return cached
 
     _check_toolchain()
     import solcx  # imported here so reading cached artifacts needs no compiler
@@ -80,11 +101,16 @@ def compile_contracts(force: bool = False) -> dict[str, dict]:
                 "bytecode": "0x" + artifact["evm"]["bytecode"]["object"],
                 "source": path,
             }
+    enums = {}
+    for path, source in output["sources"].items():
+        if not path.startswith("node_modules/"):
+            enums.update(_enums_of(source["ast"]))
+    built = {"fingerprint": fingerprint, "contracts": contracts, "enums": enums}
     ARTIFACTS_PATH.parent.mkdir(parents=True, exist_ok=True)
     tmp = ARTIFACTS_PATH.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps({"fingerprint": fingerprint, "contracts": contracts}))
+    tmp.write_text(json.dumps(built))
     tmp.replace(ARTIFACTS_PATH)
-    return contracts
+    return built
 
 
 if __name__ == "__main__":
