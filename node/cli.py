@@ -565,7 +565,6 @@ def status(ctx: typer.Context,
         tokenizer_path = target_model
         # the bundled model decodes only jobs of the bundled model: no wrong text from a foreign tokenizer
         if tokenizer_path is None and BUNDLED_TARGET.is_dir():
-            requester._check_job(job)
             bundled = "0x" + load_model_info(BUNDLED_TARGET).model_id.hex()
             if requester.job_view(job)["targetModel"].hex() == bundled[2:]:
                 tokenizer_path = BUNDLED_TARGET
@@ -598,7 +597,6 @@ def audit(ctx: typer.Context,
     if kind not in ("draft", "target"):
         raise CliError(f"--kind must be draft or target, got {kind!r}")
     with closing(requester_for(ctx, rpc, home, need_key=False)) as requester:  # it refuses a missing or wrong model
-        requester._check_job(job)
         faults = (replay_draft(requester, job, draft_model) if kind == "draft"
                   else replay_target(requester, job, target_model, draft_model))
     if as_json:

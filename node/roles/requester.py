@@ -675,7 +675,13 @@ class Requester:
     # --- reading a job from the chain --------------------------------------------------------------
 
     def job_view(self, job_id: int) -> dict:
-        return chaindata.job_view(self.market, job_id)
+        """The market's `getJob` view of `job_id`; a RequesterError when the deployment has no such job."""
+        view = chaindata.job_view(self.market, job_id)
+        if view["status"] == chaindata.STATUS_NONE:
+            count = self.market.functions.jobCount().call()
+            raise RequesterError(f"there is no job {job_id} (jobs on this deployment: 1..{count})"
+                                 if count else f"there is no job {job_id} (no job was submitted yet)")
+        return view
 
     def job_logs(self, job_id: int, from_block: int | None = None) -> list:
         """Every market event of `job_id` (jobId is each one's first indexed topic), in chain order."""
@@ -700,10 +706,6 @@ class Requester:
         return self._topic_map.get(bytes(log["topics"][0])) if log["topics"] else None
 
     def report(self, job_id: int, tokenizer_path: Path | None = None, with_gas: bool = True) -> JobReport:
-        count = self.market.functions.jobCount().call()
-        if not 1 <= job_id <= count:
-            raise RequesterError(f"there is no job {job_id} (jobs on this deployment: 1..{count})"
-                                 if count else f"there is no job {job_id} (no job was submitted yet)")
         view = self.job_view(job_id)
         logs = self.job_logs(job_id)
         by_name: dict[str, list] = {}
@@ -803,7 +805,7 @@ class Requester:
             time.sleep(poll)
 
     def finalize(self, job_id: int) -> tuple[TxResult, dict[str, int]]:
-        self._check_job(job_id)
+        self.job_view(job_id)
         tx, receipt = self._send("finalize", self.market.functions.finalize(job_id), key=None)
         (event,) = self.market.events.JobFinalized().process_receipt(receipt, errors=DISCARD)
         a = event["args"]
@@ -811,16 +813,11 @@ class Requester:
 
     def claim_timeout(self, job_id: int) -> tuple[TxResult, dict]:
         """`claimTimeout`: ends a job whose current deadline passed (see docs/contracts.md, Deadlines)."""
-        self._check_job(job_id)
+        self.job_view(job_id)
         tx, receipt = self._send("claimTimeout", self.market.functions.claimTimeout(job_id))
         (event,) = self.market.events.JobFinished().process_receipt(receipt, errors=DISCARD)
         a = event["args"]
         return tx, {"reason": FINISH_REASONS[a["reason"]], "party": a["party"], "slashed": a["slashed"]}
-
-    def _check_job(self, job_id: int) -> None:
-        count = self.market.functions.jobCount().call()
-        if not 1 <= job_id <= count:
-            raise RequesterError(f"there is no job {job_id}" + (f" (jobs: 1..{count})" if count else ""))
 
     # --- disputes ---------------------------------------------------------------------------------
 
@@ -828,7 +825,7 @@ class Requester:
         disputes = self._require_disputes()
         if kind not in DISPUTE_KINDS:
             raise RequesterError(f"--kind must be draft or target, got {kind!r}")
-        self._check_job(job_id)
+        self.job_view(job_id)
         record, leaf_proof = self.dispute_evidence(job_id, cycle, index)
         bond = disputes.functions.bond().call()
         tx, receipt = self._send("openDispute", disputes.functions.openDispute(
@@ -974,6 +971,7 @@ def replay_draft(requester: Requester, job_id: int, draft_model_path: Path, tole
     from node.decoding.scorer import default_tolerance_wad
     from node.roles import jobs
 
+    requester.job_view(job_id)
     record = chaindata.job_request(requester.system, job_id, from_block=requester.deployment.start_block)
     info = _job_model(draft_model_path, record.draft_model, job_id, "draft")
     dtype = torch.float32
@@ -1027,6 +1025,7 @@ def replay_target(requester: Requester, job_id: int, target_model_path: Path, dr
     from node.roles.referee import judge_position
 
     start = requester.deployment.start_block
+    requester.job_view(job_id)
     record = chaindata.job_request(requester.system, job_id, from_block=start)
     target_info = _job_model(target_model_path, record.target_model, job_id, "target")
     _job_model(draft_model_path, record.draft_model, job_id, "draft")
