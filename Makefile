@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP_PY := $(VENV)/.installed
 STAMP_NPM := node_modules/.installed
 
-.PHONY: setup demo test gas bench clean
+.PHONY: setup demo test lint ape-test ape-compile gas bench clean
 
 setup: $(STAMP_PY) $(STAMP_NPM)
 
@@ -28,6 +28,23 @@ demo: setup
 test: setup
 	$(PY) -m pytest -q
 
+# ruff (installed by setup: the `test` extra) and, once it exists, Slither over the contracts; every check
+# runs and reports, the target fails if any did.
+lint: setup
+	@rc=0; \
+	$(VENV)/bin/ruff check . || rc=1; \
+	$(VENV)/bin/ruff format --check . || rc=1; \
+	if [ -f scripts/slither.sh ]; then bash scripts/slither.sh || rc=1; fi; \
+	exit $$rc
+
+# ape's suite (tests_ape/) on its own anvil, in ape's own venv .venv-ape (made by the script, pinned by
+# scripts/ape-requirements.txt); needs node_modules (anvil, solc-js, OpenZeppelin).
+ape-test: $(STAMP_NPM)
+	bash scripts/ape.sh test
+
+ape-compile: $(STAMP_NPM)
+	bash scripts/ape.sh compile
+
 gas: setup
 	$(PY) scripts/gas_report.py
 
@@ -35,4 +52,4 @@ bench: setup
 	$(PY) scripts/bench_decode.py
 
 clean:
-	rm -rf build .pytest_cache
+	rm -rf build .pytest_cache .build
