@@ -50,7 +50,6 @@ import json
 import os
 import pathlib
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -62,14 +61,13 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
+from node.chain.enums import NO_EOS, DisputeKind, DisputeStatus, JobStatus, Outcome, Role, solidity_name  # noqa: E402
+
 TARGET, DRAFT = ROOT / "models" / "target", ROOT / "models" / "draft"
 WAD = 10**18
 ETHER = 10**18
 STAKE = 5 * ETHER
-NO_EOS = 2**32 - 1
-ROLE_VERIFIER, ROLE_REFEREE = 2, 3
 REQUESTER, DRAFTER, VERIFIER, REFEREES, CHALLENGER = 1, 2, 3, (4, 5, 6), 7
-KIND_TARGET = 1
 PRICE_ACCEPTED, PRICE_PASS = 10**12, 3 * 10**12
 DEFAULT_PROMPT = "import os\nimport sys\n\n\ndef main(argv=None):\n"
 NO_SPECULATE_ENV = "VERISPEC_BENCH_NO_SPECULATE"
@@ -291,19 +289,23 @@ class ThreadNodes:
 
 class ProcessNodes:
     """Nodes as separate OS processes: `scripts/bench_e2e.py --_serve ROLE ...` (one per role; the three
-    referees share one process). Each imports torch, loads its models and holds its own RPC connection."""
+    referees share one process). Each imports torch, loads its models and holds its own RPC connection; it runs
+    in its own process group with its log in `store_dir/logs` (node.processes), and on SIGTERM stops its
+    loop and writes its probes."""
 
     mode = "processes"
 
     def __init__(self, groups, rpc_url, deployment_path, store_dir, poll_interval, device, threads, profile=None,
                  active_poll_interval=None):
-        self.procs = []
+        from node.processes import NodeProcesses
+
+        self.nodes = NodeProcesses(store_dir / "logs")
+        self.stats = {role: store_dir / f"{role}.stats.json" for role, _ in groups}
         for role, indices in groups:
-            stats = store_dir / f"{role}.stats.json"
             cmd = [sys.executable, str(pathlib.Path(__file__).resolve()), "--_serve", role,
                    "--_indices", ",".join(map(str, indices)), "--_rpc", rpc_url,
-                   "--_deployment", str(deployment_path), "--_store", str(store_dir), "--_stats", str(stats),
-                   "--threads", str(threads)]
+                   "--_deployment", str(deployment_path), "--_store", str(store_dir), "--_stats",
+                   str(self.stats[role]), "--threads", str(threads)]
             if poll_interval is not None:
                 cmd += ["--poll-interval", str(poll_interval)]
             if active_poll_interval is not None:
@@ -312,37 +314,25 @@ class ProcessNodes:
                 cmd += ["--device", device]
             if profile:
                 cmd += ["--profile", str(profile)]
-            proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=str(ROOT))
-            self.procs.append((role, proc, stats))
-        for role, proc, _ in self.procs:
-            line = proc.stdout.readline()
-            if line.strip() != "READY":
-                self.stop()
-                raise RuntimeError(f"the {role} node process did not start (it said {line!r})")
+            self.nodes.start(role, cmd, threads=threads)
+        try:
+            self.nodes.wait_ready(timeout=300, marker="READY")
+        except Exception:
+            self.nodes.stop_all()
+            raise
 
     def stop(self) -> dict[str, list[dict]]:
-        out = defaultdict(list)
-        for _, proc, _ in self.procs:
-            try:
-                proc.stdin.close()  # EOF on stdin: the node process stops its loop and writes its probes
-            except OSError:
-                pass
-        for role, proc, stats in self.procs:
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.terminate()
-                proc.wait(timeout=30)
-            if stats.exists():
-                out[role].extend(json.loads(stats.read_text()))
-        return dict(out)
+        self.nodes.stop_all(timeout=60)
+        return {role: json.loads(path.read_text()) for role, path in self.stats.items() if path.exists()}
 
 
 def serve(args) -> None:
-    """Entry point of a node process (`--_serve`): run the node(s) until stdin closes, then dump probes."""
+    """Entry point of a node process (`--_serve`): run the node(s) until SIGTERM (or until the benchmark that started
+    this process is gone), then dump probes."""
     import torch
 
     from node.chain.deployment import Deployment
+    from node.processes import stop_on_signals
 
     torch.set_num_threads(args.threads)
     install_probes()
@@ -351,7 +341,7 @@ def serve(args) -> None:
     indices = [int(i) for i in args._indices.split(",")]
     nodes = [make_node(args._serve, i, args._rpc, deployment, store_dir, args.poll_interval, None, args.device,
                        args.active_poll_interval) for i in indices]
-    stop = ProbedStop()
+    stop = stop_on_signals(ProbedStop())
     probes = [Probe(f"{args._serve}{i}") for i in indices]
     def profile(i):
         return str(pathlib.Path(args.profile) / f"{args._serve}{i}.prof") if args.profile else None
@@ -361,7 +351,10 @@ def serve(args) -> None:
     for thread in threads:
         thread.start()
     print("READY", flush=True)
-    sys.stdin.read()  # until the parent closes our stdin (or dies)
+    parent = os.getppid()
+    while not stop.wait(0.5):
+        if os.getppid() != parent:  # a benchmark killed without its finally must not leave nodes polling
+            break
     stop.set()
     for thread in threads:
         thread.join(timeout=60)
@@ -608,9 +601,9 @@ def run(args) -> dict:
         market, dm, params = system.market, system.disputes, system.params
         reg = system.registry.functions
         rpc.send(reg.registerDrafter(ids["draft"], ids["target"], WAD // 2), accounts[DRAFTER], STAKE)
-        rpc.send(reg.register(ROLE_VERIFIER, [ids["target"]]), accounts[VERIFIER], STAKE)
+        rpc.send(reg.register(Role.Verifier, [ids["target"]]), accounts[VERIFIER], STAKE)
         for i in REFEREES:
-            rpc.send(reg.register(ROLE_REFEREE, [ids["draft"], ids["target"]]), accounts[i], params.min_referee_stake)
+            rpc.send(reg.register(Role.Referee, [ids["draft"], ids["target"]]), accounts[i], params.min_referee_stake)
         deployment = Deployment.of_system(w3, system, rpc_url, start_block)
         deployment_path = deployment.save(tmp / "deployment.json")
 
@@ -651,7 +644,7 @@ def run(args) -> dict:
                 receipt = rpc.send(market.functions.submitJob(request, args.prompt.encode()), accounts[REQUESTER],
                                    escrow)
                 t0 = time.monotonic()  # submitJob mined (anvil mines on arrival; the receipt is there)
-                wait_until(lambda: market.functions.jobStatus(job_id).call() >= 3, timeout=args.job_timeout,
+                wait_until(lambda: market.functions.jobStatus(job_id).call() >= JobStatus.Finished, timeout=args.job_timeout,
                            interval=0.05, what=f"job {job_id} finished")
                 jobs.append({"job_id": job_id, "t0": t0, "submit_tx": receipt["transactionHash"]})
                 engine[job_id] += engine_runs(decoder, prompt_ids, args.tokens, job_id, seeds[job_id], n_engine)
@@ -667,12 +660,12 @@ def run(args) -> dict:
             t_window = time.monotonic()
             finalized_by_nodes = True
             try:
-                wait_until(lambda: all(market.functions.jobStatus(j).call() == 4 for j in job_ids),
+                wait_until(lambda: all(market.functions.jobStatus(j).call() == JobStatus.Finalized for j in job_ids),
                            timeout=args.finalize_timeout, interval=0.1, what="finalization by the nodes")
             except TimeoutError:
                 finalized_by_nodes = False
                 for j in job_ids:
-                    if market.functions.jobStatus(j).call() != 4:
+                    if market.functions.jobStatus(j).call() != JobStatus.Finalized:
                         rpc.send(market.functions.finalize(j), accounts[REQUESTER])
             finalize_wall = time.monotonic() - t_window
         finally:
@@ -819,10 +812,10 @@ def run_dispute(rpc: Rpc, system, job_id: int, start_block: int, accounts, timeo
     record = chaindata.record_preimage(system, job_id, 0, from_block=start_block)
     proof = chaindata.leaf_proof(system, job_id, 0, 0, from_block=start_block)
     t0 = time.monotonic()
-    opened = rpc.send(dm.functions.openDispute(job_id, 0, 0, KIND_TARGET, record, proof), accounts[CHALLENGER],
+    opened = rpc.send(dm.functions.openDispute(job_id, 0, 0, DisputeKind.TargetReplay, record, proof), accounts[CHALLENGER],
                       system.params.dispute_bond)
     dispute_id = dm.functions.disputeCount().call()
-    wait_until(lambda: chaindata.dispute_view(dm, dispute_id)["status"] == chaindata.DISPUTE_RESOLVED, timeout,
+    wait_until(lambda: chaindata.dispute_view(dm, dispute_id)["status"] == DisputeStatus.Resolved, timeout,
                interval=0.05, what=f"dispute {dispute_id} resolved")
     wall = time.monotonic() - t0
     view = chaindata.dispute_view(dm, dispute_id)
@@ -834,8 +827,8 @@ def run_dispute(rpc: Rpc, system, job_id: int, start_block: int, accounts, timeo
         "reveal votes": gas_of(rpc, tx_hashes(dm.events.VoteRevealed, start_block, **f)),
         "resolve": gas_of(rpc, tx_hashes(dm.events.DisputeResolved, start_block, **f)),
     }
-    return {"dispute_id": dispute_id, "job_id": job_id, "kind": "TargetReplay", "position": [0, 0],
-            "outcome": chaindata.DISPUTE_OUTCOMES[view["outcome"]], "wall_s": wall, "cost": cost}
+    return {"dispute_id": dispute_id, "job_id": job_id, "kind": DisputeKind.TargetReplay.name, "position": [0, 0],
+            "outcome": solidity_name(Outcome(view["outcome"])), "wall_s": wall, "cost": cost}
 
 
 # ====================================================================== output

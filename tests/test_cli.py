@@ -25,6 +25,7 @@ from web3 import Web3
 
 from node.chain.anvil import free_port
 from node.chain.deployment import Deployment
+from node import processes
 from node.chain.keys import dev_account
 from node.cli import app
 
@@ -336,27 +337,18 @@ def test_unaccepted_job_times_out_and_is_refunded(home, w3, deployment, snapshot
 
 
 def _serve(home: Path, role: str, dev: int, *extra: str) -> subprocess.Popen:
+    """`verispec serve ROLE` for dev account `dev` as an OS process (its own process group), log in the home."""
     if role == "drafter":
-        models = ["--model", str(DRAFT), "--target-model", str(TARGET)]
+        models = ["--model", DRAFT, "--target-model", TARGET]
     else:
-        models = ["--model", str(TARGET), "--draft-model", str(DRAFT)]
-    log = open(home / f"{role}-{dev}.log", "ab")
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
-    return subprocess.Popen([sys.executable, "-m", "node.cli", "serve", role, *models, "--dev-account", str(dev),
-                             "--home", str(home), "--device", "cpu", "--threads", "1", *extra],
-                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env, cwd=ROOT)
+        models = ["--model", TARGET, "--draft-model", DRAFT]
+    command = processes.serve_command(role, *models, "--dev-account", dev, "--home", home, "--device", "cpu",
+                                      "--threads", "1", *extra)
+    return processes.start(command, home / f"{role}-{dev}.log")
 
 
 def _stop(process: subprocess.Popen) -> int:
-    if process.poll() is None:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            return process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-            return -9
-    return process.returncode
+    return processes.stop(process, timeout=20)
 
 
 def _start_nodes(home: Path) -> dict[str, subprocess.Popen]:
