@@ -11,7 +11,7 @@ import {AlphaWindow} from "./AlphaWindow.sol";
 import {StakingRegistry} from "./StakingRegistry.sol";
 
 /// @title InferenceMarket
-/// @notice Jobs of verifiable speculative decoding in per-cycle on-chain mode (PROTOCOL.md §4, §7):
+/// @notice Jobs of verifiable speculative decoding in per-cycle on-chain mode (docs/protocol.md §4, §7):
 /// escrow, the verifier's hash-chain commitment, draft commitments, the on-chain accept rule, the
 /// per-cycle record hashes disputes prove against, deadlines with slashing timeouts, a challenge window,
 /// and settlement by pull payments. Also the drafters' α window (inherited {AlphaWindow}).
@@ -19,37 +19,6 @@ import {StakingRegistry} from "./StakingRegistry.sol";
 /// slots 0 and 1, rewrites slot 0 and the commitment slot, and creates one slot for the record hash.
 /// Earnings and α counts accrue in slot 0 and settle once per job (see docs/contracts.md).
 contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransient {
-    /// @notice Where a running job waits.
-    enum Phase {
-        AwaitDraft, // the drafter's commitDraft for `cycle`
-        AwaitVerify // the verifier's submitVerification for `cycle`
-    }
-
-    /// @notice Why a job stopped generating.
-    enum FinishReason {
-        Completed, // EOS or maxTokens
-        AcceptTimeout, // the verifier never accepted (no slash: accepting is consent)
-        DraftTimeout, // the drafter missed a commit deadline
-        VerifyTimeout, // the verifier missed a verification deadline
-        DisputeLost // a dispute found a party cheating
-    }
-
-    /// @notice What a requester asks for in `submitJob`.
-    struct JobRequest {
-        bytes32 draftModel;
-        bytes32 targetModel;
-        address drafter;
-        address verifier;
-        uint8 gamma; // proposals per cycle K, 1..16
-        uint64 temperature; // WAD; 0 = greedy
-        uint32 topK; // 0 = off
-        uint64 topP; // WAD, 1..WAD (WAD = off)
-        uint16 maxTokens; // tokens to generate, ≥ 1
-        uint32 eosToken; // generation stops after emitting it
-        uint128 pricePerAcceptedToken; // wei to the drafter per accepted (and emitted) proposal
-        uint128 pricePerPass; // wei to the verifier per verified cycle (target pass)
-    }
-
     /// @dev Packed job state. A draft reads slot 0 and `commitment`; a verification reads slots 0 and 1 and
     /// `commitment`, and writes slot 0 (assembled in one word) and `commitment`.
     struct Job {
@@ -128,6 +97,7 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
     uint256 private constant _MAX_TOKENS_AT = 160;
     uint256 private constant _EOS_AT = 176;
 
+
     /// @notice The staking registry.
     StakingRegistry public immutable registry;
     /// @notice The account that may wire the dispute manager, once.
@@ -152,94 +122,6 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
 
     mapping(uint256 jobId => Job) private _jobs;
     mapping(uint256 jobId => mapping(uint256 cycle => bytes32)) private _records;
-
-    /// @notice The deployer wired the dispute manager.
-    event DisputeManagerSet(address indexed disputeManager);
-    /// @notice A job was submitted with `escrow` wei; `prompt` is the token-id input, as the node encodes it.
-    event JobSubmitted(
-        uint256 indexed jobId, address indexed requester, JobRequest request, bytes prompt, uint256 escrow
-    );
-    /// @notice The verifier accepted `jobId`, committing to hash-chain head `chainHead`.
-    event JobAccepted(uint256 indexed jobId, bytes32 chainHead);
-    /// @notice The drafter committed cycle `cycle`'s proposals and their draft probabilities (`draft`).
-    /// @dev `draft` packs each proposal i as 12 big-endian bytes: token (uint32) ‖ q (uint64).
-    event DraftCommitted(uint256 indexed jobId, uint256 cycle, bytes32 draftRoot, bytes draft);
-    /// @notice Cycle `cycle` was verified with hash-chain `reveal`: `accepted` proposals, residual/bonus
-    /// sample `outToken`, and the cycle's output tokens `output` (4 big-endian bytes each).
-    event CycleVerified(
-        uint256 indexed jobId, uint256 cycle, bytes32 reveal, uint256 accepted, uint32 outToken, bytes output
-    );
-    /// @notice `jobId` stopped generating; `slashed` wei were taken from `party` (zero address: nobody).
-    event JobFinished(uint256 indexed jobId, FinishReason reason, address party, uint256 slashed);
-    /// @notice `jobId` was settled: credited to the drafter, the verifier and (refund) the requester.
-    event JobFinalized(uint256 indexed jobId, uint256 drafterPay, uint256 verifierPay, uint256 refund);
-    /// @notice A dispute on `jobId` was opened; `open` are now open.
-    event DisputeOpened(uint256 indexed jobId, uint256 open);
-    /// @notice A dispute on `jobId` against `accused` closed; `open` remain open.
-    event DisputeClosed(uint256 indexed jobId, address indexed accused, bool accusedLost, uint256 open);
-    /// @notice The α window slashed `amount` wei of `drafter`'s stake, credited to the requester of `jobId`.
-    event AlphaSlashed(uint256 indexed jobId, address indexed drafter, uint256 amount);
-    /// @notice `account` withdrew `amount` wei.
-    event Withdrawn(address indexed account, uint256 amount);
-
-    /// @dev Only the deployer may wire the dispute manager.
-    error NotDeployer(address caller);
-    /// @dev The dispute manager is already wired.
-    error AlreadyWired();
-    /// @dev A required address was zero, or a period was zero.
-    error BadParams();
-    /// @dev Only the dispute manager.
-    error NotDisputeManager(address caller);
-    /// @dev ETH arrived from someone other than the registry.
-    error UnexpectedSender(address sender);
-    /// @dev γ must be in 1..16.
-    error BadGamma(uint256 gamma);
-    /// @dev maxTokens must be ≥ 1.
-    error BadMaxTokens();
-    /// @dev topP must be in 1..WAD.
-    error BadTopP(uint256 topP);
-    /// @dev requester, drafter and verifier must be three different accounts.
-    error PartiesNotDistinct();
-    /// @dev The drafter is not active for the (draft, target) model pair.
-    error DrafterNotActive(address drafter);
-    /// @dev The verifier is not active for the target model.
-    error VerifierNotActive(address verifier);
-    /// @dev msg.value does not cover maxTokens × (pricePerAcceptedToken + pricePerPass).
-    error InsufficientEscrow(uint256 sent, uint256 required);
-    /// @dev msg.value does not fit the job's uint96 escrow field.
-    error EscrowTooLarge(uint256 sent, uint256 max);
-    /// @dev The job is not in a status that allows this call.
-    error WrongStatus(uint256 jobId, JobStatus status);
-    /// @dev The running job waits for the other party.
-    error WrongPhase(uint256 jobId, Phase phase);
-    /// @dev The caller is not the job's drafter.
-    error NotJobDrafter(address caller);
-    /// @dev The caller is not the job's verifier.
-    error NotJobVerifier(address caller);
-    /// @dev The phase's deadline has passed.
-    error DeadlinePassed(uint256 deadline);
-    /// @dev The deadline (or challenge window) has not passed yet.
-    error DeadlineNotPassed(uint256 deadline);
-    /// @dev Not the cycle the job is at.
-    error WrongCycle(uint256 expected, uint256 got);
-    /// @dev An array's length is not γ.
-    error LengthMismatch(uint256 expected, uint256 got);
-    /// @dev A proposed token does not fit in uint32.
-    error TokenOutOfRange(uint256 index, uint256 token);
-    /// @dev `root` is not the root of (tokens, q).
-    error RootMismatch(bytes32 computed, bytes32 given);
-    /// @dev (tokens, q) are not the committed draft, or keccak256(reveal) is not the previous reveal.
-    error CommitmentMismatch();
-    /// @dev The chain head must not be zero.
-    error ZeroChainHead();
-    /// @dev Disputes on the job are still open.
-    error DisputesOpen(uint256 open);
-    /// @dev `disputeClosed` without an open dispute.
-    error NoOpenDispute(uint256 jobId);
-    /// @dev Nothing to withdraw.
-    error NothingOwed();
-    /// @dev An ETH transfer failed.
-    error TransferFailed();
 
     /// @param registry_ The staking registry.
     /// @param acceptTimeout_ Seconds the verifier has to accept a job.
@@ -281,8 +163,8 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
 
     /// @notice Wires the dispute manager; callable once, by the deployer.
     function setDisputeManager(address disputeManager_) external {
-        if (msg.sender != deployer) revert NotDeployer(msg.sender);
-        if (disputeManager != address(0)) revert AlreadyWired();
+        if (msg.sender != deployer) revert MarketNotDeployer(msg.sender);
+        if (disputeManager != address(0)) revert MarketAlreadyWired();
         if (disputeManager_ == address(0)) revert BadParams();
         disputeManager = disputeManager_;
         emit DisputeManagerSet(disputeManager_);
@@ -339,7 +221,7 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
     function acceptJob(uint256 jobId, bytes32 chainHead) external {
         Job storage job = _jobs[jobId];
         JobStatus status = _status(job);
-        if (status != JobStatus.Open) revert WrongStatus(jobId, status);
+        if (status != JobStatus.Open) revert JobWrongStatus(jobId, status);
         if (msg.sender != job.verifier) revert NotJobVerifier(msg.sender);
         if (block.timestamp > job.deadline) revert DeadlinePassed(job.deadline);
         if (chainHead == bytes32(0)) revert ZeroChainHead();
@@ -363,8 +245,8 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         _checkTime(head >> _DEADLINE_AT);
         _checkCycle(head, cycle);
         uint256 k = (head >> _GAMMA_AT) & 0xff;
-        if (tokens.length != k) revert LengthMismatch(k, tokens.length);
-        if (q.length != k) revert LengthMismatch(k, q.length);
+        if (tokens.length != k) revert GammaLengthMismatch(k, tokens.length);
+        if (q.length != k) revert GammaLengthMismatch(k, q.length);
         bytes memory packed = _packDraft(tokens, q);
         bytes32 computed = SpecMath.draftRootCalldata(jobId, cycle, tokens, q);
         if (computed != root) revert RootMismatch(computed, root);
@@ -417,7 +299,7 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
                 deadline += verifyTimeout;
             }
         } else {
-            revert WrongStatus(jobId, status);
+            revert JobWrongStatus(jobId, status);
         }
         if (block.timestamp <= deadline) revert DeadlineNotPassed(deadline);
         _stop(jobId, job);
@@ -437,7 +319,7 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
     function finalize(uint256 jobId) external nonReentrant {
         Job storage job = _jobs[jobId];
         JobStatus status = _status(job);
-        if (status != JobStatus.Finished) revert WrongStatus(jobId, status);
+        if (status != JobStatus.Finished) revert JobWrongStatus(jobId, status);
         if (block.timestamp <= job.deadline) revert DeadlineNotPassed(job.deadline);
         if (job.openDisputes != 0) revert DisputesOpen(job.openDisputes);
         _settle(jobId, job);
@@ -450,7 +332,7 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         owed[msg.sender] = 0;
         emit Withdrawn(msg.sender, amount);
         (bool ok,) = payable(msg.sender).call{value: amount}("");
-        if (!ok) revert TransferFailed();
+        if (!ok) revert MarketTransferFailed();
     }
 
     // ------------------------------------------------------------------ dispute hooks
@@ -460,7 +342,7 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         if (msg.sender != disputeManager || msg.sender == address(0)) revert NotDisputeManager(msg.sender);
         Job storage job = _jobs[jobId];
         JobStatus status = _status(job);
-        if (status != JobStatus.Running && status != JobStatus.Finished) revert WrongStatus(jobId, status);
+        if (status != JobStatus.Running && status != JobStatus.Finished) revert JobWrongStatus(jobId, status);
         uint256 open = job.openDisputes + 1;
         job.openDisputes = uint16(open);
         emit DisputeOpened(jobId, open);
@@ -553,7 +435,7 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
             head := sload(job.slot)
         }
         JobStatus status = JobStatus((head >> _STATE_AT) & _STATUS_MASK);
-        if (status != JobStatus.Running) revert WrongStatus(jobId, status);
+        if (status != JobStatus.Running) revert JobWrongStatus(jobId, status);
     }
 
     /// @dev All checks of a verification, in this order: status, caller, phase, deadline, cycle, lengths, then
@@ -593,9 +475,9 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
     }
 
     function _checkLengths(uint256 gamma, uint256 tokens, uint256 q, uint256 p) private pure {
-        if (tokens != gamma) revert LengthMismatch(gamma, tokens);
-        if (q != gamma) revert LengthMismatch(gamma, q);
-        if (p != gamma) revert LengthMismatch(gamma, p);
+        if (tokens != gamma) revert GammaLengthMismatch(gamma, tokens);
+        if (q != gamma) revert GammaLengthMismatch(gamma, q);
+        if (p != gamma) revert GammaLengthMismatch(gamma, p);
     }
 
     /// @dev Range-checks the raw calldata words (token ≤ uint32 max, q a draft probability by
