@@ -8,6 +8,8 @@ import {IDisputeManager} from "./interfaces/IDisputeManager.sol";
 import {IInferenceMarket} from "./interfaces/IInferenceMarket.sol";
 import {IStakingRegistry} from "./interfaces/IStakingRegistry.sol";
 import {CycleRecord} from "./lib/CycleRecord.sol";
+import {DisputePayout} from "./lib/DisputePayout.sol";
+import {RefereeDraw} from "./lib/RefereeDraw.sol";
 import {SpecMath} from "./lib/SpecMath.sol";
 
 /// @title DisputeManager
@@ -34,18 +36,18 @@ contract DisputeManager is IDisputeManager, ReentrancyGuard {
     /// @notice Largest top-k an answer may carry.
     uint256 public constant MAX_TOP_K = 16;
     /// @notice The referee draw looks at no more than 4R + SCAN_EXTRA registered referees.
-    uint256 public constant SCAN_EXTRA = 8;
+    uint256 public constant SCAN_EXTRA = RefereeDraw.SCAN_EXTRA;
     /// @notice Longest allowed phase, so deadlines fit in uint64.
     uint256 public constant MAX_PERIOD = 365 days;
     /// @notice Basis points.
-    uint256 public constant BPS = 10_000;
+    uint256 public constant BPS = DisputePayout.BPS;
     /// @notice Share (bps) of the accused's slash left after the referee reward that goes to the challenger; the
     /// rest goes to the requester.
-    uint256 public constant CHALLENGER_SHARE_BPS = 5_000;
+    uint256 public constant CHALLENGER_SHARE_BPS = DisputePayout.CHALLENGER_SHARE_BPS;
     /// @notice Share (bps) of the bond that the majority referees earn whichever side wins (paid from the bond when
     /// the challenger loses, from the accused's slash when the accused loses), so a referee's pay never depends on
     /// which way it votes.
-    uint256 public constant REFEREE_SHARE_BPS = 5_000;
+    uint256 public constant REFEREE_SHARE_BPS = DisputePayout.REFEREE_SHARE_BPS;
 
     /// @notice The staking registry (locks, slashes, referee lists).
     IStakingRegistry public immutable registry;
@@ -119,7 +121,7 @@ contract DisputeManager is IDisputeManager, ReentrancyGuard {
         refereesPerDispute = refereeCount_;
         accusedSlash = accusedSlash_;
         refereePenalty = refereePenalty_;
-        refereeReward = (bond_ * REFEREE_SHARE_BPS) / BPS;
+        refereeReward = DisputePayout.refereeReward(bond_);
     }
 
     /// @notice Accepts slash proceeds from the registry only.
@@ -208,9 +210,10 @@ contract DisputeManager is IDisputeManager, ReentrancyGuard {
         _positions[_positionKey(d.jobId, d.cycle, d.index, d.kind)] = PositionState.Proven;
 
         uint256 taken = accusedSlash == 0 ? 0 : registry.slash(d.accused, accusedSlash);
-        uint256 toChallenger = (taken * CHALLENGER_SHARE_BPS) / BPS;
-        _credit(disputeId, d.challenger, bond + toChallenger);
-        _credit(disputeId, d.requester, taken - toChallenger);
+        (uint256 toChallenger, uint256 toRequester,,) =
+            DisputePayout.split(Outcome.AccusedSilent, bond, refereeReward, taken);
+        _credit(disputeId, d.challenger, toChallenger);
+        _credit(disputeId, d.requester, toRequester);
         emit DisputeResolved(disputeId, Outcome.AccusedSilent, 0, 0, taken);
         _release(disputeId, d, true);
     }
@@ -258,41 +261,30 @@ contract DisputeManager is IDisputeManager, ReentrancyGuard {
         if (d.status != Status.Voting) revert DisputeWrongStatus(disputeId, d.status);
         if (!_votingOver(d)) revert TooEarlyToResolve(d.revealDeadline);
 
-        uint256 half = uint256(d.drawn) / 2;
-        Outcome outcome = d.cheatedVotes > half
-            ? Outcome.AccusedLost
-            : (d.faithfulVotes > half ? Outcome.ChallengerLost : Outcome.Void);
+        Outcome outcome = DisputePayout.decide(d.drawn, d.faithfulVotes, d.cheatedVotes);
         d.status = Status.Resolved;
         d.outcome = outcome;
         _positions[_positionKey(d.jobId, d.cycle, d.index, d.kind)] =
             outcome == Outcome.AccusedLost ? PositionState.Proven : PositionState.Free;
-        Verdict winning = outcome == Outcome.AccusedLost
-            ? Verdict.AccusedCheated
-            : (outcome == Outcome.ChallengerLost ? Verdict.AccusedFaithful : Verdict.None);
+        Verdict winning = DisputePayout.winningVerdict(outcome);
 
-        // Referee penalties (slash proceeds arrive through receive()) and the majority's reward pool.
+        // Referee penalties (slash proceeds arrive through receive()) join the majority's reward in one pool.
         (uint256 pool, uint256 majority) = _penalize(disputeId, winning);
         uint256 taken;
-        if (outcome == Outcome.AccusedLost) {
-            taken = accusedSlash == 0 ? 0 : registry.slash(d.accused, accusedSlash);
-            uint256 reward = taken < refereeReward ? taken : refereeReward;
-            uint256 rest = taken - reward;
-            uint256 toChallenger = (rest * CHALLENGER_SHARE_BPS) / BPS;
-            pool += reward;
-            _credit(disputeId, d.challenger, bond + toChallenger);
-            _credit(disputeId, d.requester, rest - toChallenger);
-        } else if (outcome == Outcome.ChallengerLost) {
-            pool += refereeReward;
-            _credit(disputeId, d.accused, bond - refereeReward);
-        } else {
-            _credit(disputeId, d.challenger, bond);
+        if (outcome == Outcome.AccusedLost && accusedSlash != 0) taken = registry.slash(d.accused, accusedSlash);
+        {
+            (uint256 toChallenger, uint256 toRequester, uint256 toAccused, uint256 toReferees) =
+                DisputePayout.split(outcome, bond, refereeReward, taken);
+            // (a zero share reads no address: _credit would skip it anyway)
+            if (toChallenger != 0) _credit(disputeId, d.challenger, toChallenger);
+            if (toRequester != 0) _credit(disputeId, d.requester, toRequester);
+            if (toAccused != 0) _credit(disputeId, d.accused, toAccused);
+            pool += toReferees;
         }
-        if (majority == 0) {
-            // Only when Void with no reveals: the no-shows' penalties go to the challenger.
-            _credit(disputeId, d.challenger, pool);
-        } else {
-            _payMajority(disputeId, winning, pool, majority);
-        }
+        // With no majority referee (Void, nobody revealed) the no-shows' penalties go to the challenger.
+        (uint256 poolToChallenger, uint256 share, uint256 dust) = DisputePayout.splitPool(pool, majority);
+        if (poolToChallenger != 0) _credit(disputeId, d.challenger, poolToChallenger);
+        if (majority != 0) _payMajority(disputeId, winning, share, dust);
         emit DisputeResolved(disputeId, outcome, d.faithfulVotes, d.cheatedVotes, taken);
         _release(disputeId, d, outcome == Outcome.AccusedLost);
     }
@@ -438,7 +430,7 @@ contract DisputeManager is IDisputeManager, ReentrancyGuard {
             return false;
         }
         address[] storage panel = _referees[disputeId];
-        _draw(disputeId, d, uint256(keccak256(abi.encode(seedHash, disputeId))), panel);
+        _draw(disputeId, d, RefereeDraw.seed(seedHash, disputeId), panel);
         uint256 drawn = panel.length;
         if (drawn == 0) {
             _voidUnrefereed(disputeId, d);
@@ -462,11 +454,9 @@ contract DisputeManager is IDisputeManager, ReentrancyGuard {
         address[4] memory excluded = [parties.requester, parties.drafter, parties.verifier, d.challenger];
         uint256 pool = d.poolSize;
         uint256 count = registry.refereeCount(d.modelId);
-        uint256 tries = 4 * refereesPerDispute + SCAN_EXTRA;
-        bool fullScan = pool <= tries;
-        if (fullScan) tries = pool;
+        (uint256 tries, bool fullScan) = RefereeDraw.scanPlan(pool, refereesPerDispute);
         for (uint256 j = 0; j < tries && panel.length < refereesPerDispute; ++j) {
-            uint256 at = fullScan ? (seed % pool + j) % pool : uint256(keccak256(abi.encode(seed, j))) % pool;
+            uint256 at = fullScan ? RefereeDraw.scanSlot(seed, j, pool) : RefereeDraw.sampledSlot(seed, j, pool);
             if (at >= count) continue;
             address candidate = registry.refereeAt(d.modelId, at);
             if (_eligible(disputeId, candidate, excluded, d)) {
@@ -528,11 +518,10 @@ contract DisputeManager is IDisputeManager, ReentrancyGuard {
         }
     }
 
-    /// @dev Splits `pool` equally among the majority referees; the first of them (in draw order) gets the dust.
-    function _payMajority(uint256 disputeId, Verdict winning, uint256 pool, uint256 majority) private {
+    /// @dev Credits `share` to each majority referee (DisputePayout.splitPool), and `dust` on top to the first of
+    /// them in draw order.
+    function _payMajority(uint256 disputeId, Verdict winning, uint256 share, uint256 dust) private {
         address[] storage panel = _referees[disputeId];
-        uint256 share = pool / majority;
-        uint256 dust = pool - share * majority;
         uint256 n = panel.length;
         for (uint256 i = 0; i < n; ++i) {
             address referee = panel[i];
