@@ -6,6 +6,7 @@ import {Hashes} from "@openzeppelin/contracts/utils/cryptography/Hashes.sol";
 import {IInferenceMarket} from "./interfaces/IInferenceMarket.sol";
 import {IStakingRegistry} from "./interfaces/IStakingRegistry.sol";
 import {CycleRecord} from "./lib/CycleRecord.sol";
+import {JobSlot} from "./lib/JobSlot.sol";
 import {SpecMath} from "./lib/SpecMath.sol";
 import {AlphaWindow} from "./AlphaWindow.sol";
 import {StakingRegistry} from "./StakingRegistry.sol";
@@ -78,7 +79,7 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         bytes32 commitment;
     }
 
-    uint8 private constant _STATUS_MASK = 0x0f;
+    uint8 private constant _STATUS_MASK = uint8(JobSlot.STATUS_MASK);
     uint8 private constant _ELIGIBLE = 0x10; // the job's cycles count toward the drafter's α window
     uint8 private constant _OUT_CUT = 0x20; // the last cycle's outToken was not emitted (EOS / maxTokens first)
     uint8 private constant _DRAFTER_FORFEIT = 0x40;
@@ -87,16 +88,6 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
     uint256 private constant _PHASE_BIT = 1;
     /// @notice Largest γ (proposals per cycle).
     uint256 public constant MAX_GAMMA = 16;
-    // Bit offsets of the Job fields in slots 0 and 1, as Solidity packs them (right-aligned, in order).
-    uint256 private constant _STATE_AT = 160;
-    uint256 private constant _GAMMA_AT = 168;
-    uint256 private constant _CYCLE_AT = 176;
-    uint256 private constant _EMITTED_AT = 192;
-    uint256 private constant _REJECTED_AT = 208;
-    uint256 private constant _DEADLINE_AT = 224;
-    uint256 private constant _MAX_TOKENS_AT = 160;
-    uint256 private constant _EOS_AT = 176;
-
 
     /// @notice The staking registry.
     StakingRegistry public immutable registry;
@@ -239,12 +230,17 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
     {
         Job storage job = _jobs[jobId];
         uint256 head = _runningSlot0(jobId, job);
-        if (msg.sender != address(uint160(head))) revert NotJobDrafter(msg.sender);
+        address drafter = JobSlot.drafter(head);
+        if (msg.sender != drafter) revert NotJobDrafter(msg.sender);
         bytes32 last = job.commitment;
         if (uint256(last) & _PHASE_BIT != 0) revert WrongPhase(jobId, Phase.AwaitVerify);
-        _checkTime(head >> _DEADLINE_AT);
-        _checkCycle(head, cycle);
-        uint256 k = (head >> _GAMMA_AT) & 0xff;
+        {
+            uint256 deadline = JobSlot.deadline(head);
+            if (block.timestamp > deadline) revert DeadlinePassed(deadline);
+            uint256 expected = JobSlot.cycle(head);
+            if (cycle != expected) revert WrongCycle(expected, cycle);
+        }
+        uint256 k = JobSlot.gamma(head);
         if (tokens.length != k) revert GammaLengthMismatch(k, tokens.length);
         if (q.length != k) revert GammaLengthMismatch(k, q.length);
         bytes memory packed = _packDraft(tokens, q);
@@ -434,8 +430,9 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         assembly ("memory-safe") {
             head := sload(job.slot)
         }
-        JobStatus status = JobStatus((head >> _STATE_AT) & _STATUS_MASK);
-        if (status != JobStatus.Running) revert JobWrongStatus(jobId, status);
+        uint256 status = JobSlot.status(head);
+        // (the status bits only ever hold a JobStatus, so the conversion is needed on the revert path alone)
+        if (status != uint256(JobStatus.Running)) revert JobWrongStatus(jobId, JobStatus(status));
     }
 
     /// @dev All checks of a verification, in this order: status, caller, phase, deadline, cycle, lengths, then
@@ -453,25 +450,26 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         assembly ("memory-safe") {
             info := sload(add(job.slot, 1))
         }
-        if (msg.sender != address(uint160(info))) revert NotJobVerifier(msg.sender);
+        {
+            address verifier = JobSlot.verifier(info);
+            if (msg.sender != verifier) revert NotJobVerifier(msg.sender);
+        }
         uint256 commitment = uint256(job.commitment);
         if (commitment & _PHASE_BIT == 0) revert WrongPhase(jobId, Phase.AwaitDraft);
-        _checkTime((head >> _DEADLINE_AT) + verifyTimeout);
-        _checkCycle(head, cycle);
-        _checkLengths((head >> _GAMMA_AT) & 0xff, tokens.length, q.length, pLength);
+        {
+            uint256 deadline = JobSlot.deadline(head) + verifyTimeout;
+            if (block.timestamp > deadline) revert DeadlinePassed(deadline);
+            uint256 expected = JobSlot.cycle(head);
+            if (cycle != expected) revert WrongCycle(expected, cycle);
+        }
+        {
+            uint256 gamma = JobSlot.gamma(head);
+            _checkLengths(gamma, tokens.length, q.length, pLength);
+        }
         root = SpecMath.draftRootCalldata(jobId, cycle, tokens, q);
         // keccak256(root, previous reveal), and the previous reveal is H(reveal) for an honest chain
         bytes32 expected = Hashes.efficientKeccak256(root, _clearPhase(SpecMath.chainHash(reveal)));
         if (uint256(expected) | _PHASE_BIT != commitment) revert CommitmentMismatch();
-    }
-
-    function _checkTime(uint256 deadline) private view {
-        if (block.timestamp > deadline) revert DeadlinePassed(deadline);
-    }
-
-    function _checkCycle(uint256 head, uint256 cycle) private pure {
-        uint256 expected = (head >> _CYCLE_AT) & 0xffff;
-        if (cycle != expected) revert WrongCycle(expected, cycle);
     }
 
     function _checkLengths(uint256 gamma, uint256 tokens, uint256 q, uint256 p) private pure {
@@ -539,7 +537,7 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         if (finished) {
             emit JobFinished(jobId, FinishReason.Completed, address(0), 0);
             // α counts: the earlier cycles each emitted accepted + 1 tokens; this one `accepted` proposals.
-            uint256 earlierAccepted = ((head >> _EMITTED_AT) & 0xffff) - ((head >> _CYCLE_AT) & 0xffff);
+            uint256 earlierAccepted = JobSlot.emitted(head) - JobSlot.cycle(head);
             _recordAlpha(jobId, next, earlierAccepted + accepted);
         }
     }
@@ -550,20 +548,13 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         view
         returns (uint256 next)
     {
-        uint256 state = (head >> _STATE_AT) & 0xff;
+        uint256 state = JobSlot.state(head);
         uint256 deadline = block.timestamp + commitTimeout;
         if (finished) {
             state = (state & ~uint256(_STATUS_MASK)) | uint8(JobStatus.Finished) | (count <= accepted ? _OUT_CUT : 0);
             deadline = block.timestamp + challengeWindow;
         }
-        unchecked {
-            // every sum is of a 16-bit field and a count ≤ 2^16: no uint256 overflow to check
-            next = (head & ((1 << _STATE_AT) - 1)) | (state << _STATE_AT) | (head & (uint256(0xff) << _GAMMA_AT))
-                | ((((head >> _CYCLE_AT) & 0xffff) + 1) << _CYCLE_AT)
-                | ((((head >> _EMITTED_AT) & 0xffff) + count) << _EMITTED_AT)
-                | ((((head >> _REJECTED_AT) & 0xffff) + (accepted < gamma ? 1 : 0)) << _REJECTED_AT)
-                | (uint256(uint32(deadline)) << _DEADLINE_AT);
-        }
+        next = JobSlot.nextCycle(head, state, count, accepted < gamma ? 1 : 0, deadline);
     }
 
     /// @dev Emits CycleVerified with the cycle's output packed 4 bytes per token: the first `accepted`
@@ -581,15 +572,18 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         uint256 room;
         unchecked {
             // a running job has emitted < maxTokens tokens (it finishes when it reaches them); accepted ≤ γ
-            room = ((info >> _MAX_TOKENS_AT) & 0xffff) - ((head >> _EMITTED_AT) & 0xffff);
+            uint256 maxTokens = JobSlot.maxTokens(info);
+            uint256 emitted = JobSlot.emitted(head);
+            room = maxTokens - emitted;
             count = accepted + 1;
         }
-        uint256 eos = (info >> _EOS_AT) & 0xffffffff;
+        uint256 eos = JobSlot.eosToken(info);
         if (count >= room) {
             count = room;
             finished = true;
         }
         bytes32 topic = CycleVerified.selector;
+        uint256 cycle = JobSlot.cycle(head);
         assembly ("memory-safe") {
             let buf := mload(0x40)
             let out := add(buf, 0xc0) // after cycle, reveal, accepted, outToken, offset, length
@@ -603,7 +597,7 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
                     break
                 }
             }
-            mstore(buf, and(shr(_CYCLE_AT, head), 0xffff))
+            mstore(buf, cycle)
             mstore(add(buf, 0x20), reveal)
             mstore(add(buf, 0x40), accepted)
             mstore(add(buf, 0x60), outToken)
@@ -624,16 +618,16 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
                 head := sload(job.slot)
             }
             // No cycle was cut: each emitted its accepted proposals + 1.
-            _recordAlpha(jobId, head, ((head >> _EMITTED_AT) & 0xffff) - ((head >> _CYCLE_AT) & 0xffff));
+            _recordAlpha(jobId, head, JobSlot.emitted(head) - JobSlot.cycle(head));
         }
     }
 
     /// @dev Feeds a stopped job's cycles into its drafter's α window (eligible jobs only); slashes on breach.
     function _recordAlpha(uint256 jobId, uint256 head, uint256 accepted) private {
-        uint256 cycles = (head >> _CYCLE_AT) & 0xffff;
-        if ((head >> _STATE_AT) & _ELIGIBLE == 0 || cycles == 0) return;
-        address drafter = address(uint160(head));
-        if (_recordCycles(drafter, cycles, accepted, (head >> _REJECTED_AT) & 0xffff)) {
+        uint256 cycles = JobSlot.cycle(head);
+        if (JobSlot.state(head) & _ELIGIBLE == 0 || cycles == 0) return;
+        address drafter = JobSlot.drafter(head);
+        if (_recordCycles(drafter, cycles, accepted, JobSlot.rejected(head))) {
             uint256 taken = registry.slash(drafter, registry.stakeOf(drafter) * alphaSlashBps / 10_000);
             owed[_jobs[jobId].requester] += taken;
             emit AlphaSlashed(jobId, drafter, taken);
