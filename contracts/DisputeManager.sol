@@ -78,6 +78,7 @@ contract DisputeManager is IDisputeManager, ReentrancyGuard {
     mapping(address account => uint256) public credits;
 
     mapping(uint256 disputeId => Dispute) private _disputes;
+    // slither-disable-next-line uninitialized-state (false positive: _draw fills each panel through a storage pointer)
     mapping(uint256 disputeId => address[]) private _referees;
     mapping(uint256 disputeId => mapping(address referee => Ballot)) private _ballots;
     mapping(bytes32 positionKey => PositionState) private _positions;
@@ -180,13 +181,14 @@ contract DisputeManager is IDisputeManager, ReentrancyGuard {
         if (k == 0 || k > MAX_TOP_K) revert BadTopK(k);
         if (topProbs.length != k) revert TopKLengthMismatch(k, topProbs.length);
         if (claimedProb > SpecMath.WAD) revert ProbabilityAboveWad(claimedProb);
-        uint256 sum;
+        uint256 sum = 0;
         for (uint256 i = 0; i < k; ++i) {
             sum += topProbs[i];
         }
         if (sum > SpecMath.WAD) revert ProbabilityAboveWad(sum);
         if (d.drawn == 0) {
             if (block.number > d.drawBlock && blockhash(d.drawBlock) == bytes32(0)) revert PanelNotDrawn(d.drawBlock);
+            // slither-disable-next-line reentrancy-no-eth (nonReentrant; calls only the protocol's registry, market)
             if (!_drawPanel(disputeId, d)) return; // nobody eligible: the dispute ended Void
         }
 
@@ -209,7 +211,9 @@ contract DisputeManager is IDisputeManager, ReentrancyGuard {
         d.outcome = Outcome.AccusedSilent;
         _positions[_positionKey(d.jobId, d.cycle, d.index, d.kind)] = PositionState.Proven;
 
+        // slither-disable-next-line reentrancy-benign (nonReentrant; the protocol's registry pays in)
         uint256 taken = accusedSlash == 0 ? 0 : registry.slash(d.accused, accusedSlash);
+        // slither-disable-next-line unused-return (AccusedSilent pays neither the accused nor the referees: both are 0)
         (uint256 toChallenger, uint256 toRequester,,) =
             DisputePayout.split(Outcome.AccusedSilent, bond, refereeReward, taken);
         _credit(disputeId, d.challenger, toChallenger);
@@ -270,7 +274,8 @@ contract DisputeManager is IDisputeManager, ReentrancyGuard {
 
         // Referee penalties (slash proceeds arrive through receive()) join the majority's reward in one pool.
         (uint256 pool, uint256 majority) = _penalize(disputeId, winning);
-        uint256 taken;
+        uint256 taken = 0;
+        // slither-disable-next-line reentrancy-benign (nonReentrant; the protocol's registry pays in)
         if (outcome == Outcome.AccusedLost && accusedSlash != 0) taken = registry.slash(d.accused, accusedSlash);
         {
             (uint256 toChallenger, uint256 toRequester, uint256 toAccused, uint256 toReferees) =
@@ -297,6 +302,7 @@ contract DisputeManager is IDisputeManager, ReentrancyGuard {
         if (amount == 0) revert NothingToWithdraw();
         credits[msg.sender] = 0;
         emit Withdrawn(msg.sender, amount);
+        // slither-disable-next-line low-level-calls (pull payment of the caller's credit, zeroed first)
         (bool ok,) = msg.sender.call{value: amount}("");
         if (!ok) revert DisputeTransferFailed();
     }
@@ -397,6 +403,7 @@ contract DisputeManager is IDisputeManager, ReentrancyGuard {
         d.modelId = kind == Kind.DraftReplay ? parties.draftModel : parties.targetModel;
         d.answerDeadline = uint64(block.timestamp + answerPeriod);
         uint256 poolSize = registry.refereeCount(d.modelId);
+        // slither-disable-next-line incorrect-equality (a count of listed referees, not a balance)
         if (poolSize == 0) revert NoEligibleReferees(d.modelId);
         d.drawBlock = uint64(block.number);
         d.poolSize = SafeCast.toUint32(poolSize); // reverts rather than draw from a truncated pool
@@ -439,6 +446,7 @@ contract DisputeManager is IDisputeManager, ReentrancyGuard {
         d.drawn = uint8(drawn);
         emit RefereesDrawn(disputeId, panel);
         for (uint256 i = 0; i < drawn; ++i) {
+            // slither-disable-next-line calls-loop (the protocol's registry; ≤ MAX_REFEREES or 4R + 8 times)
             registry.lock(panel[i]);
         }
         return true;
@@ -458,6 +466,7 @@ contract DisputeManager is IDisputeManager, ReentrancyGuard {
         for (uint256 j = 0; j < tries && panel.length < refereesPerDispute; ++j) {
             uint256 at = fullScan ? RefereeDraw.scanSlot(seed, j, pool) : RefereeDraw.sampledSlot(seed, j, pool);
             if (at >= count) continue;
+            // slither-disable-next-line calls-loop (the protocol's registry; ≤ MAX_REFEREES or 4R + 8 times)
             address candidate = registry.refereeAt(d.modelId, at);
             if (_eligible(disputeId, candidate, excluded, d)) {
                 _ballots[disputeId][candidate].drawn = true;
@@ -477,6 +486,7 @@ contract DisputeManager is IDisputeManager, ReentrancyGuard {
         for (uint256 i = 0; i < 4; ++i) {
             if (candidate == parties[i]) return false;
         }
+        // slither-disable-next-line calls-loop (the protocol's registry; ≤ MAX_REFEREES or 4R + 8 times)
         return registry.isActiveSince(candidate, IStakingRegistry.Role.Referee, d.modelId, d.drawBlock);
     }
 
@@ -509,6 +519,7 @@ contract DisputeManager is IDisputeManager, ReentrancyGuard {
             if (good) {
                 ++majority;
             } else if (refereePenalty != 0) {
+                // slither-disable-next-line calls-loop (the protocol's registry; ≤ MAX_REFEREES or 4R + 8 times)
                 uint256 t = registry.slash(referee, refereePenalty);
                 taken += t;
                 emit RefereePenalized(disputeId, referee, t);
@@ -540,6 +551,7 @@ contract DisputeManager is IDisputeManager, ReentrancyGuard {
         address[] storage panel = _referees[disputeId];
         uint256 n = panel.length;
         for (uint256 i = 0; i < n; ++i) {
+            // slither-disable-next-line calls-loop (the protocol's registry; ≤ MAX_REFEREES or 4R + 8 times)
             registry.unlock(panel[i]);
         }
     }

@@ -281,8 +281,9 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         Job storage job = _jobs[jobId];
         JobStatus status = _status(job);
         uint256 deadline = job.deadline;
+// slither-disable-next-line uninitialized-local (set on every branch that does not revert)
         FinishReason reason;
-        address party;
+        address party = address(0); // nobody is slashed unless a branch names the party
         if (status == JobStatus.Open) {
             reason = FinishReason.AcceptTimeout;
         } else if (status == JobStatus.Running) {
@@ -298,8 +299,9 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
             revert JobWrongStatus(jobId, status);
         }
         if (block.timestamp <= deadline) revert DeadlineNotPassed(deadline);
+// slither-disable-next-line reentrancy-no-eth (nonReentrant; the calls go only to the protocol's own registry)
         _stop(jobId, job);
-        uint256 taken;
+        uint256 taken = 0;
         if (party != address(0) && timeoutSlash != 0) {
             taken = registry.slash(party, timeoutSlash);
             owed[job.requester] += taken;
@@ -327,6 +329,7 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         if (amount == 0) revert NothingOwed();
         owed[msg.sender] = 0;
         emit Withdrawn(msg.sender, amount);
+        // slither-disable-next-line low-level-calls (pull payment of the caller's balance, zeroed first)
         (bool ok,) = payable(msg.sender).call{value: amount}("");
         if (!ok) revert MarketTransferFailed();
     }
@@ -625,9 +628,11 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
     /// @dev Feeds a stopped job's cycles into its drafter's α window (eligible jobs only); slashes on breach.
     function _recordAlpha(uint256 jobId, uint256 head, uint256 accepted) private {
         uint256 cycles = JobSlot.cycle(head);
+        // slither-disable-next-line incorrect-equality (flags and a cycle count, not a balance)
         if (JobSlot.state(head) & _ELIGIBLE == 0 || cycles == 0) return;
         address drafter = JobSlot.drafter(head);
         if (_recordCycles(drafter, cycles, accepted, JobSlot.rejected(head))) {
+            // slither-disable-next-line reentrancy-benign,reentrancy-events (the protocol's registry paying a slash in)
             uint256 taken = registry.slash(drafter, registry.stakeOf(drafter) * alphaSlashBps / 10_000);
             owed[_jobs[jobId].requester] += taken;
             emit AlphaSlashed(jobId, drafter, taken);

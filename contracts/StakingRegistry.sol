@@ -90,6 +90,7 @@ contract StakingRegistry is IStakingRegistry, ReentrancyGuardTransient {
         uint256 window = IInferenceMarket(market_).challengeWindow();
         if (unbondingPeriod <= window) revert UnbondingTooShort(unbondingPeriod, window);
         market = market_;
+// slither-disable-next-line missing-zero-check (zero: a deployment without disputes)
         disputes = disputes_;
         emit ProtocolContractsSet(market_, disputes_);
     }
@@ -118,6 +119,7 @@ contract StakingRegistry is IStakingRegistry, ReentrancyGuardTransient {
     /// @notice Registers the caller as a verifier (target model ids) or referee (model ids it can replay),
     /// staking `msg.value`.
     function register(Role role, bytes32[] calldata modelIds) external payable whenWired {
+// slither-disable-next-line uninitialized-local (set on every branch that does not revert)
         uint256 minimum;
         if (role == Role.Verifier) minimum = minVerifierStake;
         else if (role == Role.Referee) minimum = minRefereeStake;
@@ -168,6 +170,7 @@ contract StakingRegistry is IStakingRegistry, ReentrancyGuardTransient {
         if (account.role == Role.None) revert NotRegistered(msg.sender);
         if (account.unbondingSince != 0) revert AlreadyUnbonding(msg.sender);
         account.unbondingSince = uint64(block.timestamp);
+        // slither-disable-next-line incorrect-equality (an enum, not a balance)
         if (account.role == Role.Referee) {
             bytes32[] storage models = _models[msg.sender];
             uint256 count = models.length; // <= MAX_MODELS
@@ -197,6 +200,7 @@ contract StakingRegistry is IStakingRegistry, ReentrancyGuardTransient {
         delete _registeredBlock[msg.sender];
         emit Unbonded(msg.sender, amount);
         if (amount != 0) {
+            // slither-disable-next-line low-level-calls (pays out the caller's own stake, deleted first; nonReentrant)
             (bool ok,) = payable(msg.sender).call{value: amount}("");
             if (!ok) revert RegistryTransferFailed();
         }
@@ -227,6 +231,7 @@ contract StakingRegistry is IStakingRegistry, ReentrancyGuardTransient {
         if (taken == 0) return 0;
         acct.stake = uint128(stake - taken);
         emit Slashed(account, msg.sender, taken);
+        // slither-disable-next-line low-level-calls (slash proceeds to the calling protocol contract, stake cut first)
         (bool ok,) = payable(msg.sender).call{value: taken}("");
         if (!ok) revert RegistryTransferFailed();
     }
@@ -252,6 +257,7 @@ contract StakingRegistry is IStakingRegistry, ReentrancyGuardTransient {
 
     /// @notice True when `account` is an active drafter of `draftModel` for `targetModel`.
     function isActiveDrafter(address account, bytes32 draftModel, bytes32 targetModel) external view returns (bool) {
+        // slither-disable-next-line incorrect-equality (a model id, not a balance)
         return isActive(account, Role.Drafter, draftModel) && _accounts[account].targetModel == targetModel;
     }
 

@@ -107,7 +107,7 @@ library DisputePayout {
         unchecked {
             // share × majority ≤ pool
             share = pool / majority;
-            dust = pool - share * majority;
+            dust = pool % majority;
         }
     }
 }

@@ -28,11 +28,16 @@ contract RefereeDrawHarness {
 
     /// @notice The slots a whole draw over `poolSize` list slots tries for a panel of `panelSize`, in order, as
     /// the dispute manager's loop computes them (it stops early once its panel is full).
-    function slots(uint256 seed_, uint256 poolSize, uint256 panelSize) external pure returns (uint256[] memory tried) {
+    function slots(uint256 seed_, uint256 poolSize, uint256 panelSize)
+        external
+        pure
+        returns (uint256[] memory tried)
+    {
         (uint256 tries, bool fullScan) = RefereeDraw.scanPlan(poolSize, panelSize);
         tried = new uint256[](tries);
         for (uint256 j = 0; j < tries; ++j) {
-            tried[j] = fullScan ? RefereeDraw.scanSlot(seed_, j, poolSize) : RefereeDraw.sampledSlot(seed_, j, poolSize);
+            tried[j] =
+                fullScan ? RefereeDraw.scanSlot(seed_, j, poolSize) : RefereeDraw.sampledSlot(seed_, j, poolSize);
         }
     }
 }
