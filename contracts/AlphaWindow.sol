@@ -1,17 +1,10 @@
 // SPDX-License-Identifier: MIT
 pragma solidity 0.8.28;
 
-/// @title IAlphaClaims
-/// @notice How the staking registry tells the α window about a drafter's claimed acceptance rate α*.
-interface IAlphaClaims {
-    /// @notice Drafter `drafter` now claims `alphaStar` (WAD). `fresh` (a new registration) restarts its
-    /// window; otherwise lowering the claim reverts while the window holds any cycle.
-    /// @dev Only the staking registry.
-    function alphaClaimSet(address drafter, uint64 alphaStar, bool fresh) external;
-}
+import {IAlphaWindow} from "./interfaces/IAlphaWindow.sol";
 
 /// @title AlphaWindow
-/// @notice The α stake of PROTOCOL.md §5. Each drafter's verified cycles feed a sliding window made of a
+/// @notice The α stake of docs/protocol.md §5. Each drafter's verified cycles feed a sliding window made of a
 /// ring of 8 buckets; a bucket closes once it holds at least `alphaBucketCycles` (M) cycles, so the
 /// window covers the drafter's most recent N ≥ 8·M verified cycles and slides one bucket at a time.
 /// Each time a bucket closes with 8 closed buckets in the ring (the window is full),
@@ -21,7 +14,7 @@ interface IAlphaClaims {
 /// @dev The market accrues a job's (cycles, accepted, rejected) in the job's own hot storage slot and
 /// records them here once, when the job stops generating, so a cycle pays no extra storage for α.
 /// The window therefore slides by whole jobs: a bucket holds whole jobs.
-abstract contract AlphaWindow is IAlphaClaims {
+abstract contract AlphaWindow is IAlphaWindow {
     uint256 internal constant ALPHA_WAD = 1e18;
     /// @notice Buckets in a full window.
     uint256 public constant ALPHA_BUCKETS = 8;
@@ -47,22 +40,6 @@ abstract contract AlphaWindow is IAlphaClaims {
     /// @dev Closed buckets: cycles | accepted << 64 | rejected << 128.
     mapping(address drafter => uint256[ALPHA_BUCKETS]) private _alphaRing;
 
-    /// @notice The drafter's claim changed (and its window restarted when `restarted`).
-    event AlphaClaimSet(address indexed drafter, uint64 alphaStar, bool restarted);
-    /// @notice A job's `cycles` (with `accepted` and `rejected`) entered `drafter`'s window.
-    event AlphaCyclesRecorded(address indexed drafter, uint256 cycles, uint256 accepted, uint256 rejected);
-    /// @notice A full window of `drafter` was evaluated over `cycles` cycles; on a breach it restarted.
-    event AlphaWindowEvaluated(
-        address indexed drafter, uint256 cycles, uint256 accepted, uint256 rejected, bool breached
-    );
-
-    /// @dev A window parameter is out of range.
-    error BadAlphaParams();
-    /// @dev Only the staking registry may set claims.
-    error NotAlphaAuthority(address caller);
-    /// @dev α* cannot be lowered while the drafter's window holds cycles.
-    error AlphaWindowOpen(address drafter, uint64 current, uint64 requested);
-
     /// @param bucketCycles Cycles a bucket needs to close, M (1..2^24).
     /// @param tolerance τ in WAD (≤ WAD).
     /// @param slashBps Share of the stake slashed on a breach, in basis points (≤ 10000).
@@ -78,7 +55,7 @@ abstract contract AlphaWindow is IAlphaClaims {
     /// @dev The address allowed to call `alphaClaimSet` (the staking registry).
     function _alphaAuthority() internal view virtual returns (address);
 
-    /// @inheritdoc IAlphaClaims
+    /// @inheritdoc IAlphaWindow
     function alphaClaimSet(address drafter, uint64 alphaStar, bool fresh) external {
         if (msg.sender != _alphaAuthority()) revert NotAlphaAuthority(msg.sender);
         AlphaState storage s = _alphaStates[drafter];
@@ -91,8 +68,7 @@ abstract contract AlphaWindow is IAlphaClaims {
         emit AlphaClaimSet(drafter, alphaStar, fresh);
     }
 
-    /// @notice `drafter`'s claim α* and the cycles in its window (closed buckets and the open one), with
-    /// their accepted and rejected sums; `closedBuckets` of 8 are closed (8: the window is full).
+    /// @inheritdoc IAlphaWindow
     function alphaWindowOf(address drafter)
         external
         view

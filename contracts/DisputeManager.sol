@@ -4,13 +4,16 @@ pragma solidity 0.8.28;
 import {MerkleProof} from "@openzeppelin/contracts/utils/cryptography/MerkleProof.sol";
 import {ReentrancyGuard} from "@openzeppelin/contracts/utils/ReentrancyGuard.sol";
 import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
+import {IDisputeManager} from "./interfaces/IDisputeManager.sol";
 import {IInferenceMarket} from "./interfaces/IInferenceMarket.sol";
 import {IStakingRegistry} from "./interfaces/IStakingRegistry.sol";
 import {CycleRecord} from "./lib/CycleRecord.sol";
+import {DisputePayout} from "./lib/DisputePayout.sol";
+import {RefereeDraw} from "./lib/RefereeDraw.sol";
 import {SpecMath} from "./lib/SpecMath.sol";
 
 /// @title DisputeManager
-/// @notice Optimistic, replay-refereed disputes of PROTOCOL.md §6 (see docs/disputes.md).
+/// @notice Optimistic, replay-refereed disputes of docs/protocol.md §6 (see docs/disputes.md).
 ///
 /// Life of a dispute:
 ///  1. `openDispute` (challenger, with `bond`): proves the disputed position against the market's cycle record and
@@ -25,96 +28,7 @@ import {SpecMath} from "./lib/SpecMath.sol";
 ///  5. `resolve` (anyone, after the reveal deadline, or early once no further reveal is possible): a strict
 ///     majority of the *drawn* referees decides; anything else is Void (bond back, accused untouched).
 /// Money only ever moves by `withdraw` of credited balances (pull payments).
-contract DisputeManager is ReentrancyGuard {
-    // ------------------------------------------------------------------ types
-
-    /// @notice What the challenger claims. DraftReplay accuses the job's drafter (x_i is not invcdf(q, s), or q_i is
-    /// not the draft model's probability); TargetReplay accuses the job's verifier (p_i, or outToken, is not what
-    /// the target model gives).
-    enum Kind {
-        DraftReplay,
-        TargetReplay
-    }
-
-    /// @notice Phase of a dispute. Commit and reveal sub-phases of `Voting` are told apart by the deadlines.
-    enum Status {
-        None,
-        AwaitingAnswer,
-        Voting,
-        Resolved
-    }
-
-    /// @notice A referee's vote.
-    enum Verdict {
-        None,
-        AccusedFaithful,
-        AccusedCheated
-    }
-
-    /// @notice How a dispute ended.
-    enum Outcome {
-        None,
-        AccusedLost, // a strict majority of the drawn referees voted AccusedCheated
-        ChallengerLost, // a strict majority of the drawn referees voted AccusedFaithful
-        Void, // no strict majority (tie, too few reveals), or nobody left to draw: bond back, accused untouched
-        AccusedSilent // the accused did not answer in time: it loses, referees are released unpaid and unpunished
-    }
-
-    /// @notice Whether a (job, cycle, index, kind) position may be disputed.
-    enum PositionState {
-        Free,
-        Open, // a dispute on it is running
-        Proven // a dispute on it ended with the accused losing; it cannot be punished twice
-    }
-
-    /// @notice Preimage of the market's cycle record hash (see CycleRecord.hash).
-    struct CycleRecordPreimage {
-        bytes32 draftRoot;
-        uint64[] p;
-        uint32 accepted;
-        uint32 outToken;
-    }
-
-    /// @notice The disputed draft leaf (token x_i, q_i) and its Merkle proof against the draft root.
-    /// Ignored (pass zeros and an empty proof) for the outToken position `index == K`.
-    struct LeafProof {
-        uint32 token;
-        uint64 q;
-        bytes32[] proof;
-    }
-
-    /// @notice Stored state of a dispute.
-    struct Dispute {
-        uint256 jobId;
-        address challenger;
-        uint32 cycle;
-        uint32 index;
-        Kind kind;
-        Status status;
-        Outcome outcome;
-        address accused;
-        uint64 answerDeadline;
-        address requester;
-        uint64 commitDeadline;
-        bytes32 modelId;
-        bytes32 answerHash;
-        uint64 revealDeadline;
-        uint8 drawn;
-        uint8 commits;
-        uint8 reveals;
-        uint8 faithfulVotes;
-        uint8 cheatedVotes;
-        uint64 drawBlock; // the block whose hash seeds the referee draw
-        uint32 poolSize; // referees registered for modelId at opening: the draw ranges over these list slots
-    }
-
-    /// @notice A drawn referee's ballot (`drawn` and `verdict` share a slot, so a reveal rewrites a warm slot).
-    struct Ballot {
-        bytes32 commitment;
-        bool drawn;
-        Verdict verdict;
-    }
-
+contract DisputeManager is IDisputeManager, ReentrancyGuard {
     // ------------------------------------------------------------------ constants and parameters
 
     /// @notice Largest referee panel.
@@ -122,18 +36,18 @@ contract DisputeManager is ReentrancyGuard {
     /// @notice Largest top-k an answer may carry.
     uint256 public constant MAX_TOP_K = 16;
     /// @notice The referee draw looks at no more than 4R + SCAN_EXTRA registered referees.
-    uint256 public constant SCAN_EXTRA = 8;
+    uint256 public constant SCAN_EXTRA = RefereeDraw.SCAN_EXTRA;
     /// @notice Longest allowed phase, so deadlines fit in uint64.
     uint256 public constant MAX_PERIOD = 365 days;
     /// @notice Basis points.
-    uint256 public constant BPS = 10_000;
+    uint256 public constant BPS = DisputePayout.BPS;
     /// @notice Share (bps) of the accused's slash left after the referee reward that goes to the challenger; the
     /// rest goes to the requester.
-    uint256 public constant CHALLENGER_SHARE_BPS = 5_000;
+    uint256 public constant CHALLENGER_SHARE_BPS = DisputePayout.CHALLENGER_SHARE_BPS;
     /// @notice Share (bps) of the bond that the majority referees earn whichever side wins (paid from the bond when
     /// the challenger loses, from the accused's slash when the accused loses), so a referee's pay never depends on
     /// which way it votes.
-    uint256 public constant REFEREE_SHARE_BPS = 5_000;
+    uint256 public constant REFEREE_SHARE_BPS = DisputePayout.REFEREE_SHARE_BPS;
 
     /// @notice The staking registry (locks, slashes, referee lists).
     IStakingRegistry public immutable registry;
@@ -164,137 +78,10 @@ contract DisputeManager is ReentrancyGuard {
     mapping(address account => uint256) public credits;
 
     mapping(uint256 disputeId => Dispute) private _disputes;
+    // slither-disable-next-line uninitialized-state (false positive: _draw fills each panel through a storage pointer)
     mapping(uint256 disputeId => address[]) private _referees;
     mapping(uint256 disputeId => mapping(address referee => Ballot)) private _ballots;
     mapping(bytes32 positionKey => PositionState) private _positions;
-
-    // ------------------------------------------------------------------ events
-
-    /// @notice A dispute was opened. `token` is the disputed token (x_i, or outToken when index == K) and
-    /// `claimedValue` the value the accused posted for it (q_i for DraftReplay, p_i for TargetReplay, 0 for outToken).
-    event DisputeOpened(
-        uint256 indexed disputeId,
-        uint256 indexed jobId,
-        address indexed challenger,
-        uint32 cycle,
-        uint32 index,
-        Kind kind,
-        address accused,
-        bytes32 modelId,
-        uint32 token,
-        uint64 claimedValue,
-        uint64 answerDeadline
-    );
-    /// @notice The referee panel of `disputeId`.
-    event RefereesDrawn(uint256 indexed disputeId, address[] referees);
-    /// @notice The seed block's hash was no longer available (over 256 blocks old): the draw now waits for the
-    /// hash of `drawBlock`, the block of this call.
-    event DrawRescheduled(uint256 indexed disputeId, uint64 drawBlock);
-    /// @notice The accused answered with its replay; only `answerHash` = keccak256(abi.encode(claimedProb,
-    /// topTokens, topProbs)) is stored.
-    event Answered(
-        uint256 indexed disputeId,
-        uint64 claimedProb,
-        uint32[] topTokens,
-        uint64[] topProbs,
-        bytes32 answerHash,
-        uint64 commitDeadline,
-        uint64 revealDeadline
-    );
-    /// @notice A referee committed its sealed vote.
-    event VoteCommitted(uint256 indexed disputeId, address indexed referee, bytes32 commitment);
-    /// @notice A referee revealed its vote.
-    event VoteRevealed(uint256 indexed disputeId, address indexed referee, Verdict verdict);
-    /// @notice A referee that did not reveal, or voted with the minority, was slashed `taken` wei.
-    event RefereePenalized(uint256 indexed disputeId, address indexed referee, uint256 taken);
-    /// @notice The dispute ended; `accusedSlashed` is what was actually taken from the accused's stake.
-    event DisputeResolved(
-        uint256 indexed disputeId, Outcome outcome, uint256 faithfulVotes, uint256 cheatedVotes, uint256 accusedSlashed
-    );
-    /// @notice `amount` wei became withdrawable by `account` from `disputeId`.
-    event Credited(uint256 indexed disputeId, address indexed account, uint256 amount);
-    /// @notice `account` withdrew `amount` wei.
-    event Withdrawn(address indexed account, uint256 amount);
-
-    // ------------------------------------------------------------------ errors
-
-    /// @notice A constructor address was zero.
-    error ZeroAddress();
-    /// @notice A constructor parameter was out of range.
-    error InvalidParameter(string name, uint256 value);
-    /// @notice `msg.value` was not the bond.
-    error WrongBond(uint256 sent, uint256 required);
-    /// @notice The job is not Running or Finished (not started, unknown, or already finalized).
-    error JobNotDisputable(uint256 jobId, IInferenceMarket.JobStatus status);
-    /// @notice The cycle has no stored record (not verified).
-    error CycleNotVerified(uint256 jobId, uint32 cycle);
-    /// @notice The supplied preimage does not hash to the stored cycle record.
-    error RecordMismatch(bytes32 stored, bytes32 supplied);
-    /// @notice `index` is beyond the outToken position K.
-    error IndexOutOfRange(uint32 index, uint256 k);
-    /// @notice The position is after the first rejection, where nothing binds.
-    error PositionDoesNotBind(uint32 index, uint32 accepted);
-    /// @notice The outToken position (index == K) is the verifier's: only TargetReplay can dispute it.
-    error OutTokenNeedsTargetReplay();
-    /// @notice The leaf (token, q) with its proof does not verify against the draft root.
-    error InvalidProof();
-    /// @notice The challenger is the party it accuses.
-    error ChallengerIsAccused();
-    /// @notice A dispute on this position is already running.
-    error PositionUnderDispute(uint256 jobId, uint32 cycle, uint32 index, Kind kind);
-    /// @notice The accused already lost a dispute on this position.
-    error PositionAlreadyProven(uint256 jobId, uint32 cycle, uint32 index, Kind kind);
-    /// @notice Nobody could referee: no referee is registered for the model.
-    error NoEligibleReferees(bytes32 modelId);
-    /// @notice The draw needs the hash of `drawBlock`, which exists only from the next block on.
-    error DrawTooEarly(uint64 drawBlock);
-    /// @notice The referees of this dispute are already drawn.
-    error AlreadyDrawn(uint256 disputeId);
-    /// @notice The answer needs a drawn panel, and the seed block `drawBlock` is too old to draw from in this call:
-    /// call `drawReferees` (it reschedules the draw) and answer once it has drawn.
-    error PanelNotDrawn(uint64 drawBlock);
-    /// @notice No such dispute, or it is in another phase.
-    error WrongStatus(uint256 disputeId, Status status);
-    /// @notice Only the accused may answer.
-    error NotAccused();
-    /// @notice The answer came after the answer deadline.
-    error AnswerPeriodOver(uint64 deadline);
-    /// @notice The answer deadline has not passed yet.
-    error AnswerPeriodNotOver(uint64 deadline);
-    /// @notice top-k must have 1..MAX_TOP_K entries.
-    error BadTopK(uint256 k);
-    /// @notice topTokens and topProbs differ in length.
-    error LengthMismatch(uint256 tokens, uint256 probs);
-    /// @notice A probability (or the sum of the top-k) exceeds WAD.
-    error ProbabilityAboveWad(uint256 value);
-    /// @notice The caller is not a referee drawn for this dispute.
-    error NotDrawnReferee();
-    /// @notice The commit deadline has passed.
-    error CommitPeriodOver(uint64 deadline);
-    /// @notice A commitment must be non-zero.
-    error EmptyCommitment();
-    /// @notice The referee already committed.
-    error AlreadyCommitted();
-    /// @notice The referee did not commit, so it cannot reveal.
-    error NotCommitted();
-    /// @notice The referee already revealed.
-    error AlreadyRevealed();
-    /// @notice Reveals open after the commit deadline (or once every drawn referee has committed).
-    error RevealPeriodNotOpen(uint64 commitDeadline);
-    /// @notice The reveal deadline has passed.
-    error RevealPeriodOver(uint64 deadline);
-    /// @notice A revealed verdict must be AccusedFaithful or AccusedCheated.
-    error InvalidVerdict();
-    /// @notice (verdict, salt) does not match the commitment.
-    error WrongReveal();
-    /// @notice The dispute cannot be resolved yet: reveals are still possible before `revealDeadline`.
-    error TooEarlyToResolve(uint64 revealDeadline);
-    /// @notice Nothing credited to the caller.
-    error NothingToWithdraw();
-    /// @notice Sending ETH failed.
-    error TransferFailed();
-    /// @notice Only the registry (paying out slashes) may send ETH outside openDispute.
-    error OnlyRegistry();
 
     // ------------------------------------------------------------------ construction
 
@@ -320,7 +107,7 @@ contract DisputeManager is ReentrancyGuard {
         uint256 accusedSlash_,
         uint256 refereePenalty_
     ) {
-        if (registry_ == address(0) || market_ == address(0)) revert ZeroAddress();
+        if (registry_ == address(0) || market_ == address(0)) revert DisputeZeroAddress();
         if (bond_ == 0) revert InvalidParameter("bond", bond_);
         if (answerPeriod_ == 0 || answerPeriod_ > MAX_PERIOD) revert InvalidParameter("answerPeriod", answerPeriod_);
         if (commitPeriod_ == 0 || commitPeriod_ > MAX_PERIOD) revert InvalidParameter("commitPeriod", commitPeriod_);
@@ -335,7 +122,7 @@ contract DisputeManager is ReentrancyGuard {
         refereesPerDispute = refereeCount_;
         accusedSlash = accusedSlash_;
         refereePenalty = refereePenalty_;
-        refereeReward = (bond_ * REFEREE_SHARE_BPS) / BPS;
+        refereeReward = DisputePayout.refereeReward(bond_);
     }
 
     /// @notice Accepts slash proceeds from the registry only.
@@ -345,16 +132,7 @@ contract DisputeManager is ReentrancyGuard {
 
     // ------------------------------------------------------------------ open
 
-    /// @notice Opens a dispute on position `index` of `cycle` of `jobId`, posting exactly `bond` wei.
-    /// @param jobId The job; it must be Running or Finished.
-    /// @param cycle The verified cycle.
-    /// @param index 0..K-1 disputes proposal `index` (DraftReplay: x_i / q_i; TargetReplay: p_i) and must satisfy
-    /// `index <= accepted` (later positions bind nothing); `index == K` disputes outToken (TargetReplay only).
-    /// @param kind DraftReplay (accuses the drafter, panel for the draft model) or TargetReplay (accuses the
-    /// verifier, panel for the target model).
-    /// @param record Preimage of `market.cycleRecordHash(jobId, cycle)`; K = record.p.length.
-    /// @param leafProof The disputed leaf (token, q) and its proof against record.draftRoot (unused when index == K).
-    /// @return disputeId Id of the new dispute. Its referees are drawn from the next block on (`drawReferees`).
+    /// @inheritdoc IDisputeManager
     function openDispute(
         uint256 jobId,
         uint32 cycle,
@@ -380,47 +158,37 @@ contract DisputeManager is ReentrancyGuard {
 
     // ------------------------------------------------------------------ draw
 
-    /// @notice Draws the referees of `disputeId` from the hash of its seed block (the block that opened it), among
-    /// the referees for the disputed model that registered no later than that block, and locks them. Anyone may
-    /// call it from the block after the seed block on; `answer` calls it when nobody has. When the seed block is
-    /// more than 256 blocks old its hash is gone: the draw is rescheduled to this call's block (`DrawRescheduled`)
-    /// and a later call draws. When none of those referees is still eligible the dispute ends Void.
-    /// @param disputeId The dispute; it must await its answer and have no panel yet.
+    /// @inheritdoc IDisputeManager
     function drawReferees(uint256 disputeId) external nonReentrant {
         Dispute storage d = _disputes[disputeId];
-        if (d.status != Status.AwaitingAnswer) revert WrongStatus(disputeId, d.status);
+        if (d.status != Status.AwaitingAnswer) revert DisputeWrongStatus(disputeId, d.status);
         if (d.drawn != 0) revert AlreadyDrawn(disputeId);
         _drawPanel(disputeId, d);
     }
 
     // ------------------------------------------------------------------ answer
 
-    /// @notice The accused answers with its replay of the disputed position: its probability of the disputed token
-    /// and its top-k (tokens with probabilities, 1 <= k <= MAX_TOP_K). Only a hash is stored; the values are emitted.
-    /// Draws the referees first when nobody has (see `drawReferees`); voting starts now.
-    /// @param disputeId The dispute.
-    /// @param claimedProb Replayed probability (WAD) of the disputed token.
-    /// @param topTokens Top-k token ids at the position.
-    /// @param topProbs Their probabilities (WAD), summing to at most WAD.
+    /// @inheritdoc IDisputeManager
     function answer(uint256 disputeId, uint64 claimedProb, uint32[] calldata topTokens, uint64[] calldata topProbs)
         external
         nonReentrant
     {
         Dispute storage d = _disputes[disputeId];
-        if (d.status != Status.AwaitingAnswer) revert WrongStatus(disputeId, d.status);
+        if (d.status != Status.AwaitingAnswer) revert DisputeWrongStatus(disputeId, d.status);
         if (msg.sender != d.accused) revert NotAccused();
         if (block.timestamp > d.answerDeadline) revert AnswerPeriodOver(d.answerDeadline);
         uint256 k = topTokens.length;
         if (k == 0 || k > MAX_TOP_K) revert BadTopK(k);
-        if (topProbs.length != k) revert LengthMismatch(k, topProbs.length);
+        if (topProbs.length != k) revert TopKLengthMismatch(k, topProbs.length);
         if (claimedProb > SpecMath.WAD) revert ProbabilityAboveWad(claimedProb);
-        uint256 sum;
+        uint256 sum = 0;
         for (uint256 i = 0; i < k; ++i) {
             sum += topProbs[i];
         }
         if (sum > SpecMath.WAD) revert ProbabilityAboveWad(sum);
         if (d.drawn == 0) {
             if (block.number > d.drawBlock && blockhash(d.drawBlock) == bytes32(0)) revert PanelNotDrawn(d.drawBlock);
+            // slither-disable-next-line reentrancy-no-eth (nonReentrant; calls only the protocol's registry, market)
             if (!_drawPanel(disputeId, d)) return; // nobody eligible: the dispute ended Void
         }
 
@@ -434,35 +202,32 @@ contract DisputeManager is ReentrancyGuard {
         emit Answered(disputeId, claimedProb, topTokens, topProbs, answerHash, commitDeadline, revealDeadline);
     }
 
-    /// @notice After the answer deadline passed in silence, anyone ends the dispute: the accused loses
-    /// (slashed `accusedSlash`; challenger gets its bond back plus CHALLENGER_SHARE_BPS of the slash, the requester
-    /// the rest). Referees are released without reward or penalty.
-    /// @param disputeId The dispute.
+    /// @inheritdoc IDisputeManager
     function claimAnswerTimeout(uint256 disputeId) external nonReentrant {
         Dispute storage d = _disputes[disputeId];
-        if (d.status != Status.AwaitingAnswer) revert WrongStatus(disputeId, d.status);
+        if (d.status != Status.AwaitingAnswer) revert DisputeWrongStatus(disputeId, d.status);
         if (block.timestamp <= d.answerDeadline) revert AnswerPeriodNotOver(d.answerDeadline);
         d.status = Status.Resolved;
         d.outcome = Outcome.AccusedSilent;
         _positions[_positionKey(d.jobId, d.cycle, d.index, d.kind)] = PositionState.Proven;
 
+        // slither-disable-next-line reentrancy-benign (nonReentrant; the protocol's registry pays in)
         uint256 taken = accusedSlash == 0 ? 0 : registry.slash(d.accused, accusedSlash);
-        uint256 toChallenger = (taken * CHALLENGER_SHARE_BPS) / BPS;
-        _credit(disputeId, d.challenger, bond + toChallenger);
-        _credit(disputeId, d.requester, taken - toChallenger);
+        // slither-disable-next-line unused-return (AccusedSilent pays neither the accused nor the referees: both are 0)
+        (uint256 toChallenger, uint256 toRequester,,) =
+            DisputePayout.split(Outcome.AccusedSilent, bond, refereeReward, taken);
+        _credit(disputeId, d.challenger, toChallenger);
+        _credit(disputeId, d.requester, toRequester);
         emit DisputeResolved(disputeId, Outcome.AccusedSilent, 0, 0, taken);
         _release(disputeId, d, true);
     }
 
     // ------------------------------------------------------------------ votes
 
-    /// @notice A drawn referee commits its sealed vote `voteCommitment(disputeId, msg.sender, verdict, salt)`
-    /// before the commit deadline.
-    /// @param disputeId The dispute.
-    /// @param commitment The sealed vote (non-zero).
+    /// @inheritdoc IDisputeManager
     function commitVote(uint256 disputeId, bytes32 commitment) external nonReentrant {
         Dispute storage d = _disputes[disputeId];
-        if (d.status != Status.Voting) revert WrongStatus(disputeId, d.status);
+        if (d.status != Status.Voting) revert DisputeWrongStatus(disputeId, d.status);
         Ballot storage b = _ballots[disputeId][msg.sender];
         if (!b.drawn) revert NotDrawnReferee();
         if (block.timestamp > d.commitDeadline) revert CommitPeriodOver(d.commitDeadline);
@@ -473,14 +238,10 @@ contract DisputeManager is ReentrancyGuard {
         emit VoteCommitted(disputeId, msg.sender, commitment);
     }
 
-    /// @notice A referee reveals the vote it committed. Open after the commit deadline, or as soon as every drawn
-    /// referee has committed; closes at the reveal deadline.
-    /// @param disputeId The dispute.
-    /// @param verdict AccusedFaithful or AccusedCheated.
-    /// @param salt The salt sealed in the commitment.
+    /// @inheritdoc IDisputeManager
     function revealVote(uint256 disputeId, Verdict verdict, bytes32 salt) external nonReentrant {
         Dispute storage d = _disputes[disputeId];
-        if (d.status != Status.Voting) revert WrongStatus(disputeId, d.status);
+        if (d.status != Status.Voting) revert DisputeWrongStatus(disputeId, d.status);
         Ballot storage b = _ballots[disputeId][msg.sender];
         if (!b.drawn) revert NotDrawnReferee();
         if (b.commitment == bytes32(0)) revert NotCommitted();
@@ -498,77 +259,57 @@ contract DisputeManager is ReentrancyGuard {
 
     // ------------------------------------------------------------------ resolve
 
-    /// @notice Ends a dispute whose votes are in: after the reveal deadline, or early once every drawn referee has
-    /// revealed, or once the commit deadline passed and everyone who committed has revealed. A strict majority of
-    /// the drawn referees decides (AccusedLost / ChallengerLost); otherwise the dispute is Void. Referees that did
-    /// not reveal, or voted against a decided outcome, are slashed `refereePenalty`.
-    /// @param disputeId The dispute.
+    /// @inheritdoc IDisputeManager
     function resolve(uint256 disputeId) external nonReentrant {
         Dispute storage d = _disputes[disputeId];
-        if (d.status != Status.Voting) revert WrongStatus(disputeId, d.status);
+        if (d.status != Status.Voting) revert DisputeWrongStatus(disputeId, d.status);
         if (!_votingOver(d)) revert TooEarlyToResolve(d.revealDeadline);
 
-        uint256 half = uint256(d.drawn) / 2;
-        Outcome outcome = d.cheatedVotes > half
-            ? Outcome.AccusedLost
-            : (d.faithfulVotes > half ? Outcome.ChallengerLost : Outcome.Void);
+        Outcome outcome = DisputePayout.decide(d.drawn, d.faithfulVotes, d.cheatedVotes);
         d.status = Status.Resolved;
         d.outcome = outcome;
         _positions[_positionKey(d.jobId, d.cycle, d.index, d.kind)] =
             outcome == Outcome.AccusedLost ? PositionState.Proven : PositionState.Free;
-        Verdict winning = outcome == Outcome.AccusedLost
-            ? Verdict.AccusedCheated
-            : (outcome == Outcome.ChallengerLost ? Verdict.AccusedFaithful : Verdict.None);
+        Verdict winning = DisputePayout.winningVerdict(outcome);
 
-        // Referee penalties (slash proceeds arrive through receive()) and the majority's reward pool.
+        // Referee penalties (slash proceeds arrive through receive()) join the majority's reward in one pool.
         (uint256 pool, uint256 majority) = _penalize(disputeId, winning);
-        uint256 taken;
-        if (outcome == Outcome.AccusedLost) {
-            taken = accusedSlash == 0 ? 0 : registry.slash(d.accused, accusedSlash);
-            uint256 reward = taken < refereeReward ? taken : refereeReward;
-            uint256 rest = taken - reward;
-            uint256 toChallenger = (rest * CHALLENGER_SHARE_BPS) / BPS;
-            pool += reward;
-            _credit(disputeId, d.challenger, bond + toChallenger);
-            _credit(disputeId, d.requester, rest - toChallenger);
-        } else if (outcome == Outcome.ChallengerLost) {
-            pool += refereeReward;
-            _credit(disputeId, d.accused, bond - refereeReward);
-        } else {
-            _credit(disputeId, d.challenger, bond);
+        uint256 taken = 0;
+        // slither-disable-next-line reentrancy-benign (nonReentrant; the protocol's registry pays in)
+        if (outcome == Outcome.AccusedLost && accusedSlash != 0) taken = registry.slash(d.accused, accusedSlash);
+        {
+            (uint256 toChallenger, uint256 toRequester, uint256 toAccused, uint256 toReferees) =
+                DisputePayout.split(outcome, bond, refereeReward, taken);
+            // (a zero share reads no address: _credit would skip it anyway)
+            if (toChallenger != 0) _credit(disputeId, d.challenger, toChallenger);
+            if (toRequester != 0) _credit(disputeId, d.requester, toRequester);
+            if (toAccused != 0) _credit(disputeId, d.accused, toAccused);
+            pool += toReferees;
         }
-        if (majority == 0) {
-            // Only when Void with no reveals: the no-shows' penalties go to the challenger.
-            _credit(disputeId, d.challenger, pool);
-        } else {
-            _payMajority(disputeId, winning, pool, majority);
-        }
+        // With no majority referee (Void, nobody revealed) the no-shows' penalties go to the challenger.
+        (uint256 poolToChallenger, uint256 share, uint256 dust) = DisputePayout.splitPool(pool, majority);
+        if (poolToChallenger != 0) _credit(disputeId, d.challenger, poolToChallenger);
+        if (majority != 0) _payMajority(disputeId, winning, share, dust);
         emit DisputeResolved(disputeId, outcome, d.faithfulVotes, d.cheatedVotes, taken);
         _release(disputeId, d, outcome == Outcome.AccusedLost);
     }
 
     // ------------------------------------------------------------------ withdraw
 
-    /// @notice Sends the caller everything credited to it.
+    /// @inheritdoc IDisputeManager
     function withdraw() external nonReentrant {
         uint256 amount = credits[msg.sender];
         if (amount == 0) revert NothingToWithdraw();
         credits[msg.sender] = 0;
         emit Withdrawn(msg.sender, amount);
+        // slither-disable-next-line low-level-calls (pull payment of the caller's credit, zeroed first)
         (bool ok,) = msg.sender.call{value: amount}("");
-        if (!ok) revert TransferFailed();
+        if (!ok) revert DisputeTransferFailed();
     }
 
     // ------------------------------------------------------------------ views
 
-    /// @notice The sealed vote a referee commits: keccak256(abi.encode(disputeId, referee, verdict, salt)).
-    /// Binding the dispute and the referee stops one referee from copying another's commitment and reveal.
-    /// Mirrored by `node/protocol.py::vote_commitment`.
-    /// @param disputeId The dispute.
-    /// @param referee The committing referee.
-    /// @param verdict The vote.
-    /// @param salt A secret random salt.
-    /// @return The commitment.
+    /// @inheritdoc IDisputeManager
     function voteCommitment(uint256 disputeId, address referee, Verdict verdict, bytes32 salt)
         public
         pure
@@ -577,34 +318,22 @@ contract DisputeManager is ReentrancyGuard {
         return keccak256(abi.encode(disputeId, referee, verdict, salt));
     }
 
-    /// @notice Stored state of `disputeId` (all zero for an unknown id).
-    /// @param disputeId The dispute.
-    /// @return The dispute.
+    /// @inheritdoc IDisputeManager
     function getDispute(uint256 disputeId) external view returns (Dispute memory) {
         return _disputes[disputeId];
     }
 
-    /// @notice The referees drawn for `disputeId`, in draw order.
-    /// @param disputeId The dispute.
-    /// @return The panel.
+    /// @inheritdoc IDisputeManager
     function refereesOf(uint256 disputeId) external view returns (address[] memory) {
         return _referees[disputeId];
     }
 
-    /// @notice `referee`'s ballot in `disputeId`.
-    /// @param disputeId The dispute.
-    /// @param referee The referee.
-    /// @return The ballot (drawn = false for anyone not on the panel).
+    /// @inheritdoc IDisputeManager
     function ballotOf(uint256 disputeId, address referee) external view returns (Ballot memory) {
         return _ballots[disputeId][referee];
     }
 
-    /// @notice Whether a (job, cycle, index, kind) position is free, under dispute, or already proven.
-    /// @param jobId The job.
-    /// @param cycle The cycle.
-    /// @param index The position.
-    /// @param kind The dispute kind.
-    /// @return The state.
+    /// @inheritdoc IDisputeManager
     function positionState(uint256 jobId, uint32 cycle, uint32 index, Kind kind)
         external
         view
@@ -613,9 +342,7 @@ contract DisputeManager is ReentrancyGuard {
         return _positions[_positionKey(jobId, cycle, index, kind)];
     }
 
-    /// @notice Whether `resolve(disputeId)` would be accepted now.
-    /// @param disputeId The dispute.
-    /// @return True when the dispute is voting and voting is over.
+    /// @inheritdoc IDisputeManager
     function canResolve(uint256 disputeId) external view returns (bool) {
         Dispute storage d = _disputes[disputeId];
         return d.status == Status.Voting && _votingOver(d);
@@ -676,6 +403,7 @@ contract DisputeManager is ReentrancyGuard {
         d.modelId = kind == Kind.DraftReplay ? parties.draftModel : parties.targetModel;
         d.answerDeadline = uint64(block.timestamp + answerPeriod);
         uint256 poolSize = registry.refereeCount(d.modelId);
+        // slither-disable-next-line incorrect-equality (a count of listed referees, not a balance)
         if (poolSize == 0) revert NoEligibleReferees(d.modelId);
         d.drawBlock = uint64(block.number);
         d.poolSize = SafeCast.toUint32(poolSize); // reverts rather than draw from a truncated pool
@@ -709,7 +437,7 @@ contract DisputeManager is ReentrancyGuard {
             return false;
         }
         address[] storage panel = _referees[disputeId];
-        _draw(disputeId, d, uint256(keccak256(abi.encode(seedHash, disputeId))), panel);
+        _draw(disputeId, d, RefereeDraw.seed(seedHash, disputeId), panel);
         uint256 drawn = panel.length;
         if (drawn == 0) {
             _voidUnrefereed(disputeId, d);
@@ -718,6 +446,7 @@ contract DisputeManager is ReentrancyGuard {
         d.drawn = uint8(drawn);
         emit RefereesDrawn(disputeId, panel);
         for (uint256 i = 0; i < drawn; ++i) {
+            // slither-disable-next-line calls-loop (the protocol's registry; ≤ MAX_REFEREES or 4R + 8 times)
             registry.lock(panel[i]);
         }
         return true;
@@ -733,12 +462,11 @@ contract DisputeManager is ReentrancyGuard {
         address[4] memory excluded = [parties.requester, parties.drafter, parties.verifier, d.challenger];
         uint256 pool = d.poolSize;
         uint256 count = registry.refereeCount(d.modelId);
-        uint256 tries = 4 * refereesPerDispute + SCAN_EXTRA;
-        bool fullScan = pool <= tries;
-        if (fullScan) tries = pool;
+        (uint256 tries, bool fullScan) = RefereeDraw.scanPlan(pool, refereesPerDispute);
         for (uint256 j = 0; j < tries && panel.length < refereesPerDispute; ++j) {
-            uint256 at = fullScan ? (seed % pool + j) % pool : uint256(keccak256(abi.encode(seed, j))) % pool;
+            uint256 at = fullScan ? RefereeDraw.scanSlot(seed, j, pool) : RefereeDraw.sampledSlot(seed, j, pool);
             if (at >= count) continue;
+            // slither-disable-next-line calls-loop (the protocol's registry; ≤ MAX_REFEREES or 4R + 8 times)
             address candidate = registry.refereeAt(d.modelId, at);
             if (_eligible(disputeId, candidate, excluded, d)) {
                 _ballots[disputeId][candidate].drawn = true;
@@ -758,6 +486,7 @@ contract DisputeManager is ReentrancyGuard {
         for (uint256 i = 0; i < 4; ++i) {
             if (candidate == parties[i]) return false;
         }
+        // slither-disable-next-line calls-loop (the protocol's registry; ≤ MAX_REFEREES or 4R + 8 times)
         return registry.isActiveSince(candidate, IStakingRegistry.Role.Referee, d.modelId, d.drawBlock);
     }
 
@@ -790,6 +519,7 @@ contract DisputeManager is ReentrancyGuard {
             if (good) {
                 ++majority;
             } else if (refereePenalty != 0) {
+                // slither-disable-next-line calls-loop (the protocol's registry; ≤ MAX_REFEREES or 4R + 8 times)
                 uint256 t = registry.slash(referee, refereePenalty);
                 taken += t;
                 emit RefereePenalized(disputeId, referee, t);
@@ -799,11 +529,10 @@ contract DisputeManager is ReentrancyGuard {
         }
     }
 
-    /// @dev Splits `pool` equally among the majority referees; the first of them (in draw order) gets the dust.
-    function _payMajority(uint256 disputeId, Verdict winning, uint256 pool, uint256 majority) private {
+    /// @dev Credits `share` to each majority referee (DisputePayout.splitPool), and `dust` on top to the first of
+    /// them in draw order.
+    function _payMajority(uint256 disputeId, Verdict winning, uint256 share, uint256 dust) private {
         address[] storage panel = _referees[disputeId];
-        uint256 share = pool / majority;
-        uint256 dust = pool - share * majority;
         uint256 n = panel.length;
         for (uint256 i = 0; i < n; ++i) {
             address referee = panel[i];
@@ -822,6 +551,7 @@ contract DisputeManager is ReentrancyGuard {
         address[] storage panel = _referees[disputeId];
         uint256 n = panel.length;
         for (uint256 i = 0; i < n; ++i) {
+            // slither-disable-next-line calls-loop (the protocol's registry; ≤ MAX_REFEREES or 4R + 8 times)
             registry.unlock(panel[i]);
         }
     }

@@ -6,12 +6,13 @@ import {Hashes} from "@openzeppelin/contracts/utils/cryptography/Hashes.sol";
 import {IInferenceMarket} from "./interfaces/IInferenceMarket.sol";
 import {IStakingRegistry} from "./interfaces/IStakingRegistry.sol";
 import {CycleRecord} from "./lib/CycleRecord.sol";
+import {JobSlot} from "./lib/JobSlot.sol";
 import {SpecMath} from "./lib/SpecMath.sol";
 import {AlphaWindow} from "./AlphaWindow.sol";
 import {StakingRegistry} from "./StakingRegistry.sol";
 
 /// @title InferenceMarket
-/// @notice Jobs of verifiable speculative decoding in per-cycle on-chain mode (PROTOCOL.md §4, §7):
+/// @notice Jobs of verifiable speculative decoding in per-cycle on-chain mode (docs/protocol.md §4, §7):
 /// escrow, the verifier's hash-chain commitment, draft commitments, the on-chain accept rule, the
 /// per-cycle record hashes disputes prove against, deadlines with slashing timeouts, a challenge window,
 /// and settlement by pull payments. Also the drafters' α window (inherited {AlphaWindow}).
@@ -19,37 +20,6 @@ import {StakingRegistry} from "./StakingRegistry.sol";
 /// slots 0 and 1, rewrites slot 0 and the commitment slot, and creates one slot for the record hash.
 /// Earnings and α counts accrue in slot 0 and settle once per job (see docs/contracts.md).
 contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransient {
-    /// @notice Where a running job waits.
-    enum Phase {
-        AwaitDraft, // the drafter's commitDraft for `cycle`
-        AwaitVerify // the verifier's submitVerification for `cycle`
-    }
-
-    /// @notice Why a job stopped generating.
-    enum FinishReason {
-        Completed, // EOS or maxTokens
-        AcceptTimeout, // the verifier never accepted (no slash: accepting is consent)
-        DraftTimeout, // the drafter missed a commit deadline
-        VerifyTimeout, // the verifier missed a verification deadline
-        DisputeLost // a dispute found a party cheating
-    }
-
-    /// @notice What a requester asks for in `submitJob`.
-    struct JobRequest {
-        bytes32 draftModel;
-        bytes32 targetModel;
-        address drafter;
-        address verifier;
-        uint8 gamma; // proposals per cycle K, 1..16
-        uint64 temperature; // WAD; 0 = greedy
-        uint32 topK; // 0 = off
-        uint64 topP; // WAD, 1..WAD (WAD = off)
-        uint16 maxTokens; // tokens to generate, ≥ 1
-        uint32 eosToken; // generation stops after emitting it
-        uint128 pricePerAcceptedToken; // wei to the drafter per accepted (and emitted) proposal
-        uint128 pricePerPass; // wei to the verifier per verified cycle (target pass)
-    }
-
     /// @dev Packed job state. A draft reads slot 0 and `commitment`; a verification reads slots 0 and 1 and
     /// `commitment`, and writes slot 0 (assembled in one word) and `commitment`.
     struct Job {
@@ -109,7 +79,7 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         bytes32 commitment;
     }
 
-    uint8 private constant _STATUS_MASK = 0x0f;
+    uint8 private constant _STATUS_MASK = uint8(JobSlot.STATUS_MASK);
     uint8 private constant _ELIGIBLE = 0x10; // the job's cycles count toward the drafter's α window
     uint8 private constant _OUT_CUT = 0x20; // the last cycle's outToken was not emitted (EOS / maxTokens first)
     uint8 private constant _DRAFTER_FORFEIT = 0x40;
@@ -118,15 +88,6 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
     uint256 private constant _PHASE_BIT = 1;
     /// @notice Largest γ (proposals per cycle).
     uint256 public constant MAX_GAMMA = 16;
-    // Bit offsets of the Job fields in slots 0 and 1, as Solidity packs them (right-aligned, in order).
-    uint256 private constant _STATE_AT = 160;
-    uint256 private constant _GAMMA_AT = 168;
-    uint256 private constant _CYCLE_AT = 176;
-    uint256 private constant _EMITTED_AT = 192;
-    uint256 private constant _REJECTED_AT = 208;
-    uint256 private constant _DEADLINE_AT = 224;
-    uint256 private constant _MAX_TOKENS_AT = 160;
-    uint256 private constant _EOS_AT = 176;
 
     /// @notice The staking registry.
     StakingRegistry public immutable registry;
@@ -152,94 +113,6 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
 
     mapping(uint256 jobId => Job) private _jobs;
     mapping(uint256 jobId => mapping(uint256 cycle => bytes32)) private _records;
-
-    /// @notice The deployer wired the dispute manager.
-    event DisputeManagerSet(address indexed disputeManager);
-    /// @notice A job was submitted with `escrow` wei; `prompt` is the token-id input, as the node encodes it.
-    event JobSubmitted(
-        uint256 indexed jobId, address indexed requester, JobRequest request, bytes prompt, uint256 escrow
-    );
-    /// @notice The verifier accepted `jobId`, committing to hash-chain head `chainHead`.
-    event JobAccepted(uint256 indexed jobId, bytes32 chainHead);
-    /// @notice The drafter committed cycle `cycle`'s proposals and their draft probabilities (`draft`).
-    /// @dev `draft` packs each proposal i as 12 big-endian bytes: token (uint32) ‖ q (uint64).
-    event DraftCommitted(uint256 indexed jobId, uint256 cycle, bytes32 draftRoot, bytes draft);
-    /// @notice Cycle `cycle` was verified with hash-chain `reveal`: `accepted` proposals, residual/bonus
-    /// sample `outToken`, and the cycle's output tokens `output` (4 big-endian bytes each).
-    event CycleVerified(
-        uint256 indexed jobId, uint256 cycle, bytes32 reveal, uint256 accepted, uint32 outToken, bytes output
-    );
-    /// @notice `jobId` stopped generating; `slashed` wei were taken from `party` (zero address: nobody).
-    event JobFinished(uint256 indexed jobId, FinishReason reason, address party, uint256 slashed);
-    /// @notice `jobId` was settled: credited to the drafter, the verifier and (refund) the requester.
-    event JobFinalized(uint256 indexed jobId, uint256 drafterPay, uint256 verifierPay, uint256 refund);
-    /// @notice A dispute on `jobId` was opened; `open` are now open.
-    event DisputeOpened(uint256 indexed jobId, uint256 open);
-    /// @notice A dispute on `jobId` against `accused` closed; `open` remain open.
-    event DisputeClosed(uint256 indexed jobId, address indexed accused, bool accusedLost, uint256 open);
-    /// @notice The α window slashed `amount` wei of `drafter`'s stake, credited to the requester of `jobId`.
-    event AlphaSlashed(uint256 indexed jobId, address indexed drafter, uint256 amount);
-    /// @notice `account` withdrew `amount` wei.
-    event Withdrawn(address indexed account, uint256 amount);
-
-    /// @dev Only the deployer may wire the dispute manager.
-    error NotDeployer(address caller);
-    /// @dev The dispute manager is already wired.
-    error AlreadyWired();
-    /// @dev A required address was zero, or a period was zero.
-    error BadParams();
-    /// @dev Only the dispute manager.
-    error NotDisputeManager(address caller);
-    /// @dev ETH arrived from someone other than the registry.
-    error UnexpectedSender(address sender);
-    /// @dev γ must be in 1..16.
-    error BadGamma(uint256 gamma);
-    /// @dev maxTokens must be ≥ 1.
-    error BadMaxTokens();
-    /// @dev topP must be in 1..WAD.
-    error BadTopP(uint256 topP);
-    /// @dev requester, drafter and verifier must be three different accounts.
-    error PartiesNotDistinct();
-    /// @dev The drafter is not active for the (draft, target) model pair.
-    error DrafterNotActive(address drafter);
-    /// @dev The verifier is not active for the target model.
-    error VerifierNotActive(address verifier);
-    /// @dev msg.value does not cover maxTokens × (pricePerAcceptedToken + pricePerPass).
-    error InsufficientEscrow(uint256 sent, uint256 required);
-    /// @dev msg.value does not fit the job's uint96 escrow field.
-    error EscrowTooLarge(uint256 sent, uint256 max);
-    /// @dev The job is not in a status that allows this call.
-    error WrongStatus(uint256 jobId, JobStatus status);
-    /// @dev The running job waits for the other party.
-    error WrongPhase(uint256 jobId, Phase phase);
-    /// @dev The caller is not the job's drafter.
-    error NotJobDrafter(address caller);
-    /// @dev The caller is not the job's verifier.
-    error NotJobVerifier(address caller);
-    /// @dev The phase's deadline has passed.
-    error DeadlinePassed(uint256 deadline);
-    /// @dev The deadline (or challenge window) has not passed yet.
-    error DeadlineNotPassed(uint256 deadline);
-    /// @dev Not the cycle the job is at.
-    error WrongCycle(uint256 expected, uint256 got);
-    /// @dev An array's length is not γ.
-    error LengthMismatch(uint256 expected, uint256 got);
-    /// @dev A proposed token does not fit in uint32.
-    error TokenOutOfRange(uint256 index, uint256 token);
-    /// @dev `root` is not the root of (tokens, q).
-    error RootMismatch(bytes32 computed, bytes32 given);
-    /// @dev (tokens, q) are not the committed draft, or keccak256(reveal) is not the previous reveal.
-    error CommitmentMismatch();
-    /// @dev The chain head must not be zero.
-    error ZeroChainHead();
-    /// @dev Disputes on the job are still open.
-    error DisputesOpen(uint256 open);
-    /// @dev `disputeClosed` without an open dispute.
-    error NoOpenDispute(uint256 jobId);
-    /// @dev Nothing to withdraw.
-    error NothingOwed();
-    /// @dev An ETH transfer failed.
-    error TransferFailed();
 
     /// @param registry_ The staking registry.
     /// @param acceptTimeout_ Seconds the verifier has to accept a job.
@@ -281,8 +154,8 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
 
     /// @notice Wires the dispute manager; callable once, by the deployer.
     function setDisputeManager(address disputeManager_) external {
-        if (msg.sender != deployer) revert NotDeployer(msg.sender);
-        if (disputeManager != address(0)) revert AlreadyWired();
+        if (msg.sender != deployer) revert MarketNotDeployer(msg.sender);
+        if (disputeManager != address(0)) revert MarketAlreadyWired();
         if (disputeManager_ == address(0)) revert BadParams();
         disputeManager = disputeManager_;
         emit DisputeManagerSet(disputeManager_);
@@ -339,7 +212,7 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
     function acceptJob(uint256 jobId, bytes32 chainHead) external {
         Job storage job = _jobs[jobId];
         JobStatus status = _status(job);
-        if (status != JobStatus.Open) revert WrongStatus(jobId, status);
+        if (status != JobStatus.Open) revert JobWrongStatus(jobId, status);
         if (msg.sender != job.verifier) revert NotJobVerifier(msg.sender);
         if (block.timestamp > job.deadline) revert DeadlinePassed(job.deadline);
         if (chainHead == bytes32(0)) revert ZeroChainHead();
@@ -357,14 +230,19 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
     {
         Job storage job = _jobs[jobId];
         uint256 head = _runningSlot0(jobId, job);
-        if (msg.sender != address(uint160(head))) revert NotJobDrafter(msg.sender);
+        address drafter = JobSlot.drafter(head);
+        if (msg.sender != drafter) revert NotJobDrafter(msg.sender);
         bytes32 last = job.commitment;
         if (uint256(last) & _PHASE_BIT != 0) revert WrongPhase(jobId, Phase.AwaitVerify);
-        _checkTime(head >> _DEADLINE_AT);
-        _checkCycle(head, cycle);
-        uint256 k = (head >> _GAMMA_AT) & 0xff;
-        if (tokens.length != k) revert LengthMismatch(k, tokens.length);
-        if (q.length != k) revert LengthMismatch(k, q.length);
+        {
+            uint256 deadline = JobSlot.deadline(head);
+            if (block.timestamp > deadline) revert DeadlinePassed(deadline);
+            uint256 expected = JobSlot.cycle(head);
+            if (cycle != expected) revert WrongCycle(expected, cycle);
+        }
+        uint256 k = JobSlot.gamma(head);
+        if (tokens.length != k) revert GammaLengthMismatch(k, tokens.length);
+        if (q.length != k) revert GammaLengthMismatch(k, q.length);
         bytes memory packed = _packDraft(tokens, q);
         bytes32 computed = SpecMath.draftRootCalldata(jobId, cycle, tokens, q);
         if (computed != root) revert RootMismatch(computed, root);
@@ -403,8 +281,9 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         Job storage job = _jobs[jobId];
         JobStatus status = _status(job);
         uint256 deadline = job.deadline;
+// slither-disable-next-line uninitialized-local (set on every branch that does not revert)
         FinishReason reason;
-        address party;
+        address party = address(0); // nobody is slashed unless a branch names the party
         if (status == JobStatus.Open) {
             reason = FinishReason.AcceptTimeout;
         } else if (status == JobStatus.Running) {
@@ -417,11 +296,12 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
                 deadline += verifyTimeout;
             }
         } else {
-            revert WrongStatus(jobId, status);
+            revert JobWrongStatus(jobId, status);
         }
         if (block.timestamp <= deadline) revert DeadlineNotPassed(deadline);
+// slither-disable-next-line reentrancy-no-eth (nonReentrant; the calls go only to the protocol's own registry)
         _stop(jobId, job);
-        uint256 taken;
+        uint256 taken = 0;
         if (party != address(0) && timeoutSlash != 0) {
             taken = registry.slash(party, timeoutSlash);
             owed[job.requester] += taken;
@@ -437,7 +317,7 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
     function finalize(uint256 jobId) external nonReentrant {
         Job storage job = _jobs[jobId];
         JobStatus status = _status(job);
-        if (status != JobStatus.Finished) revert WrongStatus(jobId, status);
+        if (status != JobStatus.Finished) revert JobWrongStatus(jobId, status);
         if (block.timestamp <= job.deadline) revert DeadlineNotPassed(job.deadline);
         if (job.openDisputes != 0) revert DisputesOpen(job.openDisputes);
         _settle(jobId, job);
@@ -449,8 +329,9 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         if (amount == 0) revert NothingOwed();
         owed[msg.sender] = 0;
         emit Withdrawn(msg.sender, amount);
+        // slither-disable-next-line low-level-calls (pull payment of the caller's balance, zeroed first)
         (bool ok,) = payable(msg.sender).call{value: amount}("");
-        if (!ok) revert TransferFailed();
+        if (!ok) revert MarketTransferFailed();
     }
 
     // ------------------------------------------------------------------ dispute hooks
@@ -460,7 +341,7 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         if (msg.sender != disputeManager || msg.sender == address(0)) revert NotDisputeManager(msg.sender);
         Job storage job = _jobs[jobId];
         JobStatus status = _status(job);
-        if (status != JobStatus.Running && status != JobStatus.Finished) revert WrongStatus(jobId, status);
+        if (status != JobStatus.Running && status != JobStatus.Finished) revert JobWrongStatus(jobId, status);
         uint256 open = job.openDisputes + 1;
         job.openDisputes = uint16(open);
         emit DisputeOpened(jobId, open);
@@ -552,8 +433,9 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         assembly ("memory-safe") {
             head := sload(job.slot)
         }
-        JobStatus status = JobStatus((head >> _STATE_AT) & _STATUS_MASK);
-        if (status != JobStatus.Running) revert WrongStatus(jobId, status);
+        uint256 status = JobSlot.status(head);
+        // (the status bits only ever hold a JobStatus, so the conversion is needed on the revert path alone)
+        if (status != uint256(JobStatus.Running)) revert JobWrongStatus(jobId, JobStatus(status));
     }
 
     /// @dev All checks of a verification, in this order: status, caller, phase, deadline, cycle, lengths, then
@@ -571,31 +453,32 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         assembly ("memory-safe") {
             info := sload(add(job.slot, 1))
         }
-        if (msg.sender != address(uint160(info))) revert NotJobVerifier(msg.sender);
+        {
+            address verifier = JobSlot.verifier(info);
+            if (msg.sender != verifier) revert NotJobVerifier(msg.sender);
+        }
         uint256 commitment = uint256(job.commitment);
         if (commitment & _PHASE_BIT == 0) revert WrongPhase(jobId, Phase.AwaitDraft);
-        _checkTime((head >> _DEADLINE_AT) + verifyTimeout);
-        _checkCycle(head, cycle);
-        _checkLengths((head >> _GAMMA_AT) & 0xff, tokens.length, q.length, pLength);
+        {
+            uint256 deadline = JobSlot.deadline(head) + verifyTimeout;
+            if (block.timestamp > deadline) revert DeadlinePassed(deadline);
+            uint256 expected = JobSlot.cycle(head);
+            if (cycle != expected) revert WrongCycle(expected, cycle);
+        }
+        {
+            uint256 gamma = JobSlot.gamma(head);
+            _checkLengths(gamma, tokens.length, q.length, pLength);
+        }
         root = SpecMath.draftRootCalldata(jobId, cycle, tokens, q);
         // keccak256(root, previous reveal), and the previous reveal is H(reveal) for an honest chain
         bytes32 expected = Hashes.efficientKeccak256(root, _clearPhase(SpecMath.chainHash(reveal)));
         if (uint256(expected) | _PHASE_BIT != commitment) revert CommitmentMismatch();
     }
 
-    function _checkTime(uint256 deadline) private view {
-        if (block.timestamp > deadline) revert DeadlinePassed(deadline);
-    }
-
-    function _checkCycle(uint256 head, uint256 cycle) private pure {
-        uint256 expected = (head >> _CYCLE_AT) & 0xffff;
-        if (cycle != expected) revert WrongCycle(expected, cycle);
-    }
-
     function _checkLengths(uint256 gamma, uint256 tokens, uint256 q, uint256 p) private pure {
-        if (tokens != gamma) revert LengthMismatch(gamma, tokens);
-        if (q != gamma) revert LengthMismatch(gamma, q);
-        if (p != gamma) revert LengthMismatch(gamma, p);
+        if (tokens != gamma) revert GammaLengthMismatch(gamma, tokens);
+        if (q != gamma) revert GammaLengthMismatch(gamma, q);
+        if (p != gamma) revert GammaLengthMismatch(gamma, p);
     }
 
     /// @dev Range-checks the raw calldata words (token ≤ uint32 max, q a draft probability by
@@ -657,7 +540,7 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         if (finished) {
             emit JobFinished(jobId, FinishReason.Completed, address(0), 0);
             // α counts: the earlier cycles each emitted accepted + 1 tokens; this one `accepted` proposals.
-            uint256 earlierAccepted = ((head >> _EMITTED_AT) & 0xffff) - ((head >> _CYCLE_AT) & 0xffff);
+            uint256 earlierAccepted = JobSlot.emitted(head) - JobSlot.cycle(head);
             _recordAlpha(jobId, next, earlierAccepted + accepted);
         }
     }
@@ -668,20 +551,13 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         view
         returns (uint256 next)
     {
-        uint256 state = (head >> _STATE_AT) & 0xff;
+        uint256 state = JobSlot.state(head);
         uint256 deadline = block.timestamp + commitTimeout;
         if (finished) {
             state = (state & ~uint256(_STATUS_MASK)) | uint8(JobStatus.Finished) | (count <= accepted ? _OUT_CUT : 0);
             deadline = block.timestamp + challengeWindow;
         }
-        unchecked {
-            // every sum is of a 16-bit field and a count ≤ 2^16: no uint256 overflow to check
-            next = (head & ((1 << _STATE_AT) - 1)) | (state << _STATE_AT) | (head & (uint256(0xff) << _GAMMA_AT))
-                | ((((head >> _CYCLE_AT) & 0xffff) + 1) << _CYCLE_AT)
-                | ((((head >> _EMITTED_AT) & 0xffff) + count) << _EMITTED_AT)
-                | ((((head >> _REJECTED_AT) & 0xffff) + (accepted < gamma ? 1 : 0)) << _REJECTED_AT)
-                | (uint256(uint32(deadline)) << _DEADLINE_AT);
-        }
+        next = JobSlot.nextCycle(head, state, count, accepted < gamma ? 1 : 0, deadline);
     }
 
     /// @dev Emits CycleVerified with the cycle's output packed 4 bytes per token: the first `accepted`
@@ -699,15 +575,18 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         uint256 room;
         unchecked {
             // a running job has emitted < maxTokens tokens (it finishes when it reaches them); accepted ≤ γ
-            room = ((info >> _MAX_TOKENS_AT) & 0xffff) - ((head >> _EMITTED_AT) & 0xffff);
+            uint256 maxTokens = JobSlot.maxTokens(info);
+            uint256 emitted = JobSlot.emitted(head);
+            room = maxTokens - emitted;
             count = accepted + 1;
         }
-        uint256 eos = (info >> _EOS_AT) & 0xffffffff;
+        uint256 eos = JobSlot.eosToken(info);
         if (count >= room) {
             count = room;
             finished = true;
         }
         bytes32 topic = CycleVerified.selector;
+        uint256 cycle = JobSlot.cycle(head);
         assembly ("memory-safe") {
             let buf := mload(0x40)
             let out := add(buf, 0xc0) // after cycle, reveal, accepted, outToken, offset, length
@@ -721,7 +600,7 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
                     break
                 }
             }
-            mstore(buf, and(shr(_CYCLE_AT, head), 0xffff))
+            mstore(buf, cycle)
             mstore(add(buf, 0x20), reveal)
             mstore(add(buf, 0x40), accepted)
             mstore(add(buf, 0x60), outToken)
@@ -742,16 +621,18 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
                 head := sload(job.slot)
             }
             // No cycle was cut: each emitted its accepted proposals + 1.
-            _recordAlpha(jobId, head, ((head >> _EMITTED_AT) & 0xffff) - ((head >> _CYCLE_AT) & 0xffff));
+            _recordAlpha(jobId, head, JobSlot.emitted(head) - JobSlot.cycle(head));
         }
     }
 
     /// @dev Feeds a stopped job's cycles into its drafter's α window (eligible jobs only); slashes on breach.
     function _recordAlpha(uint256 jobId, uint256 head, uint256 accepted) private {
-        uint256 cycles = (head >> _CYCLE_AT) & 0xffff;
-        if ((head >> _STATE_AT) & _ELIGIBLE == 0 || cycles == 0) return;
-        address drafter = address(uint160(head));
-        if (_recordCycles(drafter, cycles, accepted, (head >> _REJECTED_AT) & 0xffff)) {
+        uint256 cycles = JobSlot.cycle(head);
+        // slither-disable-next-line incorrect-equality (flags and a cycle count, not a balance)
+        if (JobSlot.state(head) & _ELIGIBLE == 0 || cycles == 0) return;
+        address drafter = JobSlot.drafter(head);
+        if (_recordCycles(drafter, cycles, accepted, JobSlot.rejected(head))) {
+            // slither-disable-next-line reentrancy-benign,reentrancy-events (the protocol's registry paying a slash in)
             uint256 taken = registry.slash(drafter, registry.stakeOf(drafter) * alphaSlashBps / 10_000);
             owed[_jobs[jobId].requester] += taken;
             emit AlphaSlashed(jobId, drafter, taken);

@@ -3,15 +3,11 @@ pragma solidity 0.8.28;
 
 import {ReentrancyGuardTransient} from "@openzeppelin/contracts/utils/ReentrancyGuardTransient.sol";
 import {IStakingRegistry} from "./interfaces/IStakingRegistry.sol";
-import {IAlphaClaims} from "./AlphaWindow.sol";
-
-/// @dev The market views the registry needs when it is wired.
-interface IChallengeWindow {
-    function challengeWindow() external view returns (uint256);
-}
+import {IAlphaWindow} from "./interfaces/IAlphaWindow.sol";
+import {IInferenceMarket} from "./interfaces/IInferenceMarket.sol";
 
 /// @title StakingRegistry
-/// @notice Stakes, roles and served model ids of the protocol's operators (PROTOCOL.md §2, §7).
+/// @notice Stakes, roles and served model ids of the protocol's operators (docs/protocol.md §2, §7).
 /// One role per address: a drafter serves one (draft model, target model) pair and claims an
 /// acceptance rate α*; a verifier serves target model ids; a referee serves the model ids it can replay.
 /// Stake leaves only through `requestUnbond` + `withdrawUnbonded` after `unbondingPeriod`, and never
@@ -57,72 +53,6 @@ contract StakingRegistry is IStakingRegistry, ReentrancyGuardTransient {
     mapping(bytes32 modelId => mapping(address referee => uint256)) private _refereeIndexPlusOne;
     mapping(address account => uint256) private _registeredBlock;
 
-    /// @notice The deployer wired the market and the dispute manager.
-    event ProtocolContractsSet(address indexed market, address indexed disputes);
-    /// @notice `account` registered as `role` with `stake` wei, serving `modelIds`.
-    event Registered(address indexed account, Role indexed role, uint256 stake, bytes32[] modelIds);
-    /// @notice Drafter `account` drafts with `draftModel` for `targetModel`.
-    event DrafterPairSet(address indexed account, bytes32 indexed draftModel, bytes32 indexed targetModel);
-    /// @notice Drafter `account` claims acceptance rate `alphaStar` (WAD).
-    event AlphaStarSet(address indexed account, uint64 alphaStar);
-    /// @notice `account` added `amount` wei; its stake is now `stake`.
-    event StakeAdded(address indexed account, uint256 amount, uint256 stake);
-    /// @notice `account` started unbonding; it can withdraw from `withdrawableAt` if no obligation is open.
-    event UnbondRequested(address indexed account, uint256 withdrawableAt);
-    /// @notice `account` withdrew `amount` wei and is no longer registered.
-    event Unbonded(address indexed account, uint256 amount);
-    /// @notice Protocol contract `by` opened an obligation on `account`, which now has `locks` open.
-    event Locked(address indexed account, address indexed by, uint256 locks);
-    /// @notice Protocol contract `by` closed an obligation on `account`, which now has `locks` open.
-    event Unlocked(address indexed account, address indexed by, uint256 locks);
-    /// @notice Protocol contract `by` took `amount` wei of `account`'s stake.
-    event Slashed(address indexed account, address indexed by, uint256 amount);
-
-    /// @dev Only the deployer may wire the protocol contracts.
-    error NotDeployer(address caller);
-    /// @dev The protocol contracts are already wired.
-    error AlreadyWired();
-    /// @dev The protocol contracts are not wired yet.
-    error NotWired();
-    /// @dev A required address was zero.
-    error ZeroAddress();
-    /// @dev The unbonding period does not outlast the challenge window (plus a dispute).
-    error UnbondingTooShort(uint256 unbondingPeriod, uint256 challengeWindow);
-    /// @dev The caller is not one of the protocol's own contracts.
-    error NotProtocol(address caller);
-    /// @dev `account` already holds a registration (one role per address).
-    error AlreadyRegistered(address account);
-    /// @dev `account` holds no registration.
-    error NotRegistered(address account);
-    /// @dev The role cannot be registered this way.
-    error InvalidRole(Role role);
-    /// @dev A verifier or referee must serve between 1 and MAX_MODELS model ids.
-    error BadModelCount(uint256 count);
-    /// @dev A model id was zero.
-    error ZeroModel();
-    /// @dev A model id appeared twice.
-    error DuplicateModel(bytes32 modelId);
-    /// @dev The stake would be below the role's minimum.
-    error StakeBelowMinimum(uint256 stake, uint256 minimum);
-    /// @dev No ETH was sent.
-    error ZeroValue();
-    /// @dev A claimed acceptance rate above WAD.
-    error AlphaAboveWad(uint256 alphaStar);
-    /// @dev The caller is not a registered drafter.
-    error NotDrafter(address account);
-    /// @dev The account is already unbonding.
-    error AlreadyUnbonding(address account);
-    /// @dev The account is not unbonding.
-    error NotUnbonding(address account);
-    /// @dev The unbonding period has not passed; it does at `withdrawableAt`.
-    error UnbondingNotElapsed(uint256 withdrawableAt);
-    /// @dev The stake is locked by `locks` open jobs or disputes.
-    error StakeLocked(uint256 locks);
-    /// @dev `unlock` without a matching `lock`.
-    error NotLocked(address account);
-    /// @dev An ETH transfer failed.
-    error TransferFailed();
-
     modifier onlyProtocol() {
         if (msg.sender == address(0) || (msg.sender != market && msg.sender != disputes)) {
             revert NotProtocol(msg.sender);
@@ -154,12 +84,13 @@ contract StakingRegistry is IStakingRegistry, ReentrancyGuardTransient {
     /// `unbondingPeriod > market.challengeWindow()`; the deployer checks the full relation
     /// (challenge window + answer + commit + reveal periods) before wiring.
     function setProtocolContracts(address market_, address disputes_) external {
-        if (msg.sender != deployer) revert NotDeployer(msg.sender);
-        if (market != address(0)) revert AlreadyWired();
-        if (market_ == address(0)) revert ZeroAddress();
-        uint256 window = IChallengeWindow(market_).challengeWindow();
+        if (msg.sender != deployer) revert RegistryNotDeployer(msg.sender);
+        if (market != address(0)) revert RegistryAlreadyWired();
+        if (market_ == address(0)) revert RegistryZeroAddress();
+        uint256 window = IInferenceMarket(market_).challengeWindow();
         if (unbondingPeriod <= window) revert UnbondingTooShort(unbondingPeriod, window);
         market = market_;
+// slither-disable-next-line missing-zero-check (zero: a deployment without disputes)
         disputes = disputes_;
         emit ProtocolContractsSet(market_, disputes_);
     }
@@ -182,12 +113,13 @@ contract StakingRegistry is IStakingRegistry, ReentrancyGuardTransient {
         emit Registered(msg.sender, Role.Drafter, msg.value, served);
         emit DrafterPairSet(msg.sender, draftModel, targetModel);
         emit AlphaStarSet(msg.sender, alphaStar);
-        IAlphaClaims(market).alphaClaimSet(msg.sender, alphaStar, true);
+        IAlphaWindow(market).alphaClaimSet(msg.sender, alphaStar, true);
     }
 
     /// @notice Registers the caller as a verifier (target model ids) or referee (model ids it can replay),
     /// staking `msg.value`.
     function register(Role role, bytes32[] calldata modelIds) external payable whenWired {
+// slither-disable-next-line uninitialized-local (set on every branch that does not revert)
         uint256 minimum;
         if (role == Role.Verifier) minimum = minVerifierStake;
         else if (role == Role.Referee) minimum = minRefereeStake;
@@ -228,7 +160,7 @@ contract StakingRegistry is IStakingRegistry, ReentrancyGuardTransient {
         if (alphaStar > WAD) revert AlphaAboveWad(alphaStar);
         account.alphaStar = alphaStar;
         emit AlphaStarSet(msg.sender, alphaStar);
-        IAlphaClaims(market).alphaClaimSet(msg.sender, alphaStar, false);
+        IAlphaWindow(market).alphaClaimSet(msg.sender, alphaStar, false);
     }
 
     /// @notice Starts unbonding the caller's whole stake: the account stops being active at once (a referee
@@ -238,6 +170,7 @@ contract StakingRegistry is IStakingRegistry, ReentrancyGuardTransient {
         if (account.role == Role.None) revert NotRegistered(msg.sender);
         if (account.unbondingSince != 0) revert AlreadyUnbonding(msg.sender);
         account.unbondingSince = uint64(block.timestamp);
+        // slither-disable-next-line incorrect-equality (an enum, not a balance)
         if (account.role == Role.Referee) {
             bytes32[] storage models = _models[msg.sender];
             uint256 count = models.length; // <= MAX_MODELS
@@ -267,8 +200,9 @@ contract StakingRegistry is IStakingRegistry, ReentrancyGuardTransient {
         delete _registeredBlock[msg.sender];
         emit Unbonded(msg.sender, amount);
         if (amount != 0) {
+            // slither-disable-next-line low-level-calls (pays out the caller's own stake, deleted first; nonReentrant)
             (bool ok,) = payable(msg.sender).call{value: amount}("");
-            if (!ok) revert TransferFailed();
+            if (!ok) revert RegistryTransferFailed();
         }
     }
 
@@ -297,8 +231,9 @@ contract StakingRegistry is IStakingRegistry, ReentrancyGuardTransient {
         if (taken == 0) return 0;
         acct.stake = uint128(stake - taken);
         emit Slashed(account, msg.sender, taken);
+        // slither-disable-next-line low-level-calls (slash proceeds to the calling protocol contract, stake cut first)
         (bool ok,) = payable(msg.sender).call{value: taken}("");
-        if (!ok) revert TransferFailed();
+        if (!ok) revert RegistryTransferFailed();
     }
 
     // ------------------------------------------------------------------ views
@@ -322,6 +257,7 @@ contract StakingRegistry is IStakingRegistry, ReentrancyGuardTransient {
 
     /// @notice True when `account` is an active drafter of `draftModel` for `targetModel`.
     function isActiveDrafter(address account, bytes32 draftModel, bytes32 targetModel) external view returns (bool) {
+        // slither-disable-next-line incorrect-equality (a model id, not a balance)
         return isActive(account, Role.Drafter, draftModel) && _accounts[account].targetModel == targetModel;
     }
 

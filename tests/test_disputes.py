@@ -506,7 +506,7 @@ def test_answer_timeout_accused_loses(world):
     job = job_view(world, world.running.job_id)
     assert job["drafterForfeited"] and job["status"] == JOB_FINISHED and job["openDisputes"] == 0
     assert dm.functions.positionState(world.running.job_id, 0, 1, DRAFT).call() == POS_PROVEN
-    expect_revert(dm, dm.functions.claimAnswerTimeout(dispute_id), world.outsider, "WrongStatus", dispute_id,
+    expect_revert(dm, dm.functions.claimAnswerTimeout(dispute_id), world.outsider, "DisputeWrongStatus", dispute_id,
                   S_RESOLVED)
     check_solvent(world)
     withdraw_exact(world, world.challenger)
@@ -675,13 +675,13 @@ def test_answer_reverts(world):
     check(world.challenger, (1, [1], [1]), "NotAccused")
     check(world.drafter, (1, [], []), "BadTopK", 0)
     check(world.drafter, (1, list(range(17)), [1] * 17), "BadTopK", 17)
-    check(world.drafter, (1, [1, 2], [1]), "LengthMismatch", 2, 1)
+    check(world.drafter, (1, [1, 2], [1]), "TopKLengthMismatch", 2, 1)
     check(world.drafter, (WAD + 1, [1], [1]), "ProbabilityAboveWad", WAD + 1)
     check(world.drafter, (1, [1, 2], [WAD, 1]), "ProbabilityAboveWad", WAD + 1)
-    expect_revert(dm, dm.functions.answer(99, 1, [1], [1]), world.drafter, "WrongStatus", 99, S_NONE)
+    expect_revert(dm, dm.functions.answer(99, 1, [1], [1]), world.drafter, "DisputeWrongStatus", 99, S_NONE)
     # the full top-16 is accepted; a second answer is not
     send(world.w3, dm.functions.answer(dispute_id, WAD, list(range(16)), [WAD // 16] * 16), world.drafter)
-    check(world.drafter, (1, [1], [1]), "WrongStatus", dispute_id, S_VOTING)
+    check(world.drafter, (1, [1], [1]), "DisputeWrongStatus", dispute_id, S_VOTING)
 
 
 def test_vote_reverts(world):
@@ -697,7 +697,7 @@ def test_vote_reverts(world):
         assert snapshot_state(world, who) == before
 
     c0 = P.vote_commitment(dispute_id, refs[0], V_CHEATED, salt_of(refs[0]))
-    check(dm.functions.commitVote(dispute_id, c0), refs[0], "WrongStatus", dispute_id, S_AWAIT)  # before the answer
+    check(dm.functions.commitVote(dispute_id, c0), refs[0], "DisputeWrongStatus", dispute_id, S_AWAIT)  # before the answer
     answer(world, dispute_id)
     for o in outsiders:  # drawn referees only (also: registered referees that were not drawn, and parties)
         check(dm.functions.commitVote(dispute_id, c0), o, "NotDrawnReferee")
@@ -721,9 +721,9 @@ def test_vote_reverts(world):
     assert world.dm.functions.ballotOf(dispute_id, refs[0]).call() == (c0, True, V_CHEATED)
     advance(world.w3, PARAMS.vote_commit_period + PARAMS.vote_reveal_period + 10)
     send(world.w3, dm.functions.resolve(dispute_id), world.outsider)
-    check(dm.functions.resolve(dispute_id), world.outsider, "WrongStatus", dispute_id, S_RESOLVED)
-    check(dm.functions.commitVote(dispute_id, c0), refs[0], "WrongStatus", dispute_id, S_RESOLVED)
-    check(dm.functions.revealVote(dispute_id, V_CHEATED, salt_of(refs[0])), refs[0], "WrongStatus", dispute_id,
+    check(dm.functions.resolve(dispute_id), world.outsider, "DisputeWrongStatus", dispute_id, S_RESOLVED)
+    check(dm.functions.commitVote(dispute_id, c0), refs[0], "DisputeWrongStatus", dispute_id, S_RESOLVED)
+    check(dm.functions.revealVote(dispute_id, V_CHEATED, salt_of(refs[0])), refs[0], "DisputeWrongStatus", dispute_id,
           S_RESOLVED)
     # refs[1] (copied, never revealed) is penalized; 1 cheated vs 1 faithful of 3 drawn: void
     assert dispute(world, dispute_id)["outcome"] == O_VOID
@@ -734,11 +734,11 @@ def test_vote_reverts(world):
 def test_resolve_reverts_before_the_vote(world):
     dm = world.dm
     dispute_id, _ = open_dispute(world, index=1, kind=DRAFT)
-    expect_revert(dm, dm.functions.resolve(dispute_id), world.outsider, "WrongStatus", dispute_id, S_AWAIT)
-    expect_revert(dm, dm.functions.resolve(77), world.outsider, "WrongStatus", 77, S_NONE)
-    expect_revert(dm, dm.functions.claimAnswerTimeout(77), world.outsider, "WrongStatus", 77, S_NONE)
+    expect_revert(dm, dm.functions.resolve(dispute_id), world.outsider, "DisputeWrongStatus", dispute_id, S_AWAIT)
+    expect_revert(dm, dm.functions.resolve(77), world.outsider, "DisputeWrongStatus", 77, S_NONE)
+    expect_revert(dm, dm.functions.claimAnswerTimeout(77), world.outsider, "DisputeWrongStatus", 77, S_NONE)
     answer(world, dispute_id)
-    expect_revert(dm, dm.functions.claimAnswerTimeout(dispute_id), world.outsider, "WrongStatus", dispute_id,
+    expect_revert(dm, dm.functions.claimAnswerTimeout(dispute_id), world.outsider, "DisputeWrongStatus", dispute_id,
                   S_VOTING)
 
 
@@ -819,8 +819,8 @@ def test_the_draw_waits_for_the_seed_block_and_is_rescheduled_once_its_hash_is_g
     assert all(locks(world, r) == 1 for r in refs)
     who = everyone(world)
     before = snapshot_state(world, who)
-    expect_revert(dm, dm.functions.drawReferees(dispute_id), world.outsider, "WrongStatus", dispute_id, S_VOTING)
-    expect_revert(dm, dm.functions.drawReferees(99), world.outsider, "WrongStatus", 99, S_NONE)
+    expect_revert(dm, dm.functions.drawReferees(dispute_id), world.outsider, "DisputeWrongStatus", dispute_id, S_VOTING)
+    expect_revert(dm, dm.functions.drawReferees(99), world.outsider, "DisputeWrongStatus", 99, S_NONE)
     assert snapshot_state(world, who) == before
 
 
@@ -901,8 +901,8 @@ def test_vote_commitment_mirror_and_constructor_checks(world, artifacts):
             factory.constructor(*params).transact({"from": world.deployer})
         assert raised.value.data == error_data(dm, name, *args)
 
-    bad(0, "0x" + "00" * 20, "ZeroAddress")
-    bad(1, "0x" + "00" * 20, "ZeroAddress")
+    bad(0, "0x" + "00" * 20, "DisputeZeroAddress")
+    bad(1, "0x" + "00" * 20, "DisputeZeroAddress")
     bad(2, 0, "InvalidParameter", "bond", 0)
     bad(3, 0, "InvalidParameter", "answerPeriod", 0)
     bad(4, 366 * 86400, "InvalidParameter", "commitPeriod", 366 * 86400)

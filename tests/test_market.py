@@ -116,13 +116,13 @@ def test_accept_job(chain, env):
 def test_accept_job_reverts(chain, env):
     a, m = env.actors, env.market.functions
     head = P.hash_chain(SEED, 32)
-    expect_revert(env, m.acceptJob(99, head), a.verifier, "WrongStatus", (99, STATUS_NONE))
+    expect_revert(env, m.acceptJob(99, head), a.verifier, "JobWrongStatus", (99, STATUS_NONE))
     job_id = submit_job(env)
     expect_revert(env, m.acceptJob(job_id, head), a.drafter, "NotJobVerifier", (a.drafter,))
     expect_revert(env, m.acceptJob(job_id, head), a.outsider, "NotJobVerifier", (a.outsider,))
     expect_revert(env, m.acceptJob(job_id, b"\0" * 32), a.verifier, "ZeroChainHead")
     transact(env.w3, m.acceptJob(job_id, head), a.verifier)
-    expect_revert(env, m.acceptJob(job_id, head), a.verifier, "WrongStatus", (job_id, STATUS_RUNNING))
+    expect_revert(env, m.acceptJob(job_id, head), a.verifier, "JobWrongStatus", (job_id, STATUS_RUNNING))
     late = submit_job(env)
     deadline = job_view(env, late)["deadline"]
     advance(env.w3, env.params.accept_timeout + 1)
@@ -150,7 +150,7 @@ def test_commit_draft_reverts(chain, env):
     a, m = env.actors, env.market.functions
     open_job = submit_job(env)
     draft = make_draft(open_job, 0, 4)
-    expect_revert(env, m.commitDraft(open_job, 0, draft.root, draft.tokens, draft.q), a.drafter, "WrongStatus",
+    expect_revert(env, m.commitDraft(open_job, 0, draft.root, draft.tokens, draft.q), a.drafter, "JobWrongStatus",
                   (open_job, STATUS_OPEN))
     runner = running_job(env)
     j = runner.job_id
@@ -164,9 +164,9 @@ def test_commit_draft_reverts(chain, env):
     reverts("NotJobDrafter", (a.verifier,), sender=a.verifier)
     reverts("NotJobDrafter", (a.outsider,), sender=a.outsider)
     reverts("WrongCycle", (0, 1), cycle=1)
-    reverts("LengthMismatch", (4, 3), tokens=d.tokens[:3])
-    reverts("LengthMismatch", (4, 5), tokens=d.tokens + [5])
-    reverts("LengthMismatch", (4, 3), q=d.q[:3])
+    reverts("GammaLengthMismatch", (4, 3), tokens=d.tokens[:3])
+    reverts("GammaLengthMismatch", (4, 5), tokens=d.tokens + [5])
+    reverts("GammaLengthMismatch", (4, 3), q=d.q[:3])
     reverts("SpecMathZeroDraftProbability", (2,), q=[d.q[0], d.q[1], 0, d.q[3]])
     reverts("SpecMathProbabilityAboveWad", (1, WAD + 1), q=[d.q[0], WAD + 1, d.q[2], d.q[3]])
     reverts("RootMismatch", (d.root, b"\x11" * 32), root=b"\x11" * 32)
@@ -248,9 +248,9 @@ def test_submit_verification_reverts(chain, env):
     reverts("NotJobVerifier", (a.drafter,), sender=a.drafter)
     reverts("NotJobVerifier", (a.outsider,), sender=a.outsider)
     reverts("WrongCycle", (0, 1), cycle=1)
-    reverts("LengthMismatch", (4, 3), tokens=d.tokens[:3])
-    reverts("LengthMismatch", (4, 3), q=d.q[:3])
-    reverts("LengthMismatch", (4, 5), pp=p + [1])
+    reverts("GammaLengthMismatch", (4, 3), tokens=d.tokens[:3])
+    reverts("GammaLengthMismatch", (4, 3), q=d.q[:3])
+    reverts("GammaLengthMismatch", (4, 5), pp=p + [1])
     reverts("SpecMathProbabilityAboveWad", (3, WAD + 1), pp=p[:3] + [WAD + 1])
     reverts("CommitmentMismatch", reveal=runner.reveal(1))  # not the preimage of the head
     reverts("CommitmentMismatch", reveal=P.hash_chain(SEED, runner.length))  # the head itself
@@ -321,7 +321,7 @@ def test_job_ends_at_max_tokens_and_settles_to_the_wei(chain, env):
     # Nothing more can be drafted.
     d = make_draft(runner.job_id, 3, 4)
     expect_revert(env, m.functions.commitDraft(runner.job_id, 3, d.root, d.tokens, d.q), a.drafter,
-                  "WrongStatus", (runner.job_id, STATUS_FINISHED))
+                  "JobWrongStatus", (runner.job_id, STATUS_FINISHED))
     expect_revert(env, m.functions.finalize(runner.job_id), a.outsider, "DeadlineNotPassed", (job["deadline"],))
     advance(w3, env.params.challenge_window + 1)
     receipt = transact(w3, m.functions.finalize(runner.job_id), a.outsider)
@@ -333,7 +333,7 @@ def test_job_ends_at_max_tokens_and_settles_to_the_wei(chain, env):
         drafter_pay, verifier_pay, refund]
     assert m.functions.jobStatus(runner.job_id).call() == STATUS_FINALIZED
     assert locks(env, a.drafter) == 0 and locks(env, a.verifier) == 0
-    expect_revert(env, m.functions.finalize(runner.job_id), a.outsider, "WrongStatus",
+    expect_revert(env, m.functions.finalize(runner.job_id), a.outsider, "JobWrongStatus",
                   (runner.job_id, STATUS_FINALIZED))
     for who, amount in ((a.drafter, drafter_pay), (a.verifier, verifier_pay), (a.requester, refund)):
         balance = w3.eth.get_balance(who)
@@ -367,10 +367,10 @@ def test_out_token_eos_ends_the_job(chain, env):
 def test_finalize_reverts(chain, env):
     a, m = env.actors, env.market.functions
     job_id = submit_job(env)
-    expect_revert(env, m.finalize(job_id), a.outsider, "WrongStatus", (job_id, STATUS_OPEN))
+    expect_revert(env, m.finalize(job_id), a.outsider, "JobWrongStatus", (job_id, STATUS_OPEN))
     runner = running_job(env)
-    expect_revert(env, m.finalize(runner.job_id), a.outsider, "WrongStatus", (runner.job_id, STATUS_RUNNING))
-    expect_revert(env, m.finalize(1234), a.outsider, "WrongStatus", (1234, STATUS_NONE))
+    expect_revert(env, m.finalize(runner.job_id), a.outsider, "JobWrongStatus", (runner.job_id, STATUS_RUNNING))
+    expect_revert(env, m.finalize(1234), a.outsider, "JobWrongStatus", (1234, STATUS_NONE))
 
 
 # ---------------------------------------------------------------- timeouts
@@ -419,7 +419,7 @@ def test_draft_timeout_after_first_cycle_slashes_drafter(chain, env):
     assert env.registry.functions.stakeOf(a.drafter).call() == stake - p.timeout_slash
     assert m.functions.owed(a.requester).call() == p.timeout_slash
     assert m.functions.jobStatus(runner.job_id).call() == STATUS_FINISHED
-    expect_revert(env, m.functions.claimTimeout(runner.job_id), a.outsider, "WrongStatus",
+    expect_revert(env, m.functions.claimTimeout(runner.job_id), a.outsider, "JobWrongStatus",
                   (runner.job_id, STATUS_FINISHED))
     advance(w3, p.challenge_window + 1)
     transact(w3, m.functions.finalize(runner.job_id), a.outsider)
@@ -450,7 +450,7 @@ def test_verify_timeout_slashes_verifier(chain, env):
 
 
 def test_claim_timeout_on_unknown_job(chain, env):
-    expect_revert(env, env.market.functions.claimTimeout(77), env.actors.outsider, "WrongStatus", (77, STATUS_NONE))
+    expect_revert(env, env.market.functions.claimTimeout(77), env.actors.outsider, "JobWrongStatus", (77, STATUS_NONE))
 
 
 # ---------------------------------------------------------------- ETH in and out
@@ -465,7 +465,7 @@ def test_market_refuses_plain_eth(chain, env):
 
 
 def test_withdraw_to_a_contract_that_refuses_eth(chain, env):
-    """Pull payments: a recipient that rejects ETH only hurts itself (TransferFailed, balance kept)."""
+    """Pull payments: a recipient that rejects ETH only hurts itself (MarketTransferFailed, balance kept)."""
     w3, a, m = env.w3, env.actors, env.market
     sink = impersonate(w3, deploy_contract(w3, "SpecMathHarness").address)  # a contract with no receive()
     req = job_request(env, maxTokens=3)
@@ -474,7 +474,7 @@ def test_withdraw_to_a_contract_that_refuses_eth(chain, env):
     advance(w3, env.params.accept_timeout + 1)
     transact(w3, m.functions.claimTimeout(job_id), a.outsider)
     assert m.functions.owed(sink).call() == escrow_for(req)
-    expect_revert(env, m.functions.withdraw(), sink, "TransferFailed")
+    expect_revert(env, m.functions.withdraw(), sink, "MarketTransferFailed")
 
 
 def test_constructor_and_wiring_parameter_checks(chain, env):
@@ -516,8 +516,8 @@ def hooked(w3):
 def test_set_dispute_manager_once_by_deployer(chain, hooked):
     m, a = hooked.market.functions, hooked.actors
     assert m.disputeManager().call() == a.spare[7]
-    expect_revert(hooked, m.setDisputeManager(a.outsider), a.outsider, "NotDeployer", (a.outsider,))
-    expect_revert(hooked, m.setDisputeManager(a.outsider), a.deployer, "AlreadyWired")
+    expect_revert(hooked, m.setDisputeManager(a.outsider), a.outsider, "MarketNotDeployer", (a.outsider,))
+    expect_revert(hooked, m.setDisputeManager(a.outsider), a.deployer, "MarketAlreadyWired")
 
 
 def test_dispute_hooks_reject_outsiders_and_bad_states(chain, hooked):
@@ -527,7 +527,7 @@ def test_dispute_hooks_reject_outsiders_and_bad_states(chain, hooked):
     expect_revert(hooked, m.disputeOpened(job_id), a.outsider, "NotDisputeManager", (a.outsider,))
     expect_revert(hooked, m.disputeClosed(job_id, a.drafter, True), a.requester, "NotDisputeManager",
                   (a.requester,))
-    expect_revert(hooked, m.disputeOpened(job_id), dm, "WrongStatus", (job_id, STATUS_OPEN))
+    expect_revert(hooked, m.disputeOpened(job_id), dm, "JobWrongStatus", (job_id, STATUS_OPEN))
     expect_revert(hooked, m.disputeClosed(job_id, a.drafter, True), dm, "NoOpenDispute", (job_id,))
 
 
@@ -549,7 +549,7 @@ def test_open_dispute_blocks_finalize_and_a_lost_dispute_forfeits(chain, hooked)
     assert (job["status"], job["drafterForfeited"], job["verifierForfeited"]) == (STATUS_FINISHED, True, False)
     d = make_draft(runner.job_id, 2, 4)
     expect_revert(hooked, m.functions.commitDraft(runner.job_id, 2, d.root, d.tokens, d.q), a.drafter,
-                  "WrongStatus", (runner.job_id, STATUS_FINISHED))
+                  "JobWrongStatus", (runner.job_id, STATUS_FINISHED))
     advance(w3, p.challenge_window + 1)
     expect_revert(hooked, m.functions.finalize(runner.job_id), a.outsider, "DisputesOpen", (1,))
     transact(w3, m.functions.disputeClosed(runner.job_id, a.verifier, False), dm)  # the verifier was faithful
@@ -558,7 +558,7 @@ def test_open_dispute_blocks_finalize_and_a_lost_dispute_forfeits(chain, hooked)
     assert m.functions.owed(a.drafter).call() == 0  # forfeited to the requester
     assert m.functions.owed(a.verifier).call() == 2 * PRICE_PASS
     assert m.functions.owed(a.requester).call() == escrow - 2 * PRICE_PASS
-    expect_revert(hooked, m.functions.disputeOpened(runner.job_id), dm, "WrongStatus",
+    expect_revert(hooked, m.functions.disputeOpened(runner.job_id), dm, "JobWrongStatus",
                   (runner.job_id, STATUS_FINALIZED))
 
 

@@ -58,8 +58,8 @@ def test_deployment_params_validate_the_unbonding_relation(chain, env):
 
 def test_set_protocol_contracts_only_once_and_only_by_deployer(chain, env):
     fn = env.registry.functions.setProtocolContracts(env.market.address, ZERO_ADDRESS)
-    expect_revert(env, fn, env.actors.outsider, "NotDeployer", (env.actors.outsider,))
-    expect_revert(env, fn, env.actors.deployer, "AlreadyWired")
+    expect_revert(env, fn, env.actors.outsider, "RegistryNotDeployer", (env.actors.outsider,))
+    expect_revert(env, fn, env.actors.deployer, "RegistryAlreadyWired")
 
 
 def test_wiring_checks_on_a_fresh_registry(chain, env):
@@ -73,7 +73,7 @@ def test_wiring_checks_on_a_fresh_registry(chain, env):
     expect_revert(fresh, registry.functions.registerDrafter(DRAFT_MODEL, TARGET_MODEL, ALPHA_STAR),
                   env.actors.drafter, "NotWired", value=ETHER, state=state)
     expect_revert(fresh, registry.functions.setProtocolContracts(ZERO_ADDRESS, ZERO_ADDRESS), deployer,
-                  "ZeroAddress", state=state)
+                  "RegistryZeroAddress", state=state)
     # The unbonding period (1000 s) does not outlast the market's challenge window (1000 s).
     expect_revert(fresh, registry.functions.setProtocolContracts(market.address, ZERO_ADDRESS), deployer,
                   "UnbondingTooShort", (1000, 1000), state=state)
@@ -243,7 +243,7 @@ def test_withdraw_unbonded_to_a_contract_that_refuses_eth(chain, env):
     transact(w3, reg.register(ROLE_REFEREE, [OTHER_MODEL]), sink, ETHER)
     transact(w3, reg.requestUnbond(), sink)
     advance(w3, env.params.unbonding_period + 1)
-    expect_revert(env, reg.withdrawUnbonded(), sink, "TransferFailed", state=lambda: registry_state(env, sink))
+    expect_revert(env, reg.withdrawUnbonded(), sink, "RegistryTransferFailed", state=lambda: registry_state(env, sink))
 
 
 def test_withdraw_unbonded_reverts_when_not_unbonding(chain, env):

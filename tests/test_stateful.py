@@ -708,7 +708,7 @@ class ProtocolMachine(RuleBasedStateMachine):
         j = self.choose(self.jobs, self.can_accept, job)
         sender = self.acct(stranger).addr if variant == "party" else j.verifier
         head = ZERO if variant == "zero" else P.hash_chain(j.reveals[0], 1)
-        err = first((j.status != OPEN, "WrongStatus"), (sender != j.verifier, "NotJobVerifier"),
+        err = first((j.status != OPEN, "JobWrongStatus"), (sender != j.verifier, "NotJobVerifier"),
                     (self.t > j.deadline, "DeadlinePassed"), (head == ZERO, "ZeroChainHead"))
         self.act(self.market.functions.acceptJob(j.id, head), sender, err)
         if not err:
@@ -725,9 +725,9 @@ class ProtocolMachine(RuleBasedStateMachine):
         q = [rnd.choice([1, WAD, rnd.randint(1, WAD)]) for _ in range(k)]
         root = keccak(b"wrong") if variant == "root" else P.draft_root(j.id, cycle, tokens, q)
         sender = j.verifier if variant == "party" else j.drafter
-        err = first((j.status != RUNNING, "WrongStatus"), (sender != j.drafter, "NotJobDrafter"),
+        err = first((j.status != RUNNING, "JobWrongStatus"), (sender != j.drafter, "NotJobDrafter"),
                     (j.phase != AWAIT_DRAFT, "WrongPhase"), (self.t > j.deadline, "DeadlinePassed"),
-                    (cycle != j.cycle, "WrongCycle"), (k != j.gamma, "LengthMismatch"),
+                    (cycle != j.cycle, "WrongCycle"), (k != j.gamma, "GammaLengthMismatch"),
                     (variant == "root", "RootMismatch"))
         self.act(self.market.functions.commitDraft(j.id, cycle, root, tokens, q), sender, err)
         if not err:
@@ -750,10 +750,10 @@ class ProtocolMachine(RuleBasedStateMachine):
         p += [WAD] if variant == "length" else []
         out_token = rnd.choice([EOS, 3, 9, 2**32 - 1])
         sender = j.drafter if variant == "party" else j.verifier
-        err = first((j.status != RUNNING, "WrongStatus"), (sender != j.verifier, "NotJobVerifier"),
+        err = first((j.status != RUNNING, "JobWrongStatus"), (sender != j.verifier, "NotJobVerifier"),
                     (j.phase != AWAIT_VERIFY, "WrongPhase"),
                     (self.t > j.deadline + PARAMS.verify_timeout, "DeadlinePassed"),
-                    (cycle != j.cycle, "WrongCycle"), (len(p) != j.gamma, "LengthMismatch"),
+                    (cycle != j.cycle, "WrongCycle"), (len(p) != j.gamma, "GammaLengthMismatch"),
                     (variant in ("reveal", "draft"), "CommitmentMismatch"))
         fn = self.market.functions.submitVerification(j.id, cycle, tokens, q, p, reveal, out_token)
         receipt = self.act(fn, sender, err)
@@ -835,7 +835,7 @@ class ProtocolMachine(RuleBasedStateMachine):
             party = j.drafter if j.cycle > 0 else None
         elif j.status == RUNNING:
             party = j.verifier
-        err = first((j.status not in (OPEN, RUNNING), "WrongStatus"),
+        err = first((j.status not in (OPEN, RUNNING), "JobWrongStatus"),
                     (self.t <= j.view_deadline(), "DeadlineNotPassed"))
         self.act(self.market.functions.claimTimeout(j.id), self.acct(caller).addr, err)
         if not err:
@@ -848,7 +848,7 @@ class ProtocolMachine(RuleBasedStateMachine):
     @action(3, when=some("jobs", "can_finalize"), job=pick, caller=actor)
     def finalize(self, job, caller):
         j = self.choose(self.jobs, self.can_finalize, job)
-        err = first((j.status != FINISHED, "WrongStatus"), (self.t <= j.deadline, "DeadlineNotPassed"),
+        err = first((j.status != FINISHED, "JobWrongStatus"), (self.t <= j.deadline, "DeadlineNotPassed"),
                     (j.open_disputes != 0, "DisputesOpen"))
         self.act(self.market.functions.finalize(j.id), self.acct(caller).addr, err)
         if not err:
@@ -909,7 +909,7 @@ class ProtocolMachine(RuleBasedStateMachine):
         sender = self.acct(stranger).addr if variant == "party" else d.accused
         top = ([], []) if variant == "topk" else ([3, 9], [WAD // 3, WAD // 4])
         claimed = WAD + 1 if variant == "prob" else WAD // 3
-        err = first((d.status != AWAITING, "WrongStatus"), (sender != d.accused, "NotAccused"),
+        err = first((d.status != AWAITING, "DisputeWrongStatus"), (sender != d.accused, "NotAccused"),
                     (self.t > d.answer_deadline, "AnswerPeriodOver"), (not top[0], "BadTopK"),
                     (claimed > WAD, "ProbabilityAboveWad"))
         self.act(self.dm.functions.answer(d.id, claimed, *top), sender, err)
@@ -922,7 +922,7 @@ class ProtocolMachine(RuleBasedStateMachine):
     @action(2, when=some("disputes", "undrawn"), dispute=pick, caller=actor)
     def draw_referees(self, dispute, caller):
         d = self.choose(self.disputes, self.undrawn, dispute)
-        err = first((d.status != AWAITING, "WrongStatus"), (d.drawn, "AlreadyDrawn"))
+        err = first((d.status != AWAITING, "DisputeWrongStatus"), (d.drawn, "AlreadyDrawn"))
         self.act(self.dm.functions.drawReferees(d.id), self.acct(caller).addr, err)
         if not err:
             self.drawn(d)
@@ -948,7 +948,7 @@ class ProtocolMachine(RuleBasedStateMachine):
     @action(2, when=some("disputes", "silent"), dispute=pick, caller=actor)
     def claim_answer_timeout(self, dispute, caller):
         d = self.choose(self.disputes, self.silent, dispute)
-        err = first((d.status != AWAITING, "WrongStatus"), (self.t <= d.answer_deadline, "AnswerPeriodNotOver"))
+        err = first((d.status != AWAITING, "DisputeWrongStatus"), (self.t <= d.answer_deadline, "AnswerPeriodNotOver"))
         self.act(self.dm.functions.claimAnswerTimeout(d.id), self.acct(caller).addr, err)
         if not err:
             d.status, d.outcome = RESOLVED, SILENT
@@ -966,7 +966,7 @@ class ProtocolMachine(RuleBasedStateMachine):
         sender = self.choose(sorted(d.panel) or [d.challenger], lambda r: r not in d.committed, referee)
         sender = self.acct(stranger).addr if variant == "outsider" else sender
         sealed = ZERO if variant == "empty" else P.vote_commitment(d.id, sender, verdict, d.salt(sender))
-        err = first((d.status != VOTING, "WrongStatus"), (sender not in d.panel, "NotDrawnReferee"),
+        err = first((d.status != VOTING, "DisputeWrongStatus"), (sender not in d.panel, "NotDrawnReferee"),
                     (self.t > d.commit_deadline, "CommitPeriodOver"), (sender in d.committed, "AlreadyCommitted"),
                     (sealed == ZERO, "EmptyCommitment"))
         self.act(self.dm.functions.commitVote(d.id, sealed), sender, err)
@@ -985,7 +985,7 @@ class ProtocolMachine(RuleBasedStateMachine):
         sealed = d.committed.get(sender, FAITHFUL)
         verdict = {"flip": 3 - sealed, "none": 0}.get(variant, sealed)
         t = self.t
-        err = first((d.status != VOTING, "WrongStatus"), (sender not in d.panel, "NotDrawnReferee"),
+        err = first((d.status != VOTING, "DisputeWrongStatus"), (sender not in d.panel, "NotDrawnReferee"),
                     (sender not in d.committed, "NotCommitted"), (sender in d.revealed, "AlreadyRevealed"),
                     (t <= d.commit_deadline and len(d.committed) < len(d.panel), "RevealPeriodNotOpen"),
                     (t > d.reveal_deadline, "RevealPeriodOver"), (verdict == 0, "InvalidVerdict"),
@@ -997,7 +997,7 @@ class ProtocolMachine(RuleBasedStateMachine):
     @action(3, when=some("disputes", "can_resolve"), dispute=pick, caller=actor)
     def resolve(self, dispute, caller):
         d = self.choose(self.disputes, self.can_resolve, dispute)
-        err = first((d.status != VOTING, "WrongStatus"), (not d.voting_over(self.t), "TooEarlyToResolve"))
+        err = first((d.status != VOTING, "DisputeWrongStatus"), (not d.voting_over(self.t), "TooEarlyToResolve"))
         self.act(self.dm.functions.resolve(d.id), self.acct(caller).addr, err)
         if not err:
             self.resolved(d)

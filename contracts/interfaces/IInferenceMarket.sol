@@ -2,7 +2,8 @@
 pragma solidity 0.8.28;
 
 /// @title IInferenceMarket
-/// @notice What the dispute manager needs from the inference market.
+/// @notice The inference market's types, events and errors, and what the dispute manager and the staking
+/// registry call on it.
 interface IInferenceMarket {
     enum JobStatus {
         None, // no such job
@@ -10,6 +11,37 @@ interface IInferenceMarket {
         Running, // cycles in progress
         Finished, // generation ended (EOS / maxTokens / a timeout); challenge window running
         Finalized // paid out; no dispute can be opened any more
+    }
+
+    /// @notice Where a running job waits.
+    enum Phase {
+        AwaitDraft, // the drafter's commitDraft for `cycle`
+        AwaitVerify // the verifier's submitVerification for `cycle`
+    }
+
+    /// @notice Why a job stopped generating.
+    enum FinishReason {
+        Completed, // EOS or maxTokens
+        AcceptTimeout, // the verifier never accepted (no slash: accepting is consent)
+        DraftTimeout, // the drafter missed a commit deadline
+        VerifyTimeout, // the verifier missed a verification deadline
+        DisputeLost // a dispute found a party cheating
+    }
+
+    /// @notice What a requester asks for in `submitJob`.
+    struct JobRequest {
+        bytes32 draftModel;
+        bytes32 targetModel;
+        address drafter;
+        address verifier;
+        uint8 gamma; // proposals per cycle K, 1..16
+        uint64 temperature; // WAD; 0 = greedy
+        uint32 topK; // 0 = off
+        uint64 topP; // WAD, 1..WAD (WAD = off)
+        uint16 maxTokens; // tokens to generate, ≥ 1
+        uint32 eosToken; // generation stops after emitting it
+        uint128 pricePerAcceptedToken; // wei to the drafter per accepted (and emitted) proposal
+        uint128 pricePerPass; // wei to the verifier per verified cycle (target pass)
     }
 
     struct JobParties {
@@ -20,6 +52,94 @@ interface IInferenceMarket {
         bytes32 targetModel;
     }
 
+    /// @notice The deployer wired the dispute manager.
+    event DisputeManagerSet(address indexed disputeManager);
+    /// @notice A job was submitted with `escrow` wei; `prompt` is the token-id input, as the node encodes it.
+    event JobSubmitted(
+        uint256 indexed jobId, address indexed requester, JobRequest request, bytes prompt, uint256 escrow
+    );
+    /// @notice The verifier accepted `jobId`, committing to hash-chain head `chainHead`.
+    event JobAccepted(uint256 indexed jobId, bytes32 chainHead);
+    /// @notice The drafter committed cycle `cycle`'s proposals and their draft probabilities (`draft`).
+    /// @dev `draft` packs each proposal i as 12 big-endian bytes: token (uint32) ‖ q (uint64).
+    event DraftCommitted(uint256 indexed jobId, uint256 cycle, bytes32 draftRoot, bytes draft);
+    /// @notice Cycle `cycle` was verified with hash-chain `reveal`: `accepted` proposals, residual/bonus
+    /// sample `outToken`, and the cycle's output tokens `output` (4 big-endian bytes each).
+    event CycleVerified(
+        uint256 indexed jobId, uint256 cycle, bytes32 reveal, uint256 accepted, uint32 outToken, bytes output
+    );
+    /// @notice `jobId` stopped generating; `slashed` wei were taken from `party` (zero address: nobody).
+    event JobFinished(uint256 indexed jobId, FinishReason reason, address party, uint256 slashed);
+    /// @notice `jobId` was settled: credited to the drafter, the verifier and (refund) the requester.
+    event JobFinalized(uint256 indexed jobId, uint256 drafterPay, uint256 verifierPay, uint256 refund);
+    /// @notice A dispute on `jobId` was opened; `open` are now open.
+    event DisputeOpened(uint256 indexed jobId, uint256 open);
+    /// @notice A dispute on `jobId` against `accused` closed; `open` remain open.
+    event DisputeClosed(uint256 indexed jobId, address indexed accused, bool accusedLost, uint256 open);
+    /// @notice The α window slashed `amount` wei of `drafter`'s stake, credited to the requester of `jobId`.
+    event AlphaSlashed(uint256 indexed jobId, address indexed drafter, uint256 amount);
+    /// @notice `account` withdrew `amount` wei.
+    event Withdrawn(address indexed account, uint256 amount);
+
+    /// @dev Only the deployer may wire the dispute manager.
+    error MarketNotDeployer(address caller);
+    /// @dev The dispute manager is already wired.
+    error MarketAlreadyWired();
+    /// @dev A required address was zero, or a period was zero.
+    error BadParams();
+    /// @dev Only the dispute manager.
+    error NotDisputeManager(address caller);
+    /// @dev ETH arrived from someone other than the registry.
+    error UnexpectedSender(address sender);
+    /// @dev γ must be in 1..16.
+    error BadGamma(uint256 gamma);
+    /// @dev maxTokens must be ≥ 1.
+    error BadMaxTokens();
+    /// @dev topP must be in 1..WAD.
+    error BadTopP(uint256 topP);
+    /// @dev requester, drafter and verifier must be three different accounts.
+    error PartiesNotDistinct();
+    /// @dev The drafter is not active for the (draft, target) model pair.
+    error DrafterNotActive(address drafter);
+    /// @dev The verifier is not active for the target model.
+    error VerifierNotActive(address verifier);
+    /// @dev msg.value does not cover maxTokens × (pricePerAcceptedToken + pricePerPass).
+    error InsufficientEscrow(uint256 sent, uint256 required);
+    /// @dev msg.value does not fit the job's uint96 escrow field.
+    error EscrowTooLarge(uint256 sent, uint256 max);
+    /// @dev The job is not in a status that allows this call.
+    error JobWrongStatus(uint256 jobId, JobStatus status);
+    /// @dev The running job waits for the other party.
+    error WrongPhase(uint256 jobId, Phase phase);
+    /// @dev The caller is not the job's drafter.
+    error NotJobDrafter(address caller);
+    /// @dev The caller is not the job's verifier.
+    error NotJobVerifier(address caller);
+    /// @dev The phase's deadline has passed.
+    error DeadlinePassed(uint256 deadline);
+    /// @dev The deadline (or challenge window) has not passed yet.
+    error DeadlineNotPassed(uint256 deadline);
+    /// @dev Not the cycle the job is at.
+    error WrongCycle(uint256 expected, uint256 got);
+    /// @dev An array's length is not γ.
+    error GammaLengthMismatch(uint256 expected, uint256 got);
+    /// @dev A proposed token does not fit in uint32.
+    error TokenOutOfRange(uint256 index, uint256 token);
+    /// @dev `root` is not the root of (tokens, q).
+    error RootMismatch(bytes32 computed, bytes32 given);
+    /// @dev (tokens, q) are not the committed draft, or keccak256(reveal) is not the previous reveal.
+    error CommitmentMismatch();
+    /// @dev The chain head must not be zero.
+    error ZeroChainHead();
+    /// @dev Disputes on the job are still open.
+    error DisputesOpen(uint256 open);
+    /// @dev `disputeClosed` without an open dispute.
+    error NoOpenDispute(uint256 jobId);
+    /// @dev Nothing to withdraw.
+    error NothingOwed();
+    /// @dev Sending ETH to a withdrawing account failed.
+    error MarketTransferFailed();
+
     /// @notice Status of `jobId`.
     function jobStatus(uint256 jobId) external view returns (JobStatus);
 
@@ -28,6 +148,10 @@ interface IInferenceMarket {
 
     /// @notice The stored record hash of `cycle` of `jobId` (see CycleRecord.hash); zero if not verified.
     function cycleRecordHash(uint256 jobId, uint32 cycle) external view returns (bytes32);
+
+    /// @notice Seconds after a job finishes during which disputes can be opened; then `finalize`.
+    /// @dev The registry checks at wiring that its unbonding period outlasts it.
+    function challengeWindow() external view returns (uint256);
 
     /// @notice Marks a dispute open on `jobId`: finalize is blocked until every open dispute is closed.
     /// @dev Only the dispute manager. Reverts unless the job is Running or Finished.

@@ -2,7 +2,8 @@
 pragma solidity 0.8.28;
 
 /// @title IStakingRegistry
-/// @notice What the protocol's other contracts (market, alpha window, disputes) need from the staking registry.
+/// @notice The staking registry's events and errors, and what the protocol's other contracts (market, α window,
+/// disputes) call on it.
 interface IStakingRegistry {
     enum Role {
         None,
@@ -10,6 +11,72 @@ interface IStakingRegistry {
         Verifier,
         Referee
     }
+
+    /// @notice The deployer wired the market and the dispute manager.
+    event ProtocolContractsSet(address indexed market, address indexed disputes);
+    /// @notice `account` registered as `role` with `stake` wei, serving `modelIds`.
+    event Registered(address indexed account, Role indexed role, uint256 stake, bytes32[] modelIds);
+    /// @notice Drafter `account` drafts with `draftModel` for `targetModel`.
+    event DrafterPairSet(address indexed account, bytes32 indexed draftModel, bytes32 indexed targetModel);
+    /// @notice Drafter `account` claims acceptance rate `alphaStar` (WAD).
+    event AlphaStarSet(address indexed account, uint64 alphaStar);
+    /// @notice `account` added `amount` wei; its stake is now `stake`.
+    event StakeAdded(address indexed account, uint256 amount, uint256 stake);
+    /// @notice `account` started unbonding; it can withdraw from `withdrawableAt` if no obligation is open.
+    event UnbondRequested(address indexed account, uint256 withdrawableAt);
+    /// @notice `account` withdrew `amount` wei and is no longer registered.
+    event Unbonded(address indexed account, uint256 amount);
+    /// @notice Protocol contract `by` opened an obligation on `account`, which now has `locks` open.
+    event Locked(address indexed account, address indexed by, uint256 locks);
+    /// @notice Protocol contract `by` closed an obligation on `account`, which now has `locks` open.
+    event Unlocked(address indexed account, address indexed by, uint256 locks);
+    /// @notice Protocol contract `by` took `amount` wei of `account`'s stake.
+    event Slashed(address indexed account, address indexed by, uint256 amount);
+
+    /// @dev Only the deployer may wire the protocol contracts.
+    error RegistryNotDeployer(address caller);
+    /// @dev The protocol contracts are already wired.
+    error RegistryAlreadyWired();
+    /// @dev The protocol contracts are not wired yet.
+    error NotWired();
+    /// @dev The market address given to `setProtocolContracts` was zero.
+    error RegistryZeroAddress();
+    /// @dev The unbonding period does not outlast the challenge window (plus a dispute).
+    error UnbondingTooShort(uint256 unbondingPeriod, uint256 challengeWindow);
+    /// @dev The caller is not one of the protocol's own contracts.
+    error NotProtocol(address caller);
+    /// @dev `account` already holds a registration (one role per address).
+    error AlreadyRegistered(address account);
+    /// @dev `account` holds no registration.
+    error NotRegistered(address account);
+    /// @dev The role cannot be registered this way.
+    error InvalidRole(Role role);
+    /// @dev A verifier or referee must serve between 1 and MAX_MODELS model ids.
+    error BadModelCount(uint256 count);
+    /// @dev A model id was zero.
+    error ZeroModel();
+    /// @dev A model id appeared twice.
+    error DuplicateModel(bytes32 modelId);
+    /// @dev The stake would be below the role's minimum.
+    error StakeBelowMinimum(uint256 stake, uint256 minimum);
+    /// @dev No ETH was sent.
+    error ZeroValue();
+    /// @dev A claimed acceptance rate above WAD.
+    error AlphaAboveWad(uint256 alphaStar);
+    /// @dev The caller is not a registered drafter.
+    error NotDrafter(address account);
+    /// @dev The account is already unbonding.
+    error AlreadyUnbonding(address account);
+    /// @dev The account is not unbonding.
+    error NotUnbonding(address account);
+    /// @dev The unbonding period has not passed; it does at `withdrawableAt`.
+    error UnbondingNotElapsed(uint256 withdrawableAt);
+    /// @dev The stake is locked by `locks` open jobs or disputes.
+    error StakeLocked(uint256 locks);
+    /// @dev `unlock` without a matching `lock`.
+    error NotLocked(address account);
+    /// @dev Sending ETH (an unbonded stake, or slash proceeds to a protocol contract) failed.
+    error RegistryTransferFailed();
 
     /// @notice True when `account` is registered as `role`, serves `modelId`, holds at least the role's
     /// minimum stake and is not unbonding.

@@ -2,12 +2,12 @@
 pragma solidity 0.8.28;
 
 /// @title SpecMath
-/// @notice The protocol math of PROTOCOL.md §3-§4: draft leaves and root, public and hash-chain
+/// @notice The protocol math of docs/protocol.md §3-§4: draft leaves and root, public and hash-chain
 /// uniforms, the hash-chain link and the on-chain accept rule. Mirrored bit for bit by
 /// `node/protocol.py`; the shared vectors in `tests/vectors/` keep the two from drifting apart.
 /// @dev All functions are `internal pure` so contracts inline them without linking.
 ///
-/// One implementation of each rule, two front doors: the conformance surface of PROTOCOL.md §3a takes
+/// One implementation of each rule, two front doors: the conformance surface of docs/protocol.md §3a takes
 /// memory arrays; the calldata variants (`draftRootCalldata`, `countAcceptedCalldata`) are what the market's
 /// hot path calls. Both doors run the same private kernels, and the vector tests replay every array vector
 /// through both:
@@ -45,7 +45,7 @@ library SpecMath {
     /// @dev `root` (or `draftRootCalldata`) was called with no leaves.
     error SpecMathEmptyTree();
 
-    // ------------------------------------------------------------------ conformance surface (PROTOCOL.md §3a)
+    // ------------------------------------------------------------------ conformance surface (docs/protocol.md §3a)
 
     /// @notice Leaf of draft proposal `index` in `cycle` of `jobId`, double-hashed (OpenZeppelin Merkle convention):
     /// keccak256(bytes.concat(keccak256(abi.encode(jobId, cycle, index, token, qWad)))).

@@ -1,0 +1,169 @@
+"""The dispute manager's pure libraries, called on chain through their harnesses.
+
+* RefereeDraw (contracts/lib/RefereeDraw.sol) against the rules of docs/disputes.md, "Referee draw".
+* DisputePayout (contracts/lib/DisputePayout.sol) against the table of docs/disputes.md, "Outcomes and money":
+  each row of the table is a test case, computed here from the row's own words; the test also checks that the
+  table still reads as encoded, so that a change to it has to come with a change here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from eth_abi import encode
+from eth_hash.auto import keccak
+
+from node.chain.contracts import deploy_contract
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "disputes.md"
+ETHER = 10**18
+SCAN_EXTRA = 8
+O_NONE, O_ACCUSED_LOST, O_CHALLENGER_LOST, O_VOID, O_SILENT = range(5)
+V_NONE, V_FAITHFUL, V_CHEATED = range(3)
+
+
+@pytest.fixture(scope="module")
+def draw(w3, artifacts):
+    return deploy_contract(w3, "RefereeDrawHarness", artifacts=artifacts).functions
+
+
+@pytest.fixture(scope="module")
+def payout(w3, artifacts):
+    return deploy_contract(w3, "DisputePayoutHarness", artifacts=artifacts).functions
+
+
+# ------------------------------------------------------------------ referee draw
+
+
+def _seed(block_hash: bytes, dispute_id: int) -> int:
+    return int.from_bytes(keccak(encode(["bytes32", "uint256"], [block_hash, dispute_id])), "big")
+
+
+def test_seed_is_the_seed_block_hash_with_the_dispute_id(draw):
+    block_hash = keccak(b"verispec.test.seed-block")
+    for dispute_id in (1, 2, 77):
+        assert draw.seed(block_hash, dispute_id).call() == _seed(block_hash, dispute_id)
+    assert draw.seed(block_hash, 1).call() != draw.seed(block_hash, 2).call()
+
+
+@pytest.mark.parametrize("panel", [1, 3, 5, 15])
+def test_scan_plan_is_a_full_scan_up_to_4r_plus_8_slots(draw, panel):
+    limit = 4 * panel + SCAN_EXTRA
+    for pool in (1, 2, limit - 1, limit, limit + 1, 10 * limit):
+        tries, full = draw.scanPlan(pool, panel).call()
+        assert (tries, full) == ((pool, True) if pool <= limit else (limit, False)), pool
+
+
+@pytest.mark.parametrize("pool, panel", [(1, 3), (5, 3), (9, 3), (20, 3), (11, 5), (28, 5)])
+def test_a_full_scan_visits_every_slot_once_from_the_seeds_start(draw, pool, panel):
+    seed = _seed(keccak(b"full"), pool)
+    slots = draw.slots(seed, pool, panel).call()
+    assert slots == [(seed % pool + j) % pool for j in range(pool)]
+    assert sorted(slots) == list(range(pool)) and slots[0] == seed % pool
+    assert [draw.scanSlot(seed, j, pool).call() for j in range(pool)] == slots
+
+
+@pytest.mark.parametrize("pool, panel", [(21, 3), (100, 3), (29, 5), (1000, 15)])
+def test_a_large_pool_is_sampled_at_4r_plus_8_hashed_slots(draw, pool, panel):
+    seed = _seed(keccak(b"sampled"), pool)
+    slots = draw.slots(seed, pool, panel).call()
+    expected = [int.from_bytes(keccak(encode(["uint256", "uint256"], [seed, j])), "big") % pool
+                for j in range(4 * panel + SCAN_EXTRA)]
+    assert slots == expected and all(0 <= s < pool for s in slots)
+    assert draw.sampledSlot(seed, 3, pool).call() == expected[3]
+
+
+def test_the_modulus_is_the_pool_at_opening_not_the_current_list(draw):
+    """Referees leaving after the opening cannot re-roll the draw: the same seed and pool size give the same
+    slots whatever the list's length has become (the manager skips slots beyond it)."""
+    seed = _seed(keccak(b"leave"), 1)
+    assert draw.slots(seed, 50, 3).call() == draw.slots(seed, 50, 3).call()
+    assert draw.slots(seed, 50, 3).call() != draw.slots(seed, 49, 3).call()
+
+
+# ------------------------------------------------------------------ payouts: the table of docs/disputes.md
+
+TABLE_ROWS = [
+    "| AccusedLost (cheated > n/2) | slashed S (taken T ≤ S) | B + 50% of (T − min(T, W)) | the other 50% "
+    "| min(T, W) + penalties |",
+    "| ChallengerLost (faithful > n/2) | B − W | – | – | W + penalties |",
+    "| Void | untouched | B back (+ penalties when nobody revealed) | – | revealers share the penalties |",
+    "| AccusedSilent (no answer) | slashed S | B + 50% of T | the other 50% | – (referees released, not punished) |",
+]
+
+
+def _row(outcome: int, B: int, W: int, T: int) -> tuple[int, int, int, int]:
+    """(challenger, requester, accused, referees' reward pool before penalties), read off the table. "50% of x"
+    is x // 2 and "the other 50%" what is left of x, so that every wei is paid."""
+    if outcome == O_ACCUSED_LOST:
+        reward = min(T, W)
+        rest = T - reward
+        return B + rest // 2, rest - rest // 2, 0, reward
+    if outcome == O_CHALLENGER_LOST:
+        return 0, 0, B - W, W
+    if outcome == O_VOID:
+        return B, 0, 0, 0
+    if outcome == O_SILENT:
+        return B + T // 2, T - T // 2, 0, 0
+    raise ValueError(outcome)
+
+
+def test_the_table_is_still_the_one_encoded_here():
+    text = DOC.read_text()
+    for row in TABLE_ROWS:
+        assert row in text, f"docs/disputes.md no longer has the row {row!r}: update _row() with it"
+    assert "Let `B = bond`, `W = refereeReward = B × 50%`" in text
+
+
+def test_referee_reward_is_half_the_bond(payout):
+    for bond in (0, 1, 3, ETHER // 10, 10**30 + 1):
+        assert payout.refereeReward(bond).call() == bond * 5_000 // 10_000
+
+
+# B = 0.1 ETH (the default bond), W = B/2; T = the default slash 0.5 ETH, a slash capped by a thin stake below
+# W, nothing left to take, and odd amounts that leave integer-division remainders.
+CASES = [(ETHER // 10, ETHER // 20, ETHER // 2), (ETHER // 10, ETHER // 20, ETHER // 50),
+         (ETHER // 10, ETHER // 20, 0), (10**17 + 1, (10**17 + 1) // 2, 10**18 + 3), (7, 3, 5)]
+
+
+@pytest.mark.parametrize("outcome", [O_ACCUSED_LOST, O_CHALLENGER_LOST, O_VOID, O_SILENT])
+@pytest.mark.parametrize("B, W, T", CASES)
+def test_split_follows_the_table(payout, outcome, B, W, T):
+    taken = T if outcome in (O_ACCUSED_LOST, O_SILENT) else 0  # only a losing accused is slashed
+    got = tuple(payout.split(outcome, B, W, taken).call())
+    assert got == _row(outcome, B, W, taken)
+    assert sum(got) == B + taken  # every wei of the bond and the slash is paid to someone
+
+
+def test_the_referees_earn_the_same_whichever_side_wins(payout):
+    """With a slash of at least W, the majority's reward is W whether the accused or the challenger loses."""
+    B, W, T = ETHER // 10, ETHER // 20, ETHER // 2
+    assert payout.split(O_ACCUSED_LOST, B, W, T).call()[3] == payout.split(O_CHALLENGER_LOST, B, W, 0).call()[3] == W
+
+
+@pytest.mark.parametrize("pool, majority", [(0, 0), (3 * 10**16, 0), (10, 3), (3 * 10**16, 2), (10**16 + 7, 5),
+                                            (5, 7)])
+def test_the_pool_goes_to_the_majority_with_the_dust_to_the_first(payout, pool, majority):
+    """Penalties join the reward in one pool, shared equally by the majority referees (on Void: those who
+    revealed), the dust to the first of them; with nobody to share it (Void, no reveal) the challenger gets it."""
+    to_challenger, share, dust = payout.splitPool(pool, majority).call()
+    if majority == 0:
+        assert (to_challenger, share, dust) == (pool, 0, 0)
+    else:
+        assert (to_challenger, share, dust) == (0, pool // majority, pool % majority)
+        assert share * majority + dust == pool
+
+
+@pytest.mark.parametrize("drawn, faithful, cheated, outcome", [
+    (3, 0, 2, O_ACCUSED_LOST), (3, 0, 3, O_ACCUSED_LOST), (3, 2, 1, O_CHALLENGER_LOST), (3, 1, 1, O_VOID),
+    (3, 0, 1, O_VOID),  # a single revealer cannot decide for a panel of 3
+    (3, 0, 0, O_VOID), (1, 0, 1, O_ACCUSED_LOST), (1, 1, 0, O_CHALLENGER_LOST), (4, 2, 2, O_VOID),
+    (4, 1, 3, O_ACCUSED_LOST), (5, 3, 2, O_CHALLENGER_LOST), (5, 2, 2, O_VOID), (2, 1, 1, O_VOID)])
+def test_a_strict_majority_of_the_drawn_panel_decides(payout, drawn, faithful, cheated, outcome):
+    assert payout.decide(drawn, faithful, cheated).call() == outcome
+
+
+def test_winning_verdicts(payout):
+    assert [payout.winningVerdict(o).call() for o in (O_ACCUSED_LOST, O_CHALLENGER_LOST, O_VOID)] == [
+        V_CHEATED, V_FAITHFUL, V_NONE]
