@@ -328,10 +328,6 @@ def truncate_emitted(tokens: Sequence[int], eos_token: int | None, remaining: in
 
 # ---------------------------------------------------------------- disputes (contracts/DisputeManager.sol, docs/disputes.md)
 
-VERDICT_ACCUSED_FAITHFUL = 1
-VERDICT_ACCUSED_CHEATED = 2
-
-
 def _address_word(address: str | bytes) -> bytes:
     raw = bytes.fromhex(address[2:] if address.startswith("0x") else address) if isinstance(address, str) else address
     if len(raw) != 20:
@@ -345,7 +341,7 @@ def vote_commitment(dispute_id: int, referee: str | bytes, verdict: int, salt: b
     Mirrors `DisputeManager.voteCommitment`; binding the dispute and the referee stops a referee from
     copying another's commitment and replaying its reveal.
     """
-    if verdict not in (VERDICT_ACCUSED_FAITHFUL, VERDICT_ACCUSED_CHEATED):
+    if verdict not in (1, 2):  # DisputeManager.Verdict (node/chain/enums.py): AccusedFaithful, AccusedCheated
         raise ValueError(f"verdict must be 1 (AccusedFaithful) or 2 (AccusedCheated), got {verdict}")
     return keccak(_word(dispute_id) + _address_word(referee) + _word(verdict) + _bytes32(salt))
 

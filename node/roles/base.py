@@ -61,12 +61,10 @@ from node.chain.client import (
 )
 from node.chain.compile import compile_contracts
 from node.chain.deployment import Deployment
+from node.chain.enums import DisputeStatus, JobStatus, Outcome, Phase, solidity_name
 from node.chain.events import ChainEvent, EventPoller, HeadWaker
 from node.roles import chaindata
 from node.roles.jobs import JobRefused, job_from_record
-from node.roles.chaindata import (
-    DISPUTE_AWAITING_ANSWER, DISPUTE_RESOLVED, PHASE_DRAFT, PHASE_VERIFY, STATUS_FINISHED, STATUS_OPEN, STATUS_RUNNING,
-)
 from node.store import DURABILITY_PROCESS, NodeStore
 
 # --------------------------------------------------------------------------- models, shared per process
@@ -294,7 +292,7 @@ class NodeBase:
             self._active.discard(int(job_id))
 
     def note_turn(self, job_id: int, phase: int | None, cycle: int = 0, deadline: int | None = None) -> None:
-        """An event just said job `job_id` is Running in `phase` (PHASE_DRAFT / PHASE_VERIFY) of `cycle`
+        """An event just said job `job_id` is Running in `phase` (Phase.AwaitDraft / Phase.AwaitVerify) of `cycle`
         (None: it may have stopped), with the phase's `deadline` (chain time) when known. The next `take_turn`
         returns it, so that the node can act on its turn without reading `getJob` first (one eth_call less on the
         critical path). Only a hint: the contract is still the judge, since a call that would revert fails gas
@@ -672,18 +670,17 @@ class NodeBase:
             self.defer_until(JOB, job_id, view["deadline"] + 1)  # until then only the other side's events matter
             return 0
         fn = self.market.functions
-        if status == STATUS_OPEN:
+        if status == JobStatus.Open:
             return self.transact(f"job:{job_id}:timeout:accept", fn.claimTimeout(job_id))
-        if status == STATUS_RUNNING:
-            waiting_for_other = (view["phase"] == PHASE_VERIFY) if self.role == "drafter" else (
-                view["phase"] == PHASE_DRAFT)
+        if status == JobStatus.Running:
+            waiting_for_other = view["phase"] != self.own_phase
             if waiting_for_other:
                 key = f"job:{job_id}:timeout:{view['cycle']}:{view['phase']}"
                 self.log.warning("job %d: the other party missed its deadline (cycle %d); claiming the timeout",
                                  job_id, view["cycle"])
                 return self.transact(key, fn.claimTimeout(job_id))
             return 0
-        if status == STATUS_FINISHED and view["openDisputes"] == 0:
+        if status == JobStatus.Finished and view["openDisputes"] == 0:
             return self.transact(f"job:{job_id}:finalize", fn.finalize(job_id))
         return 0
 
@@ -704,7 +701,7 @@ class PartyNode(NodeBase):
 
     job_role = "party"
     dispute_role = "party-dispute"
-    own_phase: int  # the job phase in which this party acts: PHASE_DRAFT (drafter) or PHASE_VERIFY (verifier)
+    own_phase: Phase  # the job phase in which this party acts: AwaitDraft (drafter) or AwaitVerify (verifier)
 
     jobs: dict[int, Any]  # job id -> the subclass's in-memory state of the job
 
@@ -787,12 +784,12 @@ class PartyNode(NodeBase):
 
     def work_dispute(self, dispute_id: int) -> int:
         d = chaindata.dispute_view(self.disputes, dispute_id)
-        if d["status"] == DISPUTE_RESOLVED:
+        if d["status"] == DisputeStatus.Resolved:
             self.store.save_job(dispute_id, self.dispute_role, "done")
             self.forget(DISPUTE, dispute_id)
-            self.log.info("dispute %d resolved: %s", dispute_id, chaindata.DISPUTE_OUTCOMES[d["outcome"]])
+            self.log.info("dispute %d resolved: %s", dispute_id, solidity_name(Outcome(d["outcome"])))
             return 0
-        if d["status"] != DISPUTE_AWAITING_ANSWER or self.chain_time() > d["answerDeadline"]:
+        if d["status"] != DisputeStatus.AwaitingAnswer or self.chain_time() > d["answerDeadline"]:
             # answered (or too late): what is left happens through events (DisputeResolved wakes it)
             self.defer_until(DISPUTE, dispute_id, max(d["revealDeadline"], d["answerDeadline"]) + 1)
             return 0

@@ -29,20 +29,6 @@ from web3 import Web3
 from node import protocol
 from node.chain import logs as chain_logs
 
-# uint32 max: a token id no tokenizer produces, the requester's "no EOS" choice
-NO_EOS = 2**32 - 1
-
-JOB_STATUS = ("None", "Open", "Running", "Finished", "Finalized")
-PHASES = ("AwaitDraft", "AwaitVerify")
-DISPUTE_KINDS = ("DraftReplay", "TargetReplay")
-DISPUTE_STATUS = ("None", "AwaitingAnswer", "Voting", "Resolved")
-DISPUTE_OUTCOMES = ("None", "AccusedLost", "ChallengerLost", "Void", "AccusedSilent")
-
-KIND_DRAFT, KIND_TARGET = 0, 1
-STATUS_NONE, STATUS_OPEN, STATUS_RUNNING, STATUS_FINISHED, STATUS_FINALIZED = range(5)
-PHASE_DRAFT, PHASE_VERIFY = 0, 1
-DISPUTE_NONE, DISPUTE_AWAITING_ANSWER, DISPUTE_VOTING, DISPUTE_RESOLVED = range(4)
-
 
 class ChainDataError(LookupError):
     """The chain does not hold what was asked for (no such job, cycle not committed/verified, ...)."""

@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from node import protocol
+from node.chain.enums import JobStatus, Phase
 from node.chain.events import ChainEvent
 from node.decoding.messages import Job
 from node.roles import behaviors, chaindata
 from node.roles.base import JOB, PartyNode, max_positions, next_token_rows, resume_draft_session
-from node.roles.chaindata import PHASE_DRAFT, STATUS_FINALIZED, STATUS_NONE, STATUS_OPEN, STATUS_RUNNING
 from node.roles.jobs import job_from_record
 
 TOP_K = 8  # top-k of each distribution kept in transcripts and posted in dispute answers (contract max: 16)
@@ -38,7 +38,7 @@ class DrafterJob:
 
 class DrafterNode(PartyNode):
     role = "drafter"
-    own_phase = PHASE_DRAFT
+    own_phase = Phase.AwaitDraft
     job_role, dispute_role = JOB_ROLE, DISPUTE_ROLE
 
     def __init__(self, w3, deployment, account, store_path, draft_model_path, target_model_path,
@@ -70,7 +70,7 @@ class DrafterNode(PartyNode):
         if int(event.args["jobId"]) in self.jobs:
             self.jobs[int(event.args["jobId"])].accepted = True
         if self.tracked(JOB, event.args["jobId"]):
-            self.note_turn(event.args["jobId"], PHASE_DRAFT, 0, self.draft_deadline(event))  # my turn: cycle 0
+            self.note_turn(event.args["jobId"], Phase.AwaitDraft, 0, self.draft_deadline(event))  # my turn: cycle 0
         self.mark_dirty(JOB, event.args["jobId"])
 
     def on_market_CycleVerified(self, event: ChainEvent) -> None:
@@ -94,7 +94,7 @@ class DrafterNode(PartyNode):
             hashes["commit"] = commit
         self.landed(f"job:{job_id}:cycle:{c}:commit", event.block_number)  # verified: my commit landed
         # my turn again (a JobFinished after this event clears it)
-        self.note_turn(job_id, PHASE_DRAFT, c + 1, self.draft_deadline(event))
+        self.note_turn(job_id, Phase.AwaitDraft, c + 1, self.draft_deadline(event))
         # the cycle's outcome is on chain: written at the next flush (a crash replays this event)
         self.later(lambda: self.store.save_cycle(job_id, JOB_ROLE, c, accepted=accepted, emitted_tokens=list(output),
                                                  tx_hashes=hashes))
@@ -122,14 +122,14 @@ class DrafterNode(PartyNode):
             return sent
         view = self.job_view(job_id)
         status = view["status"]
-        self.set_active(job_id, status in (STATUS_OPEN, STATUS_RUNNING))
-        if status == STATUS_RUNNING and view["phase"] == PHASE_DRAFT:
+        self.set_active(job_id, status in (JobStatus.Open, JobStatus.Running))
+        if status == JobStatus.Running and view["phase"] == Phase.AwaitDraft:
             if self.chain_time(max_age=1.0) > view["deadline"]:
                 return 0  # too late for this draft (the contract would refuse it); anyone may claim the timeout
             return self._draft(job_id, int(view["cycle"]))
-        if status != STATUS_RUNNING and job_id in self.jobs:
+        if status != JobStatus.Running and job_id in self.jobs:
             self.jobs[job_id].session = None  # generation is over: free the cache
-        if status in (STATUS_FINALIZED, STATUS_NONE):
+        if status in (JobStatus.Finalized, JobStatus.None_):
             return self.retire_job(job_id)
         return self.settle(job_id, view)
 

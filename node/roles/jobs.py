@@ -17,11 +17,11 @@ from typing import Any, Mapping
 from eth_hash.auto import keccak
 
 from node import protocol
+from node.chain.enums import NO_EOS
 from node.decoding.distributions import SamplingParams
 from node.decoding.messages import Job
 
 WAD = protocol.WAD
-NO_EOS = 2**32 - 1
 VERIFIER_SEED_TAG = b"verispec.verifier-seed"
 
 

@@ -28,13 +28,12 @@ from dataclasses import dataclass
 from eth_utils import to_checksum_address
 
 from node import protocol
+from node.chain.enums import DisputeKind, DisputeStatus, Outcome, Verdict, solidity_name
 from node.chain.events import ChainEvent
 from node.decoding.messages import Job
 from node.roles import chaindata
 from node.roles.base import DISPUTE, NodeBase, next_token_rows
-from node.roles.chaindata import (
-    DISPUTE_AWAITING_ANSWER, DISPUTE_RESOLVED, DISPUTE_VOTING, KIND_DRAFT, KIND_TARGET, CycleData,
-)
+from node.roles.chaindata import CycleData
 from node.roles.jobs import job_from_record
 
 DISPUTE_ROLE = "referee-dispute"
@@ -42,16 +41,16 @@ DISPUTE_ROLE = "referee-dispute"
 
 @dataclass(frozen=True)
 class Judgement:
-    verdict: int  # protocol.VERDICT_ACCUSED_FAITHFUL or VERDICT_ACCUSED_CHEATED
+    verdict: Verdict  # AccusedFaithful or AccusedCheated
     reason: str
 
     @property
     def cheated(self) -> bool:
-        return self.verdict == protocol.VERDICT_ACCUSED_CHEATED
+        return self.verdict == Verdict.AccusedCheated
 
 
 def _verdict(cheated: bool, reason: str) -> Judgement:
-    return Judgement(protocol.VERDICT_ACCUSED_CHEATED if cheated else protocol.VERDICT_ACCUSED_FAITHFUL, reason)
+    return Judgement(Verdict.AccusedCheated if cheated else Verdict.AccusedFaithful, reason)
 
 
 def _prob(row, token: int) -> int:
@@ -70,7 +69,7 @@ def judge_position(job: Job, prefix: list[int], cyc: CycleData, index: int, kind
     k, tol = cyc.gamma, tolerance_wad
     if index < k:
         context, x = list(prefix) + list(cyc.tokens[:index]), cyc.tokens[index]
-        if kind == KIND_DRAFT:
+        if kind == DisputeKind.DraftReplay:
             row = next_token_rows(draft_model, context, job.sampling)[0]
             replayed, claimed = _prob(row, x), cyc.q[index]
             if abs(replayed - claimed) > tol:
@@ -86,7 +85,7 @@ def judge_position(job: Job, prefix: list[int], cyc: CycleData, index: int, kind
         if abs(replayed - claimed) > tol:
             return _verdict(True, f"p_{index} = {claimed} but the target model gives {replayed}")
         return _verdict(False, f"p_{index} replays within {tol}")
-    if index != k or kind != KIND_TARGET:
+    if index != k or kind != DisputeKind.TargetReplay:
         raise ValueError(f"index {index} of a {k}-proposal cycle cannot be disputed as kind {kind}")
     n = cyc.accepted
     context = list(prefix) + list(cyc.tokens[:n])
@@ -154,19 +153,19 @@ class RefereeNode(NodeBase):
         d = chaindata.dispute_view(self.disputes, dispute_id)
         fn = self.disputes.functions
         now = self.chain_time()
-        if d["status"] == DISPUTE_RESOLVED:
+        if d["status"] == DisputeStatus.Resolved:
             self.store.save_job(dispute_id, DISPUTE_ROLE, "done")
             self.forget(DISPUTE, dispute_id)
             self._panel.pop(dispute_id, None)
             self._resolvable_since.pop(dispute_id, None)
-            self.log.info("dispute %d resolved: %s", dispute_id, chaindata.DISPUTE_OUTCOMES[d["outcome"]])
+            self.log.info("dispute %d resolved: %s", dispute_id, solidity_name(Outcome(d["outcome"])))
             return 0
-        if d["status"] == DISPUTE_AWAITING_ANSWER:
+        if d["status"] == DisputeStatus.AwaitingAnswer:
             if now > d["answerDeadline"]:
                 return self.transact(f"dispute:{dispute_id}:answer-timeout", fn.claimAnswerTimeout(dispute_id))
             self.defer_until(DISPUTE, dispute_id, d["answerDeadline"] + 1)  # `Answered` wakes it earlier
             return 0
-        if d["status"] != DISPUTE_VOTING:
+        if d["status"] != DisputeStatus.Voting:
             return 0
         did = 0
         ballot = chaindata.ballot_view(self.disputes, dispute_id, self.address)
@@ -223,8 +222,8 @@ class RefereeNode(NodeBase):
         node cannot judge it (it does not hold the job's models)."""
         job_id, c, index, kind = int(d["jobId"]), int(d["cycle"]), int(d["index"]), int(d["kind"])
         record = chaindata.job_request(self.market, job_id, from_block=self.start_block)
-        needs_draft = kind == KIND_DRAFT or index == record.gamma
-        if (kind == KIND_TARGET and record.target_model != self.target_id) or (
+        needs_draft = kind == DisputeKind.DraftReplay or index == record.gamma
+        if (kind == DisputeKind.TargetReplay and record.target_model != self.target_id) or (
                 needs_draft and record.draft_model != self.draft_id):
             self.log.error("dispute on job %d: its models are not the ones I hold; cannot judge", job_id)
             return None
@@ -236,7 +235,7 @@ class RefereeNode(NodeBase):
                                    draft_model=self.draft_model, target_model=self.target_model)
         self.judgements[dispute_id] = judgement
         self.log.info("dispute %d, job %d cycle %d index %d (%s): %s — %s", dispute_id, job_id, c, index,
-                      chaindata.DISPUTE_KINDS[kind], "CHEATED" if judgement.cheated else "faithful", judgement.reason)
+                      DisputeKind(kind).name, "CHEATED" if judgement.cheated else "faithful", judgement.reason)
         return judgement
 
 

@@ -31,25 +31,16 @@ from node.roles import chaindata
 from node.chain.client import RevertDecoder, TransactionRejected, TransactionReverted, TxSender
 from node.chain.compile import compile_contracts
 from node.chain.deployment import Deployment
+from node.chain.enums import (
+    NO_EOS, DisputeKind, DisputeStatus, FinishReason, JobStatus, Outcome, Phase, Role, Verdict, solidity_name,
+)
 from node.store import NodeStore
 
 WAD = protocol.WAD
 ETHER = 10**18
 GWEI = 10**9
 UINT96_MAX = 2**96 - 1
-NO_EOS = chaindata.NO_EOS  # uint32 max: no tokenizer produces it, so the job runs to maxTokens
 MAX_GAMMA = 16
-
-ROLES = {"drafter": 1, "verifier": 2, "referee": 3}
-ROLE_NAMES = {0: "none", 1: "drafter", 2: "verifier", 3: "referee"}
-JOB_STATUS = ("None", "Open", "Running", "Finished", "Finalized")
-PHASES = ("AwaitDraft", "AwaitVerify")
-FINISH_REASONS = ("Completed", "AcceptTimeout", "DraftTimeout", "VerifyTimeout", "DisputeLost")
-DISPUTE_KINDS = {"draft": 0, "target": 1}
-DISPUTE_KIND_NAMES = {0: "draft", 1: "target"}
-DISPUTE_STATUS = ("None", "AwaitingAnswer", "Voting", "Resolved")
-OUTCOMES = ("None", "AccusedLost", "ChallengerLost", "Void", "AccusedSilent")
-VERDICTS = ("None", "AccusedFaithful", "AccusedCheated")
 
 _JOB_EVENTS = ("JobSubmitted", "JobAccepted", "DraftCommitted", "CycleVerified", "JobFinished", "JobFinalized",
                "DisputeOpened", "DisputeClosed", "AlphaSlashed")
@@ -119,7 +110,7 @@ def explain_revert(exc: TransactionReverted, now: int | None = None) -> str:
     if name is None:
         return f"the transaction reverted ({'no revert data' if not exc.data else '0x' + exc.data[:4].hex()})"
     status = args.get("status")
-    status_name = JOB_STATUS[status] if isinstance(status, int) and 0 <= status < len(JOB_STATUS) else status
+    status_name = _name_of(JobStatus, status)
     hints = {
         "JobNotDisputable": lambda: f"job {args.get('jobId')} is {status_name}: disputes can be opened only while "
                                     "a job is Running or Finished (before finalize)",
@@ -169,6 +160,41 @@ def explain_revert(exc: TransactionReverted, now: int | None = None) -> str:
         text = ""
     shown = f"{name}({_fmt_args(args)})"
     return f"the contract refused: {shown}" + (f" — {text}" if text else "")
+
+
+def _name_of(enum, value):
+    """The Solidity name of `value` in `enum` (e.g. JobStatus 2 -> "Running"), or `value` itself when it is none."""
+    try:
+        return solidity_name(enum(value))
+    except ValueError:
+        return value
+
+
+def _label_of(enum, value) -> str:
+    """The label of `value` in `enum` (e.g. Role 1 -> "drafter"), or `value` as text when it is none."""
+    try:
+        return enum(value).label
+    except ValueError:
+        return str(value)
+
+
+def _staked_role(role: Role | str) -> Role:
+    """A role an account can register as, from the Role or its label; a RequesterError for any other."""
+    if isinstance(role, Role) and role in Role.staked():
+        return role
+    if isinstance(role, str) and role in [r.label for r in Role.staked()]:
+        return Role.from_label(role)
+    raise RequesterError(f"unknown role {role!r}: use drafter, verifier or referee")
+
+
+def _dispute_kind(kind: DisputeKind | str) -> DisputeKind:
+    """A DisputeKind from itself or its label ("draft", "target"); a RequesterError for anything else."""
+    if isinstance(kind, DisputeKind):
+        return kind
+    try:
+        return DisputeKind.from_label(kind)
+    except (ValueError, AttributeError):
+        raise RequesterError(f"--kind must be draft or target, got {kind!r}") from None
 
 
 def _in(deadline: int, now: int | None) -> str:
@@ -479,24 +505,23 @@ class Requester:
         address = address or self.address
         state = self.registry.functions.accountOf(address).call()
         stake, role, locks, unbonding_since, alpha_star, target = state
-        return {"stake": stake, "role": ROLE_NAMES.get(role, str(role)), "locks": locks,
+        return {"stake": stake, "role": _label_of(Role, role), "locks": locks,
                 "unbonding_since": unbonding_since, "alpha_star": alpha_star, "target_model": target}
 
-    def register(self, role: str, model_paths: list[Path], stake_wei: int, alpha: float | None = None,
+    def register(self, role: Role | str, model_paths: list[Path], stake_wei: int, alpha: float | None = None,
                  target_model_path: Path | None = None) -> Registration:
-        if role not in ROLES:
-            raise RequesterError(f"unknown role {role!r}: use drafter, verifier or referee")
+        role = _staked_role(role)
         if not model_paths:
             raise RequesterError("give the model to serve: --model PATH")
         current = self.account_state()
         if current["role"] != "none":
             raise RequesterError(f"{self.address} is already registered as a {current['role']} "
                                  f"(one role per address: `verispec unbond`, then `withdraw`, then register again)")
-        minimum = self.registry.functions.minStake(ROLES[role]).call()
+        minimum = self.registry.functions.minStake(role).call()
         if stake_wei < minimum or stake_wei == 0:
-            raise RequesterError(f"a {role} must stake at least {format_eth(minimum)}; "
+            raise RequesterError(f"a {role.label} must stake at least {format_eth(minimum)}; "
                                  f"--stake gave {format_eth(stake_wei)}")
-        if role == "drafter":
+        if role == Role.Drafter:
             if len(model_paths) != 1:
                 raise RequesterError("a drafter serves exactly one draft model: give one --model")
             if target_model_path is None:
@@ -519,8 +544,8 @@ class Requester:
             ids = list(dict.fromkeys(info.model_id for info in infos))
             if len(ids) > 8:
                 raise RequesterError("at most 8 models per verifier or referee")
-            tx, _ = self._send("register", self.registry.functions.register(ROLES[role], ids), value=stake_wei)
-        return Registration(self.address, role, stake_wei, ["0x" + i.hex() for i in ids], alpha, tx)
+            tx, _ = self._send("register", self.registry.functions.register(role, ids), value=stake_wei)
+        return Registration(self.address, role.label, stake_wei, ["0x" + i.hex() for i in ids], alpha, tx)
 
     def unbond(self) -> UnbondResult:
         """requestUnbond; when already unbonding and due (and no locks), withdrawUnbonded."""
@@ -582,8 +607,8 @@ class Requester:
 
     def active_verifiers(self, target_id: bytes) -> list[str]:
         seen = dict.fromkeys(to_checksum_address(log["args"]["account"])
-                             for log in self._registry_logs("Registered", role=ROLES["verifier"]))
-        return self._rank([a for a in seen if self.registry.functions.isActive(a, ROLES["verifier"], target_id).call()])
+                             for log in self._registry_logs("Registered", role=Role.Verifier))
+        return self._rank([a for a in seen if self.registry.functions.isActive(a, Role.Verifier, target_id).call()])
 
     def _rank(self, accounts: list[str]) -> list[str]:
         """Highest stake first; registration order among equals."""
@@ -630,7 +655,7 @@ class Requester:
                              f"draft model 0x{draft.model_id.hex()[:16]}… "
                              f"for target 0x{target.model_id.hex()[:16]}…")
         verifier = self._pick("verifier", verifier, self.active_verifiers(target.model_id),
-                              lambda a: self.registry.functions.isActive(a, ROLES["verifier"], target.model_id).call(),
+                              lambda a: self.registry.functions.isActive(a, Role.Verifier, target.model_id).call(),
                               f"target model 0x{target.model_id.hex()[:16]}…")
         if len({drafter, verifier, self.address}) != 3:
             raise RequesterError("requester, drafter and verifier must be three different accounts "
@@ -677,7 +702,7 @@ class Requester:
     def job_view(self, job_id: int) -> dict:
         """The market's `getJob` view of `job_id`; a RequesterError when the deployment has no such job."""
         view = chaindata.job_view(self.market, job_id)
-        if view["status"] == chaindata.STATUS_NONE:
+        if view["status"] == JobStatus.None_:
             count = self.market.functions.jobCount().call()
             raise RequesterError(f"there is no job {job_id} (jobs on this deployment: 1..{count})"
                                  if count else f"there is no job {job_id} (no job was submitted yet)")
@@ -745,7 +770,7 @@ class Requester:
         if tokenizer_path is not None:
             text = self._decode(tokens, tokenizer_path, view["targetModel"])
         return JobReport(
-            job_id=job_id, status=JOB_STATUS[view["status"]], phase=PHASES[view["phase"]],
+            job_id=job_id, status=solidity_name(JobStatus(view["status"])), phase=solidity_name(Phase(view["phase"])),
             requester=view["requester"], drafter=view["drafter"], verifier=view["verifier"],
             draft_model=Web3.to_hex(view["draftModel"]), target_model=Web3.to_hex(view["targetModel"]),
             gamma=view["gamma"], max_tokens=view["maxTokens"], eos_token=view["eosToken"],
@@ -754,7 +779,7 @@ class Requester:
             escrow_wei=view["escrow"], price_token_wei=view["pricePerAcceptedToken"],
             price_pass_wei=view["pricePerPass"], cycles=cycles, tokens=tokens, text=text, alpha=alpha_of(cycles),
             drafter_tokens=view["drafterTokens"],
-            finish_reason=FINISH_REASONS[finished[-1]["args"]["reason"]] if finished else None,
+            finish_reason=FinishReason(finished[-1]["args"]["reason"]).name if finished else None,
             deadline=view["deadline"], open_disputes=view["openDisputes"], payments=payments,
             finalized=bool(finalized), disputes=self.job_disputes(job_id), gas_used=gas_used, gas_fees_wei=fees,
             tx_count=len(tx_hashes),
@@ -792,7 +817,7 @@ class Requester:
                         on_cycle(CycleInfo(a["cycle"], proposals, q, a["accepted"], a["outToken"], output,
                                            Web3.to_hex(a["reveal"])), list(tokens))
                 elif log["event"] == "JobFinished":
-                    return FINISH_REASONS[a["reason"]]
+                    return FinishReason(a["reason"]).name
             from_block = head + 1
             elapsed = time.monotonic() - start
             if accepted_at is None and elapsed > accept_timeout:
@@ -817,19 +842,19 @@ class Requester:
         tx, receipt = self._send("claimTimeout", self.market.functions.claimTimeout(job_id))
         (event,) = self.market.events.JobFinished().process_receipt(receipt, errors=DISCARD)
         a = event["args"]
-        return tx, {"reason": FINISH_REASONS[a["reason"]], "party": a["party"], "slashed": a["slashed"]}
+        return tx, {"reason": FinishReason(a["reason"]).name, "party": a["party"], "slashed": a["slashed"]}
 
     # --- disputes ---------------------------------------------------------------------------------
 
-    def open_dispute(self, job_id: int, cycle: int, index: int, kind: str) -> DisputeInfo:
+    def open_dispute(self, job_id: int, cycle: int, index: int, kind: DisputeKind | str) -> DisputeInfo:
+        """Open a dispute of `kind` (a DisputeKind, or its label "draft" / "target") on a position, with the bond."""
         disputes = self._require_disputes()
-        if kind not in DISPUTE_KINDS:
-            raise RequesterError(f"--kind must be draft or target, got {kind!r}")
+        kind = _dispute_kind(kind)
         self.job_view(job_id)
         record, leaf_proof = self.dispute_evidence(job_id, cycle, index)
         bond = disputes.functions.bond().call()
         tx, receipt = self._send("openDispute", disputes.functions.openDispute(
-            job_id, cycle, index, DISPUTE_KINDS[kind], record, leaf_proof), value=bond)
+            job_id, cycle, index, kind, record, leaf_proof), value=bond)
         (event,) = disputes.events.DisputeOpened().process_receipt(receipt, errors=DISCARD)
         dispute_id = event["args"]["disputeId"]
         self.draw_referees(dispute_id)
@@ -842,7 +867,7 @@ class Requester:
         resolved."""
         disputes = self._require_disputes()
         d = chaindata.dispute_view(disputes, dispute_id)
-        if d["status"] != chaindata.DISPUTE_AWAITING_ANSWER or d["drawn"]:
+        if d["status"] != DisputeStatus.AwaitingAnswer or d["drawn"]:
             return False
         # the node may hand out the opening's receipt before its block is the latest one; estimated against a
         # pending block that is still the opening block, the draw would revert DrawTooEarly
@@ -891,7 +916,7 @@ class Requester:
         votes = []
         for referee in referees:
             commitment, _drawn, verdict = disputes.functions.ballotOf(dispute_id, referee).call()
-            votes.append(VoteInfo(referee, commitment != b"\0" * 32, VERDICTS[verdict]))
+            votes.append(VoteInfo(referee, commitment != b"\0" * 32, solidity_name(Verdict(verdict))))
         answered = chain_logs.event_logs(disputes.events.Answered, start, argument_filters=by_id)
         answer = None
         if answered:
@@ -905,8 +930,9 @@ class Requester:
         a = opened["args"]
         return DisputeInfo(
             dispute_id=dispute_id, job_id=d["jobId"], cycle=d["cycle"], index=d["index"],
-            kind=DISPUTE_KIND_NAMES[d["kind"]], challenger=d["challenger"], accused=d["accused"], token=a["token"],
-            claimed_value=a["claimedValue"], status=DISPUTE_STATUS[d["status"]], outcome=OUTCOMES[d["outcome"]],
+            kind=DisputeKind(d["kind"]).label, challenger=d["challenger"], accused=d["accused"], token=a["token"],
+            claimed_value=a["claimedValue"], status=solidity_name(DisputeStatus(d["status"])),
+            outcome=solidity_name(Outcome(d["outcome"])),
             referees=referees, votes=votes, answer=answer, faithful_votes=d["faithfulVotes"],
             cheated_votes=d["cheatedVotes"],
             accused_slashed_wei=resolved[0]["args"]["accusedSlashed"] if resolved else 0, credits=credited,
@@ -1040,7 +1066,7 @@ def replay_target(requester: Requester, job_id: int, target_model_path: Path, dr
             break
         k = cycle.gamma
         for index in [*range(min(cycle.accepted + 1, k)), k]:  # p binds up to the first rejection; then outToken
-            judgement = judge_position(job, prefix, cycle, index, chaindata.KIND_TARGET, tolerance,
+            judgement = judge_position(job, prefix, cycle, index, DisputeKind.TargetReplay, tolerance,
                                        draft_model=draft, target_model=target)
             if judgement.cheated:
                 claimed = cycle.out_token if index == k else cycle.p[index]

@@ -20,14 +20,12 @@ from typing import Any
 import numpy as np
 
 from node import protocol
+from node.chain.enums import DisputeKind, JobStatus, Phase
 from node.chain.events import ChainEvent
 from node.decoding.messages import Draft, DraftFault, Job, Verification
 from node.decoding.scorer import VerifySession
 from node.roles import behaviors, chaindata
 from node.roles.base import JOB, PartyNode, max_positions, next_token_rows, resume_verify_session
-from node.roles.chaindata import (
-    PHASE_DRAFT, PHASE_VERIFY, STATUS_FINALIZED, STATUS_NONE, STATUS_OPEN, STATUS_RUNNING,
-)
 from node.roles.jobs import chain_head, job_from_record, verifier_seed
 
 TOP_K = 8
@@ -71,7 +69,7 @@ class VerifierJob:
 
 class VerifierNode(PartyNode):
     role = "verifier"
-    own_phase = PHASE_VERIFY
+    own_phase = Phase.AwaitVerify
     job_role, dispute_role = JOB_ROLE, DISPUTE_ROLE
 
     def __init__(self, w3, deployment, account, store_path, target_model_path, draft_model_path,
@@ -125,7 +123,7 @@ class VerifierNode(PartyNode):
             vj.drafts.setdefault(int(event.args["cycle"]), (tuple(tokens), tuple(q)))
         timeouts = self.timeouts() if vj is not None and vj.draft_deadline is not None else None
         deadline = vj.draft_deadline + timeouts[1] if timeouts is not None else None  # the contract's rule
-        self.note_turn(job_id, PHASE_VERIFY, int(event.args["cycle"]), deadline)  # my turn: no getJob needed
+        self.note_turn(job_id, Phase.AwaitVerify, int(event.args["cycle"]), deadline)  # my turn: no getJob needed
         self.mark_dirty(JOB, job_id)
 
     def on_market_CycleVerified(self, event: ChainEvent) -> None:
@@ -144,7 +142,7 @@ class VerifierNode(PartyNode):
                                list(output), list(assumed))
                 self._stop_speculating(vj)
                 vj.session, vj.verified_cycle = None, None
-        self.note_turn(job_id, PHASE_DRAFT, c + 1)  # the drafter's turn (a JobFinished after this event clears it)
+        self.note_turn(job_id, Phase.AwaitDraft, c + 1)  # the drafter's turn (a JobFinished after this event clears it)
         transcript = self.store.cycle(job_id, JOB_ROLE, c)
         if transcript is not None and transcript.accepted is not None and transcript.accepted != accepted:
             self.accept_mismatches.append((job_id, c, transcript.accepted, accepted))
@@ -175,7 +173,7 @@ class VerifierNode(PartyNode):
         leaves = [protocol.leaf(job_id, c, i, t, q) for i, (t, q) in enumerate(zip(transcript.proposals, transcript.q))]
         proof = (transcript.proposals[index], transcript.q[index], protocol.proof(leaves, index))
         self.log.warning("job %d cycle %d: disputing the drafter's proposal %d", job_id, c, index)
-        call = self.disputes.functions.openDispute(job_id, c, index, chaindata.KIND_DRAFT, record, proof)
+        call = self.disputes.functions.openDispute(job_id, c, index, DisputeKind.DraftReplay, record, proof)
         return self.transact(key, call, value=self.disputes.functions.bond().call())
 
     # ------------------------------------------------------------------ work
@@ -202,9 +200,9 @@ class VerifierNode(PartyNode):
             return sent
         view = self.job_view(job_id)
         status = view["status"]
-        self.set_active(job_id, status == STATUS_RUNNING or (status == STATUS_OPEN and
+        self.set_active(job_id, status == JobStatus.Running or (status == JobStatus.Open and
                                                              self.chain_time() <= view["deadline"]))
-        if status == STATUS_OPEN and self.chain_time() <= view["deadline"]:
+        if status == JobStatus.Open and self.chain_time() <= view["deadline"]:
             vj = self._job(job_id)
             head = chain_head(self.account.key, job_id, vj.job.max_new_tokens)
             sent = self.transact(f"job:{job_id}:accept", self.market.functions.acceptJob(job_id, head))
@@ -212,16 +210,16 @@ class VerifierNode(PartyNode):
                 vj.accepted = True
                 self._try_speculate(vj)
             return sent
-        if status == STATUS_RUNNING and view["phase"] == PHASE_VERIFY:
+        if status == JobStatus.Running and view["phase"] == Phase.AwaitVerify:
             if self.chain_time(max_age=1.0) > view["deadline"]:
                 return 0  # too late for this verification (the contract would refuse it)
             return self._verify(job_id, int(view["cycle"]))
-        if status != STATUS_RUNNING and job_id in self.jobs:
+        if status != JobStatus.Running and job_id in self.jobs:
             self._stop_speculating(self.jobs[job_id])
             self.jobs[job_id].session = None
-        if status in (STATUS_FINALIZED, STATUS_NONE):
+        if status in (JobStatus.Finalized, JobStatus.None_):
             return self.retire_job(job_id)
-        if status == STATUS_OPEN:  # past the accept deadline: the requester (or the drafter) cancels it
+        if status == JobStatus.Open:  # past the accept deadline: the requester (or the drafter) cancels it
             self.defer_until(JOB, job_id, self.chain_time() + 3600)
             return 0
         return self.settle(job_id, view)
