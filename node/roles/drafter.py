@@ -19,6 +19,7 @@ from node.chain.enums import JobStatus, Phase
 from node.chain.events import ChainEvent
 from node.decoding.messages import Job
 from node.roles import behaviors, chaindata
+from node.roles.behaviors import DrafterBehavior
 from node.roles.base import JOB, PartyNode, max_positions, next_token_rows, resume_draft_session
 from node.roles.jobs import job_from_record
 
@@ -42,9 +43,9 @@ class DrafterNode(PartyNode):
     job_role, dispute_role = JOB_ROLE, DISPUTE_ROLE
 
     def __init__(self, w3, deployment, account, store_path, draft_model_path, target_model_path,
-                 behavior: str = "honest", poll_interval: float = 0.2, device=None, *,
+                 behavior: DrafterBehavior | str = DrafterBehavior.HONEST, poll_interval: float = 0.2, device=None, *,
                  bias_policy: behaviors.BiasPolicy | None = None, **options):
-        self.behavior = behaviors.check_behavior("drafter", behavior)
+        self.behavior = DrafterBehavior.parse(behavior)
         self.bias_policy = bias_policy or behaviors.BiasPolicy()
         self.load_models(target_model_path, draft_model_path, device, with_target=False)
         self.max_positions = max_positions(self.draft_model)

@@ -25,6 +25,7 @@ from node.chain.events import ChainEvent
 from node.decoding.messages import Draft, DraftFault, Job, Verification
 from node.decoding.scorer import VerifySession
 from node.roles import behaviors, chaindata
+from node.roles.behaviors import DrafterBehavior, VerifierBehavior
 from node.roles.base import JOB, PartyNode, max_positions, next_token_rows, resume_verify_session
 from node.roles.jobs import chain_head, job_from_record, verifier_seed
 
@@ -73,14 +74,14 @@ class VerifierNode(PartyNode):
     job_role, dispute_role = JOB_ROLE, DISPUTE_ROLE
 
     def __init__(self, w3, deployment, account, store_path, target_model_path, draft_model_path,
-                 behavior: str = "honest", poll_interval: float = 0.2, device=None, *,
-                 retaliation: behaviors.RetaliationPolicy | None = None, dispute_faults: bool = False,
+                 behavior: VerifierBehavior | str = VerifierBehavior.HONEST, poll_interval: float = 0.2, device=None,
+                 *, retaliation: behaviors.RetaliationPolicy | None = None, dispute_faults: bool = False,
                  speculate: bool = True, **options):
-        self.behavior = behaviors.check_behavior("verifier", behavior)
+        self.behavior = VerifierBehavior.parse(behavior)
         self.retaliation = retaliation or behaviors.RetaliationPolicy()
         self.dispute_faults = dispute_faults  # open a DraftReplay dispute (bond) on a binding draft fault
         # verify ahead, while the drafter drafts, the draft an honest drafter will commit (`background`)
-        self.speculate = bool(speculate) and self.behavior == "honest"
+        self.speculate = bool(speculate) and self.behavior is VerifierBehavior.HONEST
         self.speculation = {"hits": 0, "misses": 0}
         self.load_models(target_model_path, draft_model_path, device)
         from node.decoding.loading import vocab_size
@@ -351,7 +352,7 @@ class VerifierNode(PartyNode):
             if c > PREDICTOR_CATCH_UP:
                 vj.speculate = False  # (e.g. after a restart) replaying that far is not worth it
                 return None
-            p = vj.predictor = behaviors.draft_session("honest", self.draft_model, vj.job)
+            p = vj.predictor = behaviors.draft_session(DrafterBehavior.HONEST, self.draft_model, vj.job)
             vj.predicted_cycle = None
         while p.cycle < c:
             k = p.cycle
