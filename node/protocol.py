@@ -8,7 +8,7 @@ implementations together.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 import numpy as np
 
@@ -265,6 +265,36 @@ def sample_window(sample, u: int, tolerance_wad: int) -> tuple[int, int]:
     if tolerance_wad < 0:
         raise ValueError(f"tolerance must be >= 0, got {tolerance_wad}")
     return sample(max(u - tolerance_wad, 0)), sample(min(u + tolerance_wad, WAD - 1))
+
+
+class ProposalCheck(NamedTuple):
+    """A committed proposal (token x_i, claimed q_i) against a replay of the draft model at its position."""
+
+    replayed_q: int  # the replayed probability of x_i (0 for an id outside the vocabulary: a draft may commit any)
+    q_faithful: bool  # |replayed_q - q_i| <= tolerance
+    token_faithful: bool  # x_i lies in sample_window(invcdf(replayed row, .), draft uniform, tolerance)
+
+    @property
+    def faithful(self) -> bool:
+        return self.q_faithful and self.token_faithful
+
+
+def check_proposal(row: Sequence[int], token: int, q: int, u: int, tolerance_wad: int) -> ProposalCheck:
+    """The DraftReplay rule for one proposal (docs/protocol.md §6): with `row` the replayed WAD distribution at the
+    position and `u` its public draft uniform, q_i is faithful when within `tolerance_wad` of row[x_i], and x_i when
+    a uniform within `tolerance_wad` of u draws it (`sample_window`). The verifier's draft check, the referees'
+    vote and the watchdog's audit all decide by this one function, so an audit flags exactly what a dispute proves."""
+    replayed = int(row[token]) if 0 <= token < len(row) else 0
+    low, high = sample_window(lambda w: invcdf(row, w), u, tolerance_wad)
+    return ProposalCheck(replayed, abs(replayed - q) <= tolerance_wad, low <= token <= high)
+
+
+def binds(index: int, accepted: int, gamma: int) -> bool:
+    """Whether position `index` of a cycle of `gamma` proposals that accepted `accepted` decides anything, so that a
+    dispute on it can be opened: a proposal up to and including the first rejection (index <= accepted), and the
+    outToken (index == gamma). p and q after the first rejection bind nothing (docs/protocol.md §4 step 2, and
+    "Project decisions": Disputes)."""
+    return index <= accepted or index == gamma
 
 
 def emitted_token(p_next: Sequence[int], q_next: Sequence[int] | None, u: int) -> int:

@@ -119,16 +119,13 @@ class VerifySession:
         self._last = None
 
     def _draft_faults(self, draft: Draft, q_rows: np.ndarray) -> tuple[DraftFault, ...]:
-        """Every q_i and x_i that the replay contradicts beyond the tolerance."""
+        """Every q_i and x_i that the replay contradicts beyond the tolerance (`protocol.check_proposal`)."""
         faults = []
-        tol = self.tolerance_wad
         for i, (x, q) in enumerate(zip(draft.tokens, draft.q)):
-            replayed_q = int(q_rows[i, x])
-            if abs(replayed_q - q) > tol:
-                faults.append(DraftFault(i, "q", q, replayed_q))
-            # x is faithful when some uniform within tol of the public one draws it from the replayed q
             u = protocol.draft_uniform(draft.job_id, draft.cycle, i)
-            lowest, highest = protocol.sample_window(lambda w: protocol.invcdf(q_rows[i], w), u, tol)
-            if not lowest <= x <= highest:
+            check = protocol.check_proposal(q_rows[i], x, q, u, self.tolerance_wad)
+            if not check.q_faithful:
+                faults.append(DraftFault(i, "q", q, check.replayed_q))
+            if not check.token_faithful:
                 faults.append(DraftFault(i, "x", x, protocol.invcdf(q_rows[i], u)))
         return tuple(faults)

@@ -71,12 +71,11 @@ def judge_position(job: Job, prefix: list[int], cyc: CycleData, index: int, kind
         context, x = list(prefix) + list(cyc.tokens[:index]), cyc.tokens[index]
         if kind == DisputeKind.DraftReplay:
             row = next_token_rows(draft_model, context, job.sampling)[0]
-            replayed, claimed = _prob(row, x), cyc.q[index]
-            if abs(replayed - claimed) > tol:
-                return _verdict(True, f"q_{index} = {claimed} but the draft model gives {replayed}")
             u = protocol.draft_uniform(job.job_id, cyc.cycle, index)
-            low, high = protocol.sample_window(lambda w: protocol.invcdf(row, w), u, tol)
-            if not low <= x <= high:
+            check = protocol.check_proposal(row, x, cyc.q[index], u, tol)
+            if not check.q_faithful:
+                return _verdict(True, f"q_{index} = {cyc.q[index]} but the draft model gives {check.replayed_q}")
+            if not check.token_faithful:
                 return _verdict(True, f"x_{index} = {x} is not the inverse-CDF sample "
                                       f"{protocol.invcdf(row, u)} of the public draft uniform")
             return _verdict(False, f"q_{index} and x_{index} replay within {tol}")

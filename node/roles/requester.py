@@ -1012,15 +1012,12 @@ def replay_draft(requester: Requester, job_id: int, draft_model_path: Path, tole
             break
         draft = session.propose(cycle.cycle)
         for i, (token, q) in enumerate(zip(cycle.tokens, cycle.q)):
-            row = draft.q_rows[i]
-            replay_q = int(row[token]) if token < len(row) else 0
             u = protocol.draft_uniform(job_id, cycle.cycle, i)
-            low, high = protocol.sample_window(lambda w: protocol.invcdf(row, w), u, tolerance)
-            token_ok = low <= token <= high  # the referees' rule, so an audit flags what a dispute would prove
-            q_ok = abs(replay_q - q) <= tolerance
-            if not (token_ok and q_ok):
-                found.append(DraftCheck(cycle.cycle, i, token, q, draft.tokens[i], replay_q,
-                                        binding=i <= cycle.accepted, reason="q" if token_ok else "token"))
+            check = protocol.check_proposal(draft.q_rows[i], token, q, u, tolerance)  # the referees' rule
+            if not check.faithful:
+                found.append(DraftCheck(cycle.cycle, i, token, q, draft.tokens[i], check.replayed_q,
+                                        binding=protocol.binds(i, cycle.accepted, cycle.gamma),
+                                        reason="q" if check.token_faithful else "token"))
                 break
             if token != draft.tokens[i]:
                 break  # within tolerance, but the contexts diverge from here on
@@ -1065,7 +1062,8 @@ def replay_target(requester: Requester, job_id: int, target_model_path: Path, dr
         if not cycle.verified:
             break
         k = cycle.gamma
-        for index in [*range(min(cycle.accepted + 1, k)), k]:  # p binds up to the first rejection; then outToken
+        # p binds up to the first rejection; the outToken always
+        for index in [i for i in range(k + 1) if protocol.binds(i, cycle.accepted, k)]:
             judgement = judge_position(job, prefix, cycle, index, DisputeKind.TargetReplay, tolerance,
                                        draft_model=draft, target_model=target)
             if judgement.cheated:

@@ -167,7 +167,8 @@ class VerifierNode(PartyNode):
         disagrees by mistake should not cost more than one bond."""
         key = f"job:{job_id}:dispute"
         index = min(f["index"] for f in transcript.top_k["faults"])
-        if index > accepted or self.disputes is None or self.in_flight(key) or self.store.sent_tx(key) is not None:
+        if not protocol.binds(index, accepted, len(transcript.proposals)) or self.disputes is None or \
+                self.in_flight(key) or self.store.sent_tx(key) is not None:
             return 0
         root = protocol.draft_root(job_id, c, transcript.proposals, transcript.q)
         record = (root, list(transcript.p), accepted, int(transcript.top_k["out_token"]))
