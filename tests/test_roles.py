@@ -27,9 +27,10 @@ from node.chain.enums import DisputeKind, DisputeStatus, FinishReason, JobStatus
 from node.chain.keys import dev_account
 from node.decoding import SpeculativeDecoder
 from node.roles import DrafterNode, RefereeNode, VerifierNode, chaindata
-from node.roles.base import DISPUTE, load_model, load_tokenizer, model_id
+from node.roles.models import load_model, load_tokenizer, model_id
 from node.roles.jobs import engine_job, prompt_tokens, verifier_seed
 from node.roles.requester import Requester, replay_target
+from node.roles.schedule import DISPUTE
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 TARGET, DRAFT = ROOT / "models" / "target", ROOT / "models" / "draft"
@@ -380,7 +381,7 @@ def test_biased_drafter_loses_the_draft_replay_dispute_its_verifier_opens(world)
     assert world.w3.eth.get_transaction(drawn["transactionHash"])["from"] == world.verifier_address
     assert world.dispute(1)["status"] == DisputeStatus.AwaitingAnswer
     drafter.work_dispute = answer_later
-    drafter.mark_dirty(DISPUTE, 1)
+    drafter.schedule.mark_dirty(DISPUTE, 1)
     # the job stops when the drafter loses
     drive([drafter, verifier, *referees], lambda: world.status(job_id) == JobStatus.Finished)
     cycles = check_cycles_on_chain(world, job_id, stopped=True)
@@ -419,13 +420,13 @@ def test_nodes_compute_in_fp32_where_the_engine_would_default_to_bf16(monkeypatc
     """Committed q and p are judged against fp32 replays; a bf16 node would be out of tolerance
     (scripts/precision_gap.py). Runs without a GPU: the device resolution is what a CUDA machine answers."""
     from node.decoding import loading
-    from node.roles.base import resolve_device
+    from node.roles.models import node_device
 
     cuda = torch.device("cuda")
     monkeypatch.setattr(loading, "resolve_device", lambda device=None: cuda)
     assert loading.default_dtype(cuda) == torch.bfloat16  # the engine's own GPU default
-    assert resolve_device("cuda") == (cuda, torch.float32)
-    assert resolve_device(None) == (cuda, torch.float32)
+    assert node_device("cuda") == (cuda, torch.float32)
+    assert node_device(None) == (cuda, torch.float32)
 
 
 def test_a_wrong_guess_of_the_verifier_is_undone_exactly(tokenizer):

@@ -216,7 +216,7 @@ def test_job_survives_kill_9_of_the_drafter_then_the_verifier(home, nodes):
     # the output decodes from chain events alone: maxTokens tokens (no EOS)
     tokens = chaindata.output_tokens(system, job_id, from_block=first_block)
     assert tokens == [t for c in cycles for t in c.output] and len(tokens) == MAX_TOKENS
-    from node.roles.base import load_tokenizer
+    from node.roles.models import load_tokenizer
 
     text = load_tokenizer(TARGET, DRAFT).decode(tokens)
     assert text.strip(), tokens

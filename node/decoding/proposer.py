@@ -19,13 +19,14 @@ import torch
 from node import protocol
 from node.decoding.distributions import quantized
 from node.decoding.kv import CachedLM
+from node.decoding.loading import max_positions
 from node.decoding.messages import Draft, Job
 
 
 class DraftSession:
     def __init__(self, draft_model, job: Job):
         self.lm = CachedLM(draft_model)
-        job.check_fits(self.lm.max_positions())
+        job.check_fits(max_positions(draft_model))
         self.job = job
         self.context = list(job.prompt)  # prompt + every token emitted so far
         self.cycle = 0

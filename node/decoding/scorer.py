@@ -23,6 +23,7 @@ from node import protocol
 from node.decoding import sampler
 from node.decoding.distributions import quantized
 from node.decoding.kv import CachedLM
+from node.decoding.loading import max_positions
 from node.decoding.messages import Draft, DraftFault, Job, Verification
 
 
@@ -41,7 +42,7 @@ class VerifySession:
                  tolerance_wad: int | None = None):
         self.target = CachedLM(target_model)
         self.replay = CachedLM(draft_model) if draft_model is not None else None  # the draft model, teacher-forced
-        job.check_fits(self.target.max_positions())
+        job.check_fits(max_positions(target_model))
         self.job = job
         self.tolerance_wad = tolerance_wad if tolerance_wad is not None else (
             default_tolerance_wad(draft_model.dtype) if draft_model is not None else 0)

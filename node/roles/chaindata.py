@@ -172,6 +172,15 @@ def _struct(value: Any, components: Sequence[dict]) -> dict[str, Any]:
     return {c["name"]: v for c, v in zip(components, value)}
 
 
+def _job_record(market, args: Mapping[str, Any], block_number: int, tx_hash: str) -> JobRecord:
+    """A JobRecord from the decoded arguments of a `JobSubmitted` log."""
+    abi = next(e for e in market.abi if e.get("type") == "event" and e["name"] == "JobSubmitted")
+    components = next(i for i in abi["inputs"] if i["name"] == "request")["components"]
+    return JobRecord(job_id=int(args["jobId"]), requester=to_checksum_address(args["requester"]),
+                     request=_struct(args["request"], components), prompt=bytes(args["prompt"]),
+                     escrow=int(args["escrow"]), block_number=block_number, tx_hash=tx_hash)
+
+
 def job_request(source, *args, from_block: int | None = None) -> JobRecord:
     """The `JobSubmitted` record of a job: request, prompt bytes, requester. `job_request(system, job_id)`."""
     market, job_id = _args(source, args, ["job_id"])
@@ -179,13 +188,13 @@ def job_request(source, *args, from_block: int | None = None) -> JobRecord:
     if not logs:
         raise ChainDataError(f"no JobSubmitted event for job {job_id} (from block {from_block or 0})")
     log = logs[0]
-    abi = next(e for e in market.abi if e.get("type") == "event" and e["name"] == "JobSubmitted")
-    components = next(i for i in abi["inputs"] if i["name"] == "request")["components"]
-    args_ = log["args"]
-    return JobRecord(job_id=int(job_id), requester=to_checksum_address(args_["requester"]),
-                     request=_struct(args_["request"], components), prompt=bytes(args_["prompt"]),
-                     escrow=int(args_["escrow"]), block_number=log["blockNumber"],
-                     tx_hash=to_hex(log["transactionHash"]))
+    return _job_record(market, log["args"], log["blockNumber"], to_hex(log["transactionHash"]))
+
+
+def job_from_event(event, market) -> JobRecord:
+    """The JobRecord of a `JobSubmitted` event the node's poller delivered (a `ChainEvent`: args, block_number,
+    tx_hash), without a log query."""
+    return _job_record(market, event.args, event.block_number, event.tx_hash)
 
 
 def verification_p(source, *args) -> tuple[int, ...]:

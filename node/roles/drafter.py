@@ -17,11 +17,14 @@ from typing import Any
 from node import protocol
 from node.chain.enums import JobStatus, Phase
 from node.chain.events import ChainEvent
+from node.decoding.loading import max_positions
 from node.decoding.messages import Job
 from node.roles import behaviors, chaindata
 from node.roles.behaviors import DrafterBehavior
-from node.roles.base import JOB, PartyNode, max_positions, next_token_rows, resume_draft_session
-from node.roles.jobs import job_from_record
+from node.roles.jobs import job_from_record, resume_draft_session
+from node.roles.models import next_token_rows
+from node.roles.party import PartyNode
+from node.roles.schedule import JOB
 
 TOP_K = 8  # top-k of each distribution kept in transcripts and posted in dispute answers (contract max: 16)
 JOB_ROLE, DISPUTE_ROLE = "drafter", "drafter-dispute"
@@ -64,19 +67,20 @@ class DrafterNode(PartyNode):
         record, job = taken
         self.store.save_job(record.job_id, JOB_ROLE, "active", {"verifier": record.verifier})
         self.jobs[record.job_id] = DrafterJob(job, record)
-        self.track(JOB, record.job_id)
+        self.schedule.track(JOB, record.job_id)
         self.log.info("job %d: assigned (γ=%d, maxTokens=%d)", record.job_id, job.gamma, job.max_new_tokens)
 
     def on_market_JobAccepted(self, event: ChainEvent) -> None:
         if int(event.args["jobId"]) in self.jobs:
             self.jobs[int(event.args["jobId"])].accepted = True
-        if self.tracked(JOB, event.args["jobId"]):
-            self.note_turn(event.args["jobId"], Phase.AwaitDraft, 0, self.draft_deadline(event))  # my turn: cycle 0
-        self.mark_dirty(JOB, event.args["jobId"])
+        if self.schedule.tracked(JOB, event.args["jobId"]):
+            # my turn: cycle 0
+            self.schedule.note_turn(event.args["jobId"], Phase.AwaitDraft, 0, self.draft_deadline(event))
+        self.schedule.mark_dirty(JOB, event.args["jobId"])
 
     def on_market_CycleVerified(self, event: ChainEvent) -> None:
         job_id, c = int(event.args["jobId"]), int(event.args["cycle"])
-        if not self.tracked(JOB, job_id):
+        if not self.schedule.tracked(JOB, job_id):
             return
         output = tuple(chaindata.unpack_output(event.args["output"]))
         accepted = int(event.args["accepted"])
@@ -90,16 +94,16 @@ class DrafterNode(PartyNode):
                 self.log.error("job %d cycle %d: the emitted tokens %s are not my accepted proposals %s",
                                job_id, c, list(output), transcript.proposals[:accepted])
         hashes = {"verify": event.tx_hash}
-        commit = self.tx_hash_of(f"job:{job_id}:cycle:{c}:commit")
+        commit = self.txs.tx_hash_of(f"job:{job_id}:cycle:{c}:commit")
         if commit is not None:
             hashes["commit"] = commit
-        self.landed(f"job:{job_id}:cycle:{c}:commit", event.block_number)  # verified: my commit landed
+        self.txs.landed(f"job:{job_id}:cycle:{c}:commit", event.block_number)  # verified: my commit landed
         # my turn again (a JobFinished after this event clears it)
-        self.note_turn(job_id, Phase.AwaitDraft, c + 1, self.draft_deadline(event))
+        self.schedule.note_turn(job_id, Phase.AwaitDraft, c + 1, self.draft_deadline(event))
         # the cycle's outcome is on chain: written at the next flush (a crash replays this event)
         self.later(lambda: self.store.save_cycle(job_id, JOB_ROLE, c, accepted=accepted, emitted_tokens=list(output),
                                                  tx_hashes=hashes))
-        self.mark_dirty(JOB, job_id)
+        self.schedule.mark_dirty(JOB, job_id)
 
     # ------------------------------------------------------------------ work
 
@@ -123,7 +127,7 @@ class DrafterNode(PartyNode):
             return sent
         view = self.job_view(job_id)
         status = view["status"]
-        self.set_active(job_id, status in (JobStatus.Open, JobStatus.Running))
+        self.schedule.set_active(job_id, status in (JobStatus.Open, JobStatus.Running))
         if status == JobStatus.Running and view["phase"] == Phase.AwaitDraft:
             if self.chain_time(max_age=1.0) > view["deadline"]:
                 return 0  # too late for this draft (the contract would refuse it); anyone may claim the timeout
@@ -140,7 +144,7 @@ class DrafterNode(PartyNode):
         the `JobAccepted` finds it ready. Only for jobs whose acceptance has not been seen yet."""
         did = 0
         for job_id, dj in list(self.jobs.items()):
-            if dj.session is None and not dj.outputs and not dj.accepted and self.tracked(JOB, job_id):
+            if dj.session is None and not dj.outputs and not dj.accepted and self.schedule.tracked(JOB, job_id):
                 did += self._decide(job_id, 0) is not None
         return did
 
@@ -167,17 +171,17 @@ class DrafterNode(PartyNode):
 
     def _draft(self, job_id: int, c: int, sure: bool = False) -> int:
         key = f"job:{job_id}:cycle:{c}:commit"
-        if self.in_flight(key):
+        if self.txs.in_flight(key):
             return 0
         decided = self._decide(job_id, c)
         if decided is None:
             return 0
         tokens, q = decided
         root = protocol.draft_root(job_id, c, tokens, q)
-        sent = self.transact(key, self.encode_call(self.market, "commitDraft", job_id, c, root, list(tokens), list(q)),
-                             sure=sure)
+        call = self.txs.encode_call(self.market, "commitDraft", job_id, c, root, list(tokens), list(q))
+        sent = self.transact(key, call, sure=sure)
         if sent:  # the hash is in the sent-transaction record already; the transcript gets it at the next flush
-            hashes = {"commit": self.tx_hash_of(key)}
+            hashes = {"commit": self.txs.tx_hash_of(key)}
             self.later(lambda: self.store.save_cycle(job_id, JOB_ROLE, c, tx_hashes=hashes))
         return sent
 

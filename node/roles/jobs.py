@@ -1,4 +1,5 @@
-"""From an on-chain job to the engine's `Job`, and the verifier-seed convention (docs/node.md).
+"""From an on-chain job to the engine's `Job` (and a session resumed at a cycle), and the verifier-seed convention
+(docs/node.md).
 
 One mapping, used by every node, the referee and the requester CLI alike, so that all parties decode
 the same prompt into the same tokens and the same sampling settings:
@@ -85,6 +86,28 @@ def engine_job(job_id: int, request: Mapping[str, Any], prompt: bytes, tokenizer
 def job_from_record(record, tokenizer, max_positions: int | None = None) -> Job:
     """`engine_job` of a `chaindata.JobRecord`."""
     return engine_job(record.job_id, record.request, record.prompt, tokenizer, max_positions)
+
+
+def resume_draft_session(session, context: list[int], cycle: int):
+    """Put a fresh DraftSession of a job at `cycle` with `context` = prompt + every token emitted so far (from
+    chain data).
+
+    Its cache is empty; the next `propose` feeds the whole context (the session feeds
+    `context[len(cache):]`), so this is exact up to the last digits of a prefill versus an
+    incremental forward. Used after a restart, or when the in-memory session fell out of step.
+    """
+    session.context = list(context)
+    session.cycle = int(cycle)
+    return session
+
+
+def resume_verify_session(session, context: list[int], cycle: int, generated: int):
+    """Put a fresh VerifySession at `cycle` (see `resume_draft_session`); `generated` = tokens emitted so far."""
+    session.context = list(context)
+    session.cycle = int(cycle)
+    session.generated = int(generated)
+    session.done = False
+    return session
 
 
 def _private_key_bytes(private_key: Any) -> bytes:

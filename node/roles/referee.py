@@ -32,9 +32,11 @@ from node.chain.enums import DisputeKind, DisputeStatus, Outcome, Verdict, solid
 from node.chain.events import ChainEvent
 from node.decoding.messages import Job
 from node.roles import chaindata
-from node.roles.base import DISPUTE, NodeBase, next_token_rows
+from node.roles.base import NodeBase
 from node.roles.chaindata import CycleData
 from node.roles.jobs import job_from_record
+from node.roles.models import next_token_rows
+from node.roles.schedule import DISPUTE
 
 DISPUTE_ROLE = "referee-dispute"
 
@@ -136,10 +138,10 @@ class RefereeNode(NodeBase):
         if self.store.job(dispute_id, DISPUTE_ROLE) is None:
             self.log.info("drawn for dispute %d", dispute_id)
             self.store.save_job(dispute_id, DISPUTE_ROLE, "drawn", {})
-        self.track(DISPUTE, dispute_id)
+        self.schedule.track(DISPUTE, dispute_id)
 
     def _touch(self, event: ChainEvent) -> None:
-        self.mark_dirty(DISPUTE, event.args["disputeId"])
+        self.schedule.mark_dirty(DISPUTE, event.args["disputeId"])
 
     on_disputes_Answered = _touch
     on_disputes_VoteCommitted = _touch
@@ -154,7 +156,7 @@ class RefereeNode(NodeBase):
         now = self.chain_time()
         if d["status"] == DisputeStatus.Resolved:
             self.store.save_job(dispute_id, DISPUTE_ROLE, "done")
-            self.forget(DISPUTE, dispute_id)
+            self.schedule.forget(DISPUTE, dispute_id)
             self._panel.pop(dispute_id, None)
             self._resolvable_since.pop(dispute_id, None)
             self.log.info("dispute %d resolved: %s", dispute_id, solidity_name(Outcome(d["outcome"])))
@@ -162,14 +164,14 @@ class RefereeNode(NodeBase):
         if d["status"] == DisputeStatus.AwaitingAnswer:
             if now > d["answerDeadline"]:
                 return self.transact(f"dispute:{dispute_id}:answer-timeout", fn.claimAnswerTimeout(dispute_id))
-            self.defer_until(DISPUTE, dispute_id, d["answerDeadline"] + 1)  # `Answered` wakes it earlier
+            self.schedule.defer_until(DISPUTE, dispute_id, d["answerDeadline"] + 1)  # `Answered` wakes it earlier
             return 0
         if d["status"] != DisputeStatus.Voting:
             return 0
         did = 0
         ballot = chaindata.ballot_view(self.disputes, dispute_id, self.address)
         if not ballot["drawn"]:
-            self.forget(DISPUTE, dispute_id)
+            self.schedule.forget(DISPUTE, dispute_id)
             return 0
         saved = self.store.job(dispute_id, DISPUTE_ROLE)
         params = dict(saved.params) if saved else {}
@@ -198,7 +200,7 @@ class RefereeNode(NodeBase):
         elif not did:
             # votes arrive as events; otherwise the next thing is a phase deadline
             upcoming = [t for t in (d["commitDeadline"], d["revealDeadline"]) if t >= now]
-            self.defer_until(DISPUTE, dispute_id, (min(upcoming) if upcoming else now) + 1)
+            self.schedule.defer_until(DISPUTE, dispute_id, (min(upcoming) if upcoming else now) + 1)
         return did
 
     def _resolve_turn(self, dispute_id: int) -> bool:

@@ -389,6 +389,7 @@ class ModelInfo:
 
 def load_model_info(path: str | Path) -> ModelInfo:
     from node.decoding import model_id  # lazy: pulls in torch
+    from node.decoding.loading import max_positions
 
     path = Path(path)
     if not path.is_dir():
@@ -397,17 +398,7 @@ def load_model_info(path: str | Path) -> ModelInfo:
         mid = model_id(path)
     except (FileNotFoundError, ValueError, OSError) as exc:
         raise RequesterError(f"{path} is not a usable model checkpoint: {exc}") from None
-    return ModelInfo(path, mid, _max_positions(path))
-
-
-def _max_positions(path: Path) -> int | None:
-    import json
-
-    try:
-        config = json.loads((path / "config.json").read_text())
-    except (OSError, ValueError):
-        return None
-    return config.get("n_positions") or config.get("max_position_embeddings")
+    return ModelInfo(path, mid, max_positions(path))
 
 
 def load_tokenizer(path: str | Path):

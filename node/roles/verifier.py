@@ -22,12 +22,15 @@ import numpy as np
 from node import protocol
 from node.chain.enums import DisputeKind, JobStatus, Phase
 from node.chain.events import ChainEvent
+from node.decoding.loading import max_positions, vocab_size
 from node.decoding.messages import Draft, DraftFault, Job, Verification
 from node.decoding.scorer import VerifySession
 from node.roles import behaviors, chaindata
 from node.roles.behaviors import DrafterBehavior, VerifierBehavior
-from node.roles.base import JOB, PartyNode, max_positions, next_token_rows, resume_verify_session
-from node.roles.jobs import chain_head, job_from_record, verifier_seed
+from node.roles.jobs import chain_head, job_from_record, resume_verify_session, verifier_seed
+from node.roles.models import next_token_rows
+from node.roles.party import PartyNode
+from node.roles.schedule import JOB
 
 TOP_K = 8
 JOB_ROLE, DISPUTE_ROLE = "verifier", "verifier-dispute"
@@ -84,8 +87,6 @@ class VerifierNode(PartyNode):
         self.speculate = bool(speculate) and self.behavior is VerifierBehavior.HONEST
         self.speculation = {"hits": 0, "misses": 0}
         self.load_models(target_model_path, draft_model_path, device)
-        from node.decoding.loading import vocab_size
-
         self.vocab_size = vocab_size(self.target_model)
         positions = [p for p in (max_positions(self.target_model), max_positions(self.draft_model)) if p]
         self.max_positions = min(positions) if positions else None
@@ -106,17 +107,17 @@ class VerifierNode(PartyNode):
         record, job = taken
         self.store.save_job(record.job_id, JOB_ROLE, "active", {"drafter": record.drafter})
         self.jobs[record.job_id] = VerifierJob(job, record, verifier_seed(self.account.key, record.job_id))
-        self.track(JOB, record.job_id)
+        self.schedule.track(JOB, record.job_id)
 
     def on_market_JobAccepted(self, event: ChainEvent) -> None:
         vj = self.jobs.get(int(event.args["jobId"]))
         if vj is not None:
             vj.accepted, vj.draft_deadline = True, self.draft_deadline(event)
-        self.mark_dirty(JOB, event.args["jobId"])
+        self.schedule.mark_dirty(JOB, event.args["jobId"])
 
     def on_market_DraftCommitted(self, event: ChainEvent) -> None:
         job_id = int(event.args["jobId"])
-        if not self.tracked(JOB, job_id):
+        if not self.schedule.tracked(JOB, job_id):
             return
         tokens, q = chaindata.unpack_draft(event.args["draft"])
         vj = self.jobs.get(job_id)
@@ -124,12 +125,13 @@ class VerifierNode(PartyNode):
             vj.drafts.setdefault(int(event.args["cycle"]), (tuple(tokens), tuple(q)))
         timeouts = self.timeouts() if vj is not None and vj.draft_deadline is not None else None
         deadline = vj.draft_deadline + timeouts[1] if timeouts is not None else None  # the contract's rule
-        self.note_turn(job_id, Phase.AwaitVerify, int(event.args["cycle"]), deadline)  # my turn: no getJob needed
-        self.mark_dirty(JOB, job_id)
+        # my turn: no getJob needed
+        self.schedule.note_turn(job_id, Phase.AwaitVerify, int(event.args["cycle"]), deadline)
+        self.schedule.mark_dirty(JOB, job_id)
 
     def on_market_CycleVerified(self, event: ChainEvent) -> None:
         job_id, c = int(event.args["jobId"]), int(event.args["cycle"])
-        if not self.tracked(JOB, job_id):
+        if not self.schedule.tracked(JOB, job_id):
             return
         output = tuple(chaindata.unpack_output(event.args["output"]))
         accepted = int(event.args["accepted"])
@@ -143,7 +145,8 @@ class VerifierNode(PartyNode):
                                list(output), list(assumed))
                 self._stop_speculating(vj)
                 vj.session, vj.verified_cycle = None, None
-        self.note_turn(job_id, Phase.AwaitDraft, c + 1)  # the drafter's turn (a JobFinished after this event clears it)
+        # the drafter's turn (a JobFinished after this event clears it)
+        self.schedule.note_turn(job_id, Phase.AwaitDraft, c + 1)
         transcript = self.store.cycle(job_id, JOB_ROLE, c)
         if transcript is not None and transcript.accepted is not None and transcript.accepted != accepted:
             self.accept_mismatches.append((job_id, c, transcript.accepted, accepted))
@@ -158,7 +161,7 @@ class VerifierNode(PartyNode):
             self.later(lambda: self.store.save_cycle(job_id, JOB_ROLE, c, tx_hashes=hashes))
         if self.dispute_faults and transcript is not None and transcript.top_k and transcript.top_k.get("faults"):
             self._dispute_fault(job_id, c, accepted, transcript)
-        self.mark_dirty(JOB, job_id)
+        self.schedule.mark_dirty(JOB, job_id)
 
     def _dispute_fault(self, job_id: int, c: int, accepted: int, transcript) -> int:
         """Open a DraftReplay dispute on the cycle's first draft fault, if it binds (index <= accepted).
@@ -168,7 +171,7 @@ class VerifierNode(PartyNode):
         key = f"job:{job_id}:dispute"
         index = min(f["index"] for f in transcript.top_k["faults"])
         if not protocol.binds(index, accepted, len(transcript.proposals)) or self.disputes is None or \
-                self.in_flight(key) or self.store.sent_tx(key) is not None:
+                self.txs.in_flight(key) or self.store.sent_tx(key) is not None:
             return 0
         root = protocol.draft_root(job_id, c, transcript.proposals, transcript.q)
         record = (root, list(transcript.p), accepted, int(transcript.top_k["out_token"]))
@@ -202,7 +205,7 @@ class VerifierNode(PartyNode):
             return sent
         view = self.job_view(job_id)
         status = view["status"]
-        self.set_active(job_id, status == JobStatus.Running or (status == JobStatus.Open and
+        self.schedule.set_active(job_id, status == JobStatus.Running or (status == JobStatus.Open and
                                                              self.chain_time() <= view["deadline"]))
         if status == JobStatus.Open and self.chain_time() <= view["deadline"]:
             vj = self._job(job_id)
@@ -222,13 +225,13 @@ class VerifierNode(PartyNode):
         if status in (JobStatus.Finalized, JobStatus.None_):
             return self.retire_job(job_id)
         if status == JobStatus.Open:  # past the accept deadline: the requester (or the drafter) cancels it
-            self.defer_until(JOB, job_id, self.chain_time() + 3600)
+            self.schedule.defer_until(JOB, job_id, self.chain_time() + 3600)
             return 0
         return self.settle(job_id, view)
 
     def _verify(self, job_id: int, c: int, sure: bool = False) -> int:
         key = f"job:{job_id}:cycle:{c}:verify"
-        if self.in_flight(key):
+        if self.txs.in_flight(key):
             return 0
         t = self.store.cycle(job_id, JOB_ROLE, c)
         if t is not None and t.p is not None and t.top_k and "out_token" in t.top_k:
@@ -271,11 +274,11 @@ class VerifierNode(PartyNode):
                 info["true_p"] = list(true_p)
             self.store.save_cycle(job_id, JOB_ROLE, c, proposals=list(tokens), q=list(q), p=p, top_k=info,
                                   reveal=reveal, accepted=v.accepted, emitted_tokens=list(v.emitted))
-        call = self.encode_call(self.market, "submitVerification", job_id, c, list(tokens), list(q), list(p), reveal,
-                                out_token)
+        call = self.txs.encode_call(self.market, "submitVerification", job_id, c, list(tokens), list(q), list(p),
+                                    reveal, out_token)
         sent = self.transact(key, call, sure=sure)
         if sent:  # the hash is in the sent-transaction record already; the transcript gets it at the next flush
-            hashes = {"verify": self.tx_hash_of(key)}
+            hashes = {"verify": self.txs.tx_hash_of(key)}
             self.later(lambda: self.store.save_cycle(job_id, JOB_ROLE, c, tx_hashes=hashes))
             if job_id in self.jobs:
                 # guess the next draft at once: the drafter needs its notice and a draft (γ forwards) before it
