@@ -20,15 +20,15 @@ from eth_hash.auto import keccak
 
 from node import protocol
 from node.chain.anvil import running_anvil
-from node.chain.client import connect
 from node.chain.deploy import DEFAULT_PARAMS, deploy_system
 from node.chain.deployment import Deployment
 from node.chain.enums import DisputeKind, DisputeStatus, FinishReason, JobStatus, Outcome, Role, Verdict
 from node.chain.keys import dev_account
+from node.chain.rpc import connect
 from node.decoding import SpeculativeDecoder
 from node.roles import DrafterNode, RefereeNode, VerifierNode, chaindata
-from node.roles.models import load_model, load_tokenizer, model_id
 from node.roles.jobs import engine_job, prompt_tokens, verifier_seed
+from node.roles.models import load_model, load_tokenizer, model_id
 from node.roles.requester import Requester, replay_target
 from node.roles.schedule import DISPUTE
 

@@ -33,10 +33,9 @@ from web3 import Web3
 from web3.contract import Contract
 from web3.types import LogReceipt
 
-from node.chain.client import RetryPolicy, rpc_url_of, with_retries
 from node.chain.logs import fetch_in_halves
+from node.chain.rpc import RetryPolicy, rpc_url_of, with_retries
 from node.store import NodeStore
-
 
 _PLAIN_TYPE = re.compile(r"^(u?int[0-9]*|bytes[0-9]*|bool|address|string)$")
 

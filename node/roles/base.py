@@ -56,10 +56,13 @@ from eth_account.signers.local import LocalAccount
 from eth_utils import to_checksum_address
 from web3 import Web3
 
-from node.chain.client import ChainUnavailable, RevertDecoder, TransactionReverted, TxSender, cache_chain_id, rpc_url_of
 from node.chain.compile import compile_contracts
 from node.chain.deployment import Deployment
+from node.chain.errors import ChainUnavailable, TransactionReverted
 from node.chain.events import ChainEvent, EventPoller, HeadWaker
+from node.chain.revert_decoder import RevertDecoder
+from node.chain.rpc import cache_chain_id, rpc_url_of
+from node.chain.sender import TxSender
 from node.roles.inflight import Transactions
 from node.roles.models import load_model, load_tokenizer, model_id, node_device
 from node.roles.schedule import DISPUTE, JOB, Schedule

@@ -22,7 +22,8 @@ from eth_abi import encode as abi_encode
 from eth_utils import function_abi_to_4byte_selector
 from eth_utils.abi import get_abi_input_types
 
-from node.chain.client import ReceiptTimeout, TransactionRejected, TransactionReverted, TransactionSuperseded, TxSender
+from node.chain.errors import ReceiptTimeout, TransactionRejected, TransactionReverted, TransactionSuperseded
+from node.chain.sender import TxSender
 from node.store import NodeStore
 
 

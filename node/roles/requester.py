@@ -1,5 +1,5 @@
 """The requester / operator side of the protocol: what `verispec register|unbond|withdraw|submit|status|
-dispute|finalize` do, over web3 and the exactly-once `TxSender` (node/chain/client.py).
+dispute|finalize` do, over web3 and the exactly-once `TxSender` (node/chain/sender.py).
 
 Everything a report shows is read from the chain (events, views, calldata), never from a node's store:
 the output text is decoded from `CycleVerified` outputs, the proposals from `DraftCommitted`, p from the
@@ -27,13 +27,15 @@ from web3.logs import DISCARD
 
 from node import protocol
 from node.chain import logs as chain_logs
-from node.roles import chaindata
-from node.chain.client import RevertDecoder, TransactionRejected, TransactionReverted, TxSender
 from node.chain.compile import compile_contracts
 from node.chain.deployment import Deployment
 from node.chain.enums import (
     NO_EOS, DisputeKind, DisputeStatus, FinishReason, JobStatus, Outcome, Phase, Role, Verdict, solidity_name,
 )
+from node.chain.errors import TransactionRejected, TransactionReverted
+from node.chain.revert_decoder import RevertDecoder
+from node.chain.sender import TxSender
+from node.roles import chaindata
 from node.store import NodeStore
 
 WAD = protocol.WAD
