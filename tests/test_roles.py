@@ -27,9 +27,10 @@ from node.chain.keys import dev_account
 from node.chain.rpc import connect
 from node.decoding import SpeculativeDecoder
 from node.roles import DrafterNode, RefereeNode, VerifierNode, chaindata
+from node.roles.audit import replay_target
 from node.roles.jobs import engine_job, prompt_tokens, verifier_seed
 from node.roles.models import load_model, load_tokenizer, model_id
-from node.roles.requester import Requester, replay_target
+from node.roles.requester import Requester
 from node.roles.schedule import DISPUTE
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]

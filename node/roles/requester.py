@@ -3,29 +3,25 @@ dispute|finalize` do, over web3 and the exactly-once `TxSender` (node/chain/send
 
 Everything a report shows is read from the chain (events, views, calldata), never from a node's store:
 the output text is decoded from `CycleVerified` outputs, the proposals from `DraftCommitted`, p from the
-`submitVerification` calldata (via node/roles/chaindata.py). Results are plain dataclasses with a
-`to_json()` for `--json`.
+`submitVerification` calldata (via node/roles/chaindata.py). Results are the dataclasses of
+node/roles/reports.py.
 
-Errors a user can cause raise `RequesterError` with a one-line message; a contract revert is decoded
-(RevertDecoder) and explained by `explain_revert`.
+Errors a user can cause raise `RequesterError` (node/roles/errors.py) with a one-line message; a contract
+revert is decoded (RevertDecoder) and explained by node/roles/reverts.py.
 """
 
 from __future__ import annotations
 
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
-from decimal import Decimal, InvalidOperation
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 from eth_account.signers.local import LocalAccount
 from eth_utils import to_checksum_address
 from web3 import Web3
 from web3.logs import DISCARD
 
-from node import protocol
 from node.chain import logs as chain_logs
 from node.chain.compile import compile_contracts
 from node.chain.deployment import Deployment
@@ -35,141 +31,22 @@ from node.chain.enums import (
 from node.chain.errors import TransactionRejected, TransactionReverted
 from node.chain.revert_decoder import RevertDecoder
 from node.chain.sender import TxSender
+from node.protocol import WAD
 from node.roles import chaindata
+from node.roles.checkpoints import check_fits, load_model_info, load_tokenizer, tokenize_prompt
+from node.roles.errors import RequesterError
+from node.roles.reports import (
+    CycleInfo, DisputeInfo, JobReport, Registration, SubmittedJob, TxResult, UnbondResult, VoteInfo, WithdrawResult,
+    alpha_of,
+)
+from node.roles.units import format_eth, format_time, to_wad
 from node.store import NodeStore
 
-WAD = protocol.WAD
-ETHER = 10**18
-GWEI = 10**9
 UINT96_MAX = 2**96 - 1
 MAX_GAMMA = 16
 
 _JOB_EVENTS = ("JobSubmitted", "JobAccepted", "DraftCommitted", "CycleVerified", "JobFinished", "JobFinalized",
                "DisputeOpened", "DisputeClosed", "AlphaSlashed")
-
-
-class RequesterError(RuntimeError):
-    """A user-facing failure with a one-line explanation (bad input, unknown model, wrong job state...)."""
-
-
-# ---------------------------------------------------------------- units
-
-
-def parse_amount(text: str | int, default_unit: str = "wei") -> int:
-    """'1.5' (in default_unit), '1.5eth', '20 gwei', '1e12', '1000wei' -> wei. Exact (Decimal), never a float."""
-    if isinstance(text, int):
-        return text
-    raw = str(text).strip().lower().replace("_", "")
-    units = {"eth": ETHER, "ether": ETHER, "gwei": GWEI, "wei": 1}
-    unit = default_unit
-    for name in sorted(units, key=len, reverse=True):
-        if raw.endswith(name):
-            raw, unit = raw[: -len(name)].strip(), name
-            break
-    try:
-        value = Decimal(raw) * units[unit]
-    except (InvalidOperation, KeyError):
-        raise RequesterError(f"not an amount: {text!r} (examples: 1.5, 0.1eth, 20gwei, 1000wei)") from None
-    if value < 0 or value != value.to_integral_value():
-        raise RequesterError(f"{text!r} is not a whole number of wei")
-    return int(value)
-
-
-def to_wad(value: float | str, name: str) -> int:
-    try:
-        wad = Decimal(str(value)) * WAD
-    except InvalidOperation:
-        raise RequesterError(f"{name} must be a number, got {value!r}") from None
-    return int(wad)
-
-
-def format_eth(wei: int) -> str:
-    if 0 < abs(wei) < 10**10:  # below 1e-8 ETH the decimals would round it away
-        return f"{wei} wei"
-    text = f"{Decimal(wei) / ETHER:.8f}".rstrip("0").rstrip(".")
-    return f"{text} ETH"
-
-
-def format_time(timestamp: int) -> str:
-    return datetime.fromtimestamp(timestamp, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
-# ---------------------------------------------------------------- revert explanations
-
-
-def _fmt_args(args: dict[str, Any]) -> str:
-    def show(value: Any) -> str:
-        if isinstance(value, (bytes, bytearray)):
-            return "0x" + bytes(value).hex()
-        return str(value)
-
-    return ", ".join(f"{name}={show(value)}" for name, value in args.items())
-
-
-def explain_revert(exc: TransactionReverted, now: int | None = None) -> str:
-    """One line: what the contract said (its custom error, decoded) and what it means for the user."""
-    name, args = exc.error_name, dict(exc.error_args)
-    if name is None:
-        return f"the transaction reverted ({'no revert data' if not exc.data else '0x' + exc.data[:4].hex()})"
-    status = args.get("status")
-    status_name = _name_of(JobStatus, status)
-    hints = {
-        "JobNotDisputable": lambda: f"job {args.get('jobId')} is {status_name}: disputes can be opened only while "
-                                    "a job is Running or Finished (before finalize)",
-        "WrongStatus": lambda: (f"job {args.get('jobId')} is {status_name}" if "jobId" in args
-                                else "the job or dispute is not in a state that allows this"),
-        "DeadlineNotPassed": lambda: f"too early: that waits until {format_time(args['deadline'])}"
-                                     + (f" ({_in(args['deadline'], now)})" if now else ""),
-        "DeadlinePassed": lambda: f"too late: the deadline was {format_time(args['deadline'])}",
-        "DisputesOpen": lambda: f"{args.get('open')} dispute(s) on the job are still open",
-        "InsufficientEscrow": lambda: f"escrow {args['sent']} wei is below the required {args['required']} wei",
-        "EscrowTooLarge": lambda: f"escrow {args['sent']} wei exceeds the market's limit of {args['max']} wei",
-        "DrafterNotActive": lambda: f"{args['drafter']} is not an active drafter for this model pair",
-        "VerifierNotActive": lambda: f"{args['verifier']} is not an active verifier for this target model",
-        "PartiesNotDistinct": lambda: "requester, drafter and verifier must be three different accounts",
-        "AlreadyRegistered": lambda: f"{args['account']} is already registered (unbond and withdraw first)",
-        "StakeBelowMinimum": lambda: f"stake {format_eth(args['stake'])} is below the minimum "
-                                     f"{format_eth(args['minimum'])}",
-        "NotRegistered": lambda: f"{args['account']} is not registered",
-        "AlreadyUnbonding": lambda: f"{args['account']} is already unbonding",
-        "NotUnbonding": lambda: f"{args['account']} has not requested unbonding (`verispec unbond` first)",
-        "UnbondingNotElapsed": lambda: f"the stake is withdrawable from {format_time(args['withdrawableAt'])}",
-        "StakeLocked": lambda: f"the stake is locked by {args['locks']} open job(s)/dispute(s)",
-        "NothingOwed": lambda: "nothing is owed to this account by the market",
-        "NothingToWithdraw": lambda: "nothing is credited to this account by the dispute manager",
-        "WrongBond": lambda: f"the bond must be exactly {args.get('required')} wei",
-        "CycleNotVerified": lambda: f"cycle {args.get('cycle')} of job {args.get('jobId')} has not been verified",
-        "PositionDoesNotBind": lambda: f"position {args.get('index')} is after the cycle's first rejection "
-                                       f"(accepted={args.get('accepted')}): it decides nothing",
-        "IndexOutOfRange": lambda: f"index {args.get('index')} is beyond the cycle's outToken position "
-                                   f"K={args.get('k')}",
-        "OutTokenNeedsTargetReplay": lambda: "the outToken position (index == γ) can only be disputed with "
-                                             "--kind target",
-        "PositionUnderDispute": lambda: "a dispute on this position is already running",
-        "PositionAlreadyProven": lambda: "the accused already lost a dispute on this position",
-        "ChallengerIsAccused": lambda: "you cannot dispute your own work",
-        "NoEligibleReferees": lambda: "no active referee (outside the job's parties) serves the disputed model",
-        "RecordMismatch": lambda: "the cycle record rebuilt from chain data does not match the stored hash",
-        "InvalidProof": lambda: "the draft leaf's Merkle proof does not verify",
-        "BadGamma": lambda: "gamma must be in 1..16",
-        "BadTopP": lambda: "top-p must be in (0, 1]",
-        "AlphaAboveWad": lambda: "alpha must be at most 1",
-    }
-    hint = hints.get(name)
-    try:
-        text = hint() if hint else ""
-    except Exception:  # an explanation must never hide the error itself
-        text = ""
-    shown = f"{name}({_fmt_args(args)})"
-    return f"the contract refused: {shown}" + (f" — {text}" if text else "")
-
-
-def _name_of(enum, value):
-    """The Solidity name of `value` in `enum` (e.g. JobStatus 2 -> "Running"), or `value` itself when it is none."""
-    try:
-        return solidity_name(enum(value))
-    except ValueError:
-        return value
 
 
 def _label_of(enum, value) -> str:
@@ -197,241 +74,6 @@ def _dispute_kind(kind: DisputeKind | str) -> DisputeKind:
         return DisputeKind.from_label(kind)
     except (ValueError, AttributeError):
         raise RequesterError(f"--kind must be draft or target, got {kind!r}") from None
-
-
-def _in(deadline: int, now: int | None) -> str:
-    if now is None:
-        return ""
-    left = deadline - now
-    if left <= 0:
-        return "now"
-    hours, rest = divmod(left, 3600)
-    return f"in {hours}h{rest // 60:02d}m" if hours else f"in {rest // 60}m{rest % 60:02d}s"
-
-
-# ---------------------------------------------------------------- results
-
-
-@dataclass
-class TxResult:
-    action: str
-    tx_hash: str
-    gas_used: int
-    block: int
-
-
-@dataclass
-class Registration:
-    address: str
-    role: str
-    stake_wei: int
-    model_ids: list[str]
-    alpha_star: float | None
-    tx: TxResult
-
-
-@dataclass
-class UnbondResult:
-    address: str
-    action: str  # "requested" | "withdrawn" | "waiting"
-    stake_wei: int
-    withdrawable_at: int | None
-    locks: int
-    tx: TxResult | None = None
-
-
-@dataclass
-class WithdrawResult:
-    address: str
-    market_wei: int
-    disputes_wei: int
-    stake_wei: int
-    txs: list[TxResult] = field(default_factory=list)
-
-    @property
-    def total_wei(self) -> int:
-        return self.market_wei + self.disputes_wei + self.stake_wei
-
-
-@dataclass
-class SubmittedJob:
-    job_id: int
-    drafter: str
-    verifier: str
-    escrow_wei: int
-    prompt_tokens: int
-    tx: TxResult
-
-
-@dataclass
-class CycleInfo:
-    cycle: int
-    proposals: list[int]
-    q: list[int]
-    accepted: int
-    out_token: int
-    output: list[int]
-    reveal: str
-    tx_hashes: list[str] = field(default_factory=list)  # commitDraft, submitVerification
-
-    @property
-    def gamma(self) -> int:
-        return len(self.proposals)
-
-    @property
-    def rejected(self) -> int:
-        return 1 if self.accepted < self.gamma else 0
-
-    @property
-    def acceptance(self) -> float:
-        return self.accepted / self.gamma if self.gamma else 0.0
-
-
-@dataclass
-class VoteInfo:
-    referee: str
-    committed: bool
-    verdict: str  # "None" until revealed
-
-
-@dataclass
-class DisputeInfo:
-    dispute_id: int
-    job_id: int
-    cycle: int
-    index: int
-    kind: str
-    challenger: str
-    accused: str
-    token: int
-    claimed_value: int
-    status: str
-    outcome: str
-    referees: list[str]
-    votes: list[VoteInfo]
-    answer: dict | None  # {"claimed_prob", "top_tokens", "top_probs"} once the accused answered
-    faithful_votes: int
-    cheated_votes: int
-    accused_slashed_wei: int
-    credits: dict[str, int]  # account -> wei credited by this dispute
-    open_tx: str
-
-
-@dataclass
-class JobReport:
-    job_id: int
-    status: str
-    phase: str
-    requester: str
-    drafter: str
-    verifier: str
-    draft_model: str
-    target_model: str
-    gamma: int
-    max_tokens: int
-    eos_token: int
-    temperature: float
-    top_k: int
-    top_p: float
-    alpha_eligible: bool
-    prompt: str
-    escrow_wei: int
-    price_token_wei: int
-    price_pass_wei: int
-    cycles: list[CycleInfo]
-    tokens: list[int]
-    text: str | None
-    alpha: float | None
-    drafter_tokens: int
-    finish_reason: str | None
-    deadline: int
-    open_disputes: int
-    payments: dict[str, int]  # drafter / verifier / refund: settled (finalized) or projected so far
-    finalized: bool
-    disputes: list[DisputeInfo]
-    gas_used: int
-    gas_fees_wei: int
-    tx_count: int
-
-    @property
-    def cost_wei(self) -> int:
-        """What the requester pays the nodes for the job (the escrow minus the refund)."""
-        return self.payments["drafter"] + self.payments["verifier"]
-
-    @property
-    def accepted_total(self) -> int:
-        return sum(c.accepted for c in self.cycles)
-
-    def to_json(self) -> dict:
-        data = asdict(self)
-        data["cost_wei"] = self.cost_wei
-        data["acceptance_per_cycle"] = [c.acceptance for c in self.cycles]
-        for cycle, raw in zip(self.cycles, data["cycles"]):
-            raw["q"] = [str(v) for v in raw["q"]]  # WAD values overflow JSON doubles in some readers
-        return data
-
-
-def alpha_of(cycles: Iterable[CycleInfo]) -> float | None:
-    """PROTOCOL.md §5: Σ accepted / Σ (accepted + rejected), at most one rejection per cycle."""
-    cycles = list(cycles)
-    accepted = sum(c.accepted for c in cycles)
-    rejected = sum(c.rejected for c in cycles)
-    return accepted / (accepted + rejected) if accepted + rejected else None
-
-
-# ---------------------------------------------------------------- models and prompts
-
-
-@dataclass(frozen=True)
-class ModelInfo:
-    path: Path
-    model_id: bytes
-    max_positions: int | None
-
-
-def load_model_info(path: str | Path) -> ModelInfo:
-    from node.decoding import model_id  # lazy: pulls in torch
-    from node.decoding.loading import max_positions
-
-    path = Path(path)
-    if not path.is_dir():
-        raise RequesterError(f"model directory {path} does not exist")
-    try:
-        mid = model_id(path)
-    except (FileNotFoundError, ValueError, OSError) as exc:
-        raise RequesterError(f"{path} is not a usable model checkpoint: {exc}") from None
-    return ModelInfo(path, mid, max_positions(path))
-
-
-def load_tokenizer(path: str | Path):
-    from node.decoding.loading import load_tokenizer as load
-
-    try:
-        return load(str(path))
-    except Exception as exc:
-        raise RequesterError(f"cannot load the tokenizer of {path}: {exc}") from None
-
-
-def tokenize_prompt(tokenizer, prompt: str) -> list[int]:
-    """The prompt's tokens exactly as every node computes them (node/roles/jobs.py)."""
-    from node.roles import jobs
-
-    return list(jobs.prompt_tokens(tokenizer, prompt.encode("utf-8")))
-
-
-def check_fits(prompt_tokens: int, max_tokens: int, gamma: int, max_positions: int | None) -> None:
-    """docs/node.md: refuse a prompt with prompt tokens + maxTokens + γ > the model's max positions."""
-    from node.roles import jobs
-
-    needed = jobs.positions_needed(prompt_tokens, max_tokens, gamma)
-    if max_positions is not None and needed > max_positions:
-        raise RequesterError(
-            f"the prompt does not fit the context window: {prompt_tokens} prompt tokens + {max_tokens} max tokens "
-            f"+ gamma {gamma} = {needed} > {max_positions} positions "
-            f"(shorten the prompt or lower --max-tokens)")
-
-
-# ---------------------------------------------------------------- the requester
 
 
 class Requester:
@@ -948,119 +590,3 @@ class Requester:
                 raise RequesterError(f"dispute {dispute_id} was not resolved within {timeout:.0f}s "
                                      f"(status {info.status})")
             time.sleep(poll)
-
-
-# ---------------------------------------------------------------- watchdog: replaying a drafter's work
-
-
-@dataclass
-class DraftCheck:
-    """One committed proposal the honest replay of the draft model disagrees with."""
-
-    cycle: int
-    index: int
-    committed_token: int
-    committed_q: int
-    replay_token: int  # what invcdf(replayed q, public uniform) gives
-    replay_q: int  # the replayed probability of the committed token
-    binding: bool  # index <= accepted: a dispute on it can be opened
-    reason: str  # "token" (not the inverse-CDF sample) or "q" (probability off beyond tolerance)
-
-
-def _job_model(path: Path, want: bytes, job_id: int, what: str) -> ModelInfo:
-    """The checkpoint at `path`, refused unless its model id is the job's `what` ("draft"/"target") model."""
-    info = load_model_info(path)
-    if info.model_id != want:
-        raise RequesterError(f"{path} is not job {job_id}'s {what} model 0x{want.hex()}")
-    return info
-
-
-def replay_draft(requester: Requester, job_id: int, draft_model_path: Path, tolerance_wad: int | None = None,
-                 device: str = "cpu") -> list[DraftCheck]:
-    """Replay the job's draft model over chain data (prompt + every cycle's output) with the public draft
-    uniforms, and list, per cycle, the first committed proposal an honest drafter could not have made
-    (the proposal is not the inverse-CDF sample within tolerance, or its q is off beyond tolerance).
-
-    Only the first disagreement per cycle is reported: after it, the committed proposals condition on a
-    token the honest replay did not draw, so later positions of that cycle say nothing more.
-    """
-    import torch
-
-    from node.decoding import DraftSession, loading
-    from node.decoding.scorer import default_tolerance_wad
-    from node.roles import jobs
-
-    requester.job_view(job_id)
-    record = chaindata.job_request(requester.system, job_id, from_block=requester.deployment.start_block)
-    info = _job_model(draft_model_path, record.draft_model, job_id, "draft")
-    dtype = torch.float32
-    tolerance = default_tolerance_wad(dtype) if tolerance_wad is None else tolerance_wad
-    model = loading.load_model(str(draft_model_path), torch.device(device), dtype)
-    job = jobs.job_from_record(record, load_tokenizer(draft_model_path), info.max_positions)
-    session = DraftSession(model, job)
-    found = []
-    for cycle in chaindata.cycles(requester.system, job_id, from_block=requester.deployment.start_block,
-                                  with_p=False):
-        if not cycle.verified:
-            break
-        draft = session.propose(cycle.cycle)
-        for i, (token, q) in enumerate(zip(cycle.tokens, cycle.q)):
-            u = protocol.draft_uniform(job_id, cycle.cycle, i)
-            check = protocol.check_proposal(draft.q_rows[i], token, q, u, tolerance)  # the referees' rule
-            if not check.faithful:
-                found.append(DraftCheck(cycle.cycle, i, token, q, draft.tokens[i], check.replayed_q,
-                                        binding=protocol.binds(i, cycle.accepted, cycle.gamma),
-                                        reason="q" if check.token_faithful else "token"))
-                break
-            if token != draft.tokens[i]:
-                break  # within tolerance, but the contexts diverge from here on
-        session.advance(list(cycle.output))
-    return found
-
-
-@dataclass
-class TargetCheck:
-    """One binding position whose posted p_i, or whose outToken (index == γ), the target model's replay contradicts."""
-
-    cycle: int
-    index: int  # i < γ: p_i of proposal i; γ: the outToken
-    claimed: int  # p_i (WAD) or the outToken
-    reason: str  # the referees' own words for it (referee.judge_position)
-
-
-def replay_target(requester: Requester, job_id: int, target_model_path: Path, draft_model_path: Path,
-                  tolerance_wad: int | None = None) -> list[TargetCheck]:
-    """Replay every binding position of the job's verifier (each p_i up to the first rejection, and the outToken)
-    from chain data, with the referees' rule (`referee.judge_position`, fp32 on CPU), and list those a TargetReplay
-    dispute would prove. The draft model is needed for the residual behind an outToken after a rejection."""
-    import torch
-
-    from node.decoding import loading
-    from node.decoding.scorer import default_tolerance_wad
-    from node.roles import jobs
-    from node.roles.referee import judge_position
-
-    start = requester.deployment.start_block
-    requester.job_view(job_id)
-    record = chaindata.job_request(requester.system, job_id, from_block=start)
-    target_info = _job_model(target_model_path, record.target_model, job_id, "target")
-    _job_model(draft_model_path, record.draft_model, job_id, "draft")
-    cpu, dtype = torch.device("cpu"), torch.float32
-    tolerance = default_tolerance_wad(dtype) if tolerance_wad is None else tolerance_wad
-    target = loading.load_model(str(target_model_path), cpu, dtype)
-    draft = loading.load_model(str(draft_model_path), cpu, dtype)
-    job = jobs.job_from_record(record, load_tokenizer(target_model_path), target_info.max_positions)
-    prefix, found = list(job.prompt), []
-    for cycle in chaindata.cycles(requester.system, job_id, from_block=start):
-        if not cycle.verified:
-            break
-        k = cycle.gamma
-        # p binds up to the first rejection; the outToken always
-        for index in [i for i in range(k + 1) if protocol.binds(i, cycle.accepted, k)]:
-            judgement = judge_position(job, prefix, cycle, index, DisputeKind.TargetReplay, tolerance,
-                                       draft_model=draft, target_model=target)
-            if judgement.cheated:
-                claimed = cycle.out_token if index == k else cycle.p[index]
-                found.append(TargetCheck(cycle.cycle, index, int(claimed), judgement.reason))
-        prefix.extend(cycle.output)
-    return found
