@@ -111,7 +111,9 @@ class SentTx:
 
 
 @dataclass(frozen=True)
-class Job:
+class StoredJob:
+    """A job as one node's store records it: its role in the job, its status there, and role-specific params."""
+
     job_id: int
     role: str
     status: str
@@ -119,7 +121,7 @@ class Job:
 
 
 @dataclass(frozen=True)
-class CycleTranscript:
+class StoredCycle:
     """What one node saw and did in one cycle; fields a role never fills stay None."""
 
     job_id: int
@@ -345,15 +347,15 @@ class NodeStore:
                 (_int64(job_id, "job id"), role, status, json.dumps(dict(params)), now),
             )
 
-    def job(self, job_id: int, role: str) -> Job | None:
+    def job(self, job_id: int, role: str) -> StoredJob | None:
         rows = self._query("SELECT job_id, role, status, params FROM jobs WHERE job_id = ? AND role = ?",
                            (job_id, role))
-        return Job(rows[0][0], rows[0][1], rows[0][2], json.loads(rows[0][3])) if rows else None
+        return StoredJob(rows[0][0], rows[0][1], rows[0][2], json.loads(rows[0][3])) if rows else None
 
-    def jobs(self, role: str | None = None, status: str | None = None) -> list[Job]:
+    def jobs(self, role: str | None = None, status: str | None = None) -> list[StoredJob]:
         rows = self._query("SELECT job_id, role, status, params FROM jobs WHERE (? IS NULL OR role = ?) "
                            "AND (? IS NULL OR status = ?) ORDER BY job_id, role", (role, role, status, status))
-        return [Job(r[0], r[1], r[2], json.loads(r[3])) for r in rows]
+        return [StoredJob(r[0], r[1], r[2], json.loads(r[3])) for r in rows]
 
     def save_cycle(self, job_id: int, role: str, cycle: int, *, proposals: list[int] | None = None,
                    q: list[int] | None = None, p: list[int] | None = None, top_k: Any = None,
@@ -381,18 +383,18 @@ class NodeStore:
                  _json_or_none(emitted_tokens), json.dumps(hashes), time.time()),
             )
 
-    def cycle(self, job_id: int, role: str, cycle: int) -> CycleTranscript | None:
+    def cycle(self, job_id: int, role: str, cycle: int) -> StoredCycle | None:
         rows = self._query("SELECT * FROM cycles WHERE job_id = ? AND role = ? AND cycle = ?", (job_id, role, cycle))
         return self._cycle_from_row(rows[0]) if rows else None
 
-    def cycles(self, job_id: int, role: str) -> list[CycleTranscript]:
+    def cycles(self, job_id: int, role: str) -> list[StoredCycle]:
         rows = self._query("SELECT * FROM cycles WHERE job_id = ? AND role = ? ORDER BY cycle", (job_id, role))
         return [self._cycle_from_row(row) for row in rows]
 
     @staticmethod
-    def _cycle_from_row(row: tuple) -> CycleTranscript:
+    def _cycle_from_row(row: tuple) -> StoredCycle:
         job_id, role, cycle, proposals, q, p, top_k, reveal, accepted, emitted, tx_hashes, _updated = row
-        return CycleTranscript(
+        return StoredCycle(
             job_id=job_id, role=role, cycle=cycle, proposals=_loads_or_none(proposals), q=_wads_from_json(q),
             p=_wads_from_json(p), top_k=_loads_or_none(top_k),
             reveal=None if reveal is None else bytes.fromhex(reveal[2:]), accepted=accepted,

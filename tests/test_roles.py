@@ -439,14 +439,15 @@ def test_a_wrong_guess_of_the_verifier_is_undone_exactly(tokenizer):
     import numpy as np
 
     from node.decoding import VerifySession
-    from node.decoding.messages import Draft, Job
+    from node.decoding.messages import DecodingJob, Draft
     from node.decoding.proposer import DraftSession
     from node.roles import behaviors
 
     target = load_model(TARGET, torch.device("cpu"), torch.float32)
     draft = load_model(DRAFT, torch.device("cpu"), torch.float32)
     node = SimpleNamespace(target_model=target, draft_model=draft)
-    job = Job(job_id=3, prompt=tuple(prompt_tokens(tokenizer, PROMPT.encode())), max_new_tokens=40, gamma=GAMMA)
+    job = DecodingJob(job_id=3, prompt=tuple(prompt_tokens(tokenizer, PROMPT.encode())), max_new_tokens=40,
+                      gamma=GAMMA)
     seed = bytes(range(32))
     for behavior, kind in (("honest", "lengths"), ("retaliate", "copy")):
         plain = behaviors.verify_session(behavior, target, job, seed, draft_model=draft)

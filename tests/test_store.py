@@ -14,10 +14,10 @@ from node.store import (
     TX_SENT,
     TX_SIGNED,
     TX_SUPERSEDED,
-    CycleTranscript,
     IdempotencyConflict,
     NodeStore,
     StoreError,
+    StoredCycle,
 )
 
 ADDRESS = "0x" + "ab" * 20
@@ -214,7 +214,7 @@ def test_cycle_transcript_is_merged_as_the_cycle_progresses(store):
                      emitted_tokens=[5, 6], tx_hashes={"submitVerification": HASH_B})
     store.save_cycle(9, "verifier", 1, proposals=[1])
 
-    assert store.cycle(9, "verifier", 0) == CycleTranscript(
+    assert store.cycle(9, "verifier", 0) == StoredCycle(
         job_id=9, role="verifier", cycle=0, proposals=[5, 17, 2], q=[big_wad, 10**18, 1], p=[10**18, 0, 3],
         top_k=[[[5, 0.7], [6, 0.3]]], reveal=b"\x01" * 32, accepted=1, emitted_tokens=[5, 6],
         tx_hashes={"commitDraft": HASH_A, "submitVerification": HASH_B})

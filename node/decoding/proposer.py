@@ -20,11 +20,11 @@ from node import protocol
 from node.decoding.distributions import quantized
 from node.decoding.kv import CachedLM
 from node.decoding.loading import max_positions
-from node.decoding.messages import Draft, Job
+from node.decoding.messages import DecodingJob, Draft
 
 
 class DraftSession:
-    def __init__(self, draft_model, job: Job):
+    def __init__(self, draft_model, job: DecodingJob):
         self.lm = CachedLM(draft_model)
         job.check_fits(max_positions(draft_model))
         self.job = job

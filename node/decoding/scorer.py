@@ -24,7 +24,7 @@ from node.decoding import sampler
 from node.decoding.distributions import quantized
 from node.decoding.kv import CachedLM
 from node.decoding.loading import max_positions
-from node.decoding.messages import Draft, DraftFault, Job, Verification
+from node.decoding.messages import DecodingJob, Draft, DraftFault, Verification
 
 
 def default_tolerance_wad(dtype: torch.dtype) -> int:
@@ -38,7 +38,7 @@ def default_tolerance_wad(dtype: torch.dtype) -> int:
 
 
 class VerifySession:
-    def __init__(self, target_model, job: Job, verifier_seed: bytes, draft_model=None,
+    def __init__(self, target_model, job: DecodingJob, verifier_seed: bytes, draft_model=None,
                  tolerance_wad: int | None = None):
         self.target = CachedLM(target_model)
         self.replay = CachedLM(draft_model) if draft_model is not None else None  # the draft model, teacher-forced

@@ -1,7 +1,7 @@
 """The node roles: drafter, verifier and referee nodes on a chain, plus the readers and conventions they share.
 
     chaindata   a job's history from chain data alone (events, calldata, views); no torch
-    jobs        on-chain JobRequest + prompt -> the engine's Job (and a session resumed at a cycle); verifier seeds
+    jobs        on-chain JobRequest + prompt -> the engine's DecodingJob (and a session resumed at a cycle); verifier seeds
     models      the models a node computes with: loaded once per process, fp32, replays
     schedule    which tracked jobs / disputes a node looks at on a step; jobs in progress; announced turns
     inflight    a node's transactions in flight: submitted without waiting, settled on later steps

@@ -18,7 +18,7 @@ from node import protocol
 from node.chain.enums import JobStatus, Phase
 from node.chain.events import ChainEvent
 from node.decoding.loading import max_positions
-from node.decoding.messages import Job
+from node.decoding.messages import DecodingJob
 from node.roles import behaviors, chaindata
 from node.roles.behaviors import DrafterBehavior
 from node.roles.jobs import job_from_record, resume_draft_session
@@ -31,9 +31,9 @@ JOB_ROLE, DISPUTE_ROLE = "drafter", "drafter-dispute"
 
 
 @dataclass
-class DrafterJob:
-    job: Job
-    record: chaindata.JobRecord
+class DrafterJobState:
+    job: DecodingJob
+    record: chaindata.ChainJob
     outputs: dict[int, tuple[int, ...]] = field(default_factory=dict)  # verified cycle -> emitted tokens
     session: Any = None  # DraftSession (or BiasedDraftSession)
     proposed_cycle: int | None = None  # the cycle `session` proposed and has not advanced past yet
@@ -53,7 +53,7 @@ class DrafterNode(PartyNode):
         self.load_models(target_model_path, draft_model_path, device, with_target=False)
         self.max_positions = max_positions(self.draft_model)
         super().__init__(w3, deployment, account, store_path, poll_interval, **options)
-        self.jobs: dict[int, DrafterJob] = {}
+        self.jobs: dict[int, DrafterJobState] = {}
         self.restore(JOB_ROLE, DISPUTE_ROLE)
         self.log.info("drafter %s: draft model %s, target %s, behavior %s", self.address,
                       self.draft_id.hex()[:16], self.target_id.hex()[:16], self.behavior)
@@ -66,7 +66,7 @@ class DrafterNode(PartyNode):
             return
         record, job = taken
         self.store.save_job(record.job_id, JOB_ROLE, "active", {"verifier": record.verifier})
-        self.jobs[record.job_id] = DrafterJob(job, record)
+        self.jobs[record.job_id] = DrafterJobState(job, record)
         self.schedule.track(JOB, record.job_id)
         self.log.info("job %d: assigned (γ=%d, maxTokens=%d)", record.job_id, job.gamma, job.max_new_tokens)
 
@@ -107,16 +107,16 @@ class DrafterNode(PartyNode):
 
     # ------------------------------------------------------------------ work
 
-    def _job(self, job_id: int) -> DrafterJob:
+    def _job(self, job_id: int) -> DrafterJobState:
         dj = self.jobs.get(job_id)
         if dj is None:  # after a restart: rebuild from chain data
             record = chaindata.job_request(self.market, job_id, from_block=self.start_block)
-            dj = DrafterJob(job_from_record(record, self.tokenizer, self.max_positions), record)
+            dj = DrafterJobState(job_from_record(record, self.tokenizer, self.max_positions), record)
             self._refresh_outputs(dj)
             self.jobs[job_id] = dj
         return dj
 
-    def _refresh_outputs(self, dj: DrafterJob) -> None:
+    def _refresh_outputs(self, dj: DrafterJobState) -> None:
         for data in chaindata.cycles(self.market, dj.job.job_id, from_block=self.start_block, with_p=False):
             if data.verified:
                 dj.outputs.setdefault(data.cycle, data.output)
@@ -185,7 +185,7 @@ class DrafterNode(PartyNode):
             self.later(lambda: self.store.save_cycle(job_id, JOB_ROLE, c, tx_hashes=hashes))
         return sent
 
-    def _session_at(self, dj: DrafterJob, c: int):
+    def _session_at(self, dj: DrafterJobState, c: int):
         """The job's DraftSession ready to propose cycle c: advanced from cycle c-1, or rebuilt from chain data."""
         s = dj.session
         if s is not None and s.cycle == c and dj.proposed_cycle is None:

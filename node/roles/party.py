@@ -32,7 +32,7 @@ class PartyNode(NodeBase):
     jobs: dict[int, Any]  # job id -> the subclass's in-memory state of the job
 
     def take_submitted_job(self, event: ChainEvent):
-        """A `JobSubmitted` that names this node as its `role`: (record, engine Job) to serve, or None when the
+        """A `JobSubmitted` that names this node as its `role`: (record, engine DecodingJob) to serve, or None when the
         job is not this node's, already known, or refused (other models, a prompt that does not fit: the
         reason is logged and recorded in the store, and the node never acts on the job)."""
         record = chaindata.job_from_event(event, self.market)

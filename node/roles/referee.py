@@ -30,10 +30,10 @@ from eth_utils import to_checksum_address
 from node import protocol
 from node.chain.enums import DisputeKind, DisputeStatus, Outcome, Verdict, solidity_name
 from node.chain.events import ChainEvent
-from node.decoding.messages import Job
+from node.decoding.messages import DecodingJob
 from node.roles import chaindata
 from node.roles.base import NodeBase
-from node.roles.chaindata import CycleData
+from node.roles.chaindata import ChainCycle
 from node.roles.jobs import job_from_record
 from node.roles.models import next_token_rows
 from node.roles.schedule import DISPUTE
@@ -60,7 +60,7 @@ def _prob(row, token: int) -> int:
     return int(row[token]) if 0 <= token < len(row) else 0
 
 
-def judge_position(job: Job, prefix: list[int], cyc: CycleData, index: int, kind: int, tolerance_wad: int,
+def judge_position(job: DecodingJob, prefix: list[int], cyc: ChainCycle, index: int, kind: int, tolerance_wad: int,
                    draft_model=None, target_model=None) -> Judgement:
     """Replay position `index` of verified cycle `cyc` and decide whether the accused was faithful.
 

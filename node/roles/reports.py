@@ -51,7 +51,9 @@ class WithdrawResult:
 
 
 @dataclass
-class SubmittedJob:
+class SubmitResult:
+    """What `Requester.submit` did: the new job's id, the parties picked, the escrow, the prompt's length."""
+
     job_id: int
     drafter: str
     verifier: str
@@ -61,7 +63,9 @@ class SubmittedJob:
 
 
 @dataclass
-class CycleInfo:
+class CycleSummary:
+    """One verified cycle of a job as a report shows it (from `DraftCommitted` and `CycleVerified`)."""
+
     cycle: int
     proposals: list[int]
     q: list[int]
@@ -135,7 +139,7 @@ class JobReport:
     escrow_wei: int
     price_token_wei: int
     price_pass_wei: int
-    cycles: list[CycleInfo]
+    cycles: list[CycleSummary]
     tokens: list[int]
     text: str | None
     alpha: float | None
@@ -168,7 +172,7 @@ class JobReport:
         return data
 
 
-def alpha_of(cycles: Iterable[CycleInfo]) -> float | None:
+def alpha_of(cycles: Iterable[CycleSummary]) -> float | None:
     """PROTOCOL.md §5: Σ accepted / Σ (accepted + rejected), at most one rejection per cycle."""
     cycles = list(cycles)
     accepted = sum(c.accepted for c in cycles)

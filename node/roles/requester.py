@@ -36,7 +36,7 @@ from node.roles import chaindata
 from node.roles.checkpoints import check_fits, load_model_info, load_tokenizer, tokenize_prompt
 from node.roles.errors import RequesterError
 from node.roles.reports import (
-    CycleInfo, DisputeInfo, JobReport, Registration, SubmittedJob, TxResult, UnbondResult, VoteInfo, WithdrawResult,
+    CycleSummary, DisputeInfo, JobReport, Registration, SubmitResult, TxResult, UnbondResult, VoteInfo, WithdrawResult,
     alpha_of,
 )
 from node.roles.units import format_eth, format_time, to_wad
@@ -255,7 +255,7 @@ class Requester:
     def submit(self, prompt: str, *, draft_model: Path, target_model: Path, max_tokens: int = 64, gamma: int = 4,
                temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0, drafter: str | None = None,
                verifier: str | None = None, price_token_wei: int = 10**12, price_pass_wei: int = 3 * 10**12,
-               escrow_wei: int | None = None, eos: bool = True) -> SubmittedJob:
+               escrow_wei: int | None = None, eos: bool = True) -> SubmitResult:
         from node.decoding import tokenizer_digest
 
         if not 1 <= gamma <= MAX_GAMMA:
@@ -310,7 +310,7 @@ class Requester:
         tx, receipt = self._send("submitJob", self.market.functions.submitJob(request, prompt.encode("utf-8")),
                                  value=escrow)
         (event,) = self.market.events.JobSubmitted().process_receipt(receipt, errors=DISCARD)
-        return SubmittedJob(event["args"]["jobId"], drafter, verifier, escrow, len(tokens), tx)
+        return SubmitResult(event["args"]["jobId"], drafter, verifier, escrow, len(tokens), tx)
 
     def _pick(self, role: str, given: str | None, candidates: list[str], is_active: Callable[[str], bool],
               what: str) -> str:
@@ -381,7 +381,7 @@ class Requester:
             proposals, q = chaindata.unpack_draft(draft["args"]["draft"]) if draft else ([], [])
             tx_hashes = [Web3.to_hex(drafts[a["cycle"]]["transactionHash"])] if a["cycle"] in drafts else []
             tx_hashes.append(Web3.to_hex(log["transactionHash"]))
-            cycles.append(CycleInfo(a["cycle"], proposals, q, a["accepted"], a["outToken"],
+            cycles.append(CycleSummary(a["cycle"], proposals, q, a["accepted"], a["outToken"],
                                     chaindata.unpack_output(a["output"]), Web3.to_hex(a["reveal"]), tx_hashes))
         tokens = [t for c in cycles for t in c.output]
         finished = by_name.get("JobFinished", [])
@@ -428,7 +428,7 @@ class Requester:
             return None
         return tokenizer.decode(tokens)
 
-    def wait(self, job_id: int, on_cycle: Callable[[CycleInfo, list[int]], None] | None = None,
+    def wait(self, job_id: int, on_cycle: Callable[[CycleSummary, list[int]], None] | None = None,
              accept_timeout: float = 120.0, timeout: float = 1800.0, poll: float = 0.25) -> str:
         """Block until `job_id` finishes (returns the finish reason), calling `on_cycle` per verified cycle."""
         start = time.monotonic()
@@ -449,7 +449,7 @@ class Requester:
                     output = chaindata.unpack_output(a["output"])
                     tokens.extend(output)
                     if on_cycle is not None:
-                        on_cycle(CycleInfo(a["cycle"], proposals, q, a["accepted"], a["outToken"], output,
+                        on_cycle(CycleSummary(a["cycle"], proposals, q, a["accepted"], a["outToken"], output,
                                            Web3.to_hex(a["reveal"])), list(tokens))
                 elif log["event"] == "JobFinished":
                     return FinishReason(a["reason"]).name

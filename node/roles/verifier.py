@@ -23,7 +23,7 @@ from node import protocol
 from node.chain.enums import DisputeKind, JobStatus, Phase
 from node.chain.events import ChainEvent
 from node.decoding.loading import max_positions, vocab_size
-from node.decoding.messages import Draft, DraftFault, Job, Verification
+from node.decoding.messages import DecodingJob, Draft, DraftFault, Verification
 from node.decoding.scorer import VerifySession
 from node.roles import behaviors, chaindata
 from node.roles.behaviors import DrafterBehavior, VerifierBehavior
@@ -50,9 +50,9 @@ class Speculation:
 
 
 @dataclass
-class VerifierJob:
-    job: Job
-    record: chaindata.JobRecord
+class VerifierJobState:
+    job: DecodingJob
+    record: chaindata.ChainJob
     seed: bytes
     drafts: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = field(default_factory=dict)  # cycle -> (tokens, q)
     outputs: dict[int, tuple[int, ...]] = field(default_factory=dict)
@@ -91,7 +91,7 @@ class VerifierNode(PartyNode):
         positions = [p for p in (max_positions(self.target_model), max_positions(self.draft_model)) if p]
         self.max_positions = min(positions) if positions else None
         super().__init__(w3, deployment, account, store_path, poll_interval, **options)
-        self.jobs: dict[int, VerifierJob] = {}
+        self.jobs: dict[int, VerifierJobState] = {}
         self.accept_mismatches: list[tuple[int, int, int, int]] = []  # (job, cycle, engine, contract)
         self.draft_faults: list[tuple[int, int, Any]] = []  # (job, cycle, DraftFault) seen by the replay
         self.restore(JOB_ROLE, DISPUTE_ROLE)
@@ -106,7 +106,7 @@ class VerifierNode(PartyNode):
             return
         record, job = taken
         self.store.save_job(record.job_id, JOB_ROLE, "active", {"drafter": record.drafter})
-        self.jobs[record.job_id] = VerifierJob(job, record, verifier_seed(self.account.key, record.job_id))
+        self.jobs[record.job_id] = VerifierJobState(job, record, verifier_seed(self.account.key, record.job_id))
         self.schedule.track(JOB, record.job_id)
 
     def on_market_JobAccepted(self, event: ChainEvent) -> None:
@@ -183,17 +183,17 @@ class VerifierNode(PartyNode):
 
     # ------------------------------------------------------------------ work
 
-    def _job(self, job_id: int) -> VerifierJob:
+    def _job(self, job_id: int) -> VerifierJobState:
         vj = self.jobs.get(job_id)
         if vj is None:  # after a restart: rebuild from chain data
             record = chaindata.job_request(self.market, job_id, from_block=self.start_block)
-            vj = VerifierJob(job_from_record(record, self.tokenizer, self.max_positions), record,
+            vj = VerifierJobState(job_from_record(record, self.tokenizer, self.max_positions), record,
                              verifier_seed(self.account.key, job_id))
             self._refresh(vj)
             self.jobs[job_id] = vj
         return vj
 
-    def _refresh(self, vj: VerifierJob) -> None:
+    def _refresh(self, vj: VerifierJobState) -> None:
         for data in chaindata.cycles(self.market, vj.job.job_id, from_block=self.start_block, with_p=False):
             vj.drafts.setdefault(data.cycle, (data.tokens, data.q))
             if data.verified:
@@ -304,7 +304,7 @@ class VerifierNode(PartyNode):
             return 0
         return sum(self._try_speculate(vj) for vj in list(self.jobs.values()))
 
-    def _try_speculate(self, vj: VerifierJob) -> int:
+    def _try_speculate(self, vj: VerifierJobState) -> int:
         if not self.speculate or not vj.speculate or vj.spec is not None:
             return 0
         try:
@@ -315,7 +315,7 @@ class VerifierNode(PartyNode):
             vj.session, vj.verified_cycle = None, None  # rebuilt from chain data when the draft comes
             return 0
 
-    def _speculate(self, vj: VerifierJob) -> int:
+    def _speculate(self, vj: VerifierJobState) -> int:
         s = vj.session
         if s is None:
             if not (vj.accepted and not vj.drafts and not vj.outputs):
@@ -347,7 +347,7 @@ class VerifierNode(PartyNode):
         vj.verified_cycle = c
         return 1
 
-    def _predictor_at(self, vj: VerifierJob, c: int):
+    def _predictor_at(self, vj: VerifierJobState, c: int):
         """The job's mirror of an honest drafter's DraftSession, ready to propose cycle c: a session started at
         cycle 0 and taken through every cycle as the drafter's is (propose, then advance with the cycle's output),
         so that its proposals are the drafter's bit for bit; None if that cannot be done now."""
@@ -372,7 +372,7 @@ class VerifierNode(PartyNode):
             return None
         return p
 
-    def _speculated(self, vj: VerifierJob, c: int, tokens, q) -> Verification | None:
+    def _speculated(self, vj: VerifierJobState, c: int, tokens, q) -> Verification | None:
         """The verification computed ahead for cycle c if the committed draft is the one guessed, else None (the
         session is then put back as it was before the guess)."""
         spec, vj.spec = vj.spec, None
@@ -410,13 +410,13 @@ class VerifierNode(PartyNode):
             return s
         return backup[1]
 
-    def _stop_speculating(self, vj: VerifierJob) -> None:
+    def _stop_speculating(self, vj: VerifierJobState) -> None:
         if vj.spec is not None:  # the guess is dropped: the session goes back to before it
             vj.session, vj.verified_cycle = self._restore(vj.session, vj.spec.backup), None
         vj.spec, vj.predictor, vj.predicted_cycle, vj.speculate = None, None, None, False
         vj.assumed.clear()
 
-    def _verify_invalid_draft(self, vj: VerifierJob, c: int, tokens, q, invalid: int) -> Verification | None:
+    def _verify_invalid_draft(self, vj: VerifierJobState, c: int, tokens, q, invalid: int) -> Verification | None:
         """Verify a draft whose proposal `invalid` is not a token of the vocabulary (the contract takes any uint32).
 
         Such a token has probability 0 under the target, so p_invalid = 0 (truthfully) and the rule rejects
@@ -454,7 +454,7 @@ class VerifierNode(PartyNode):
                             emitted=tuple(emitted), done=done, p_rows=np.vstack([p_rows, padding]),
                             draft_faults=(DraftFault(invalid, "x", tokens[invalid], -1),))
 
-    def _session_at(self, vj: VerifierJob, c: int):
+    def _session_at(self, vj: VerifierJobState, c: int):
         s = vj.session
         if s is not None and s.cycle == c and vj.verified_cycle is None:
             return s
