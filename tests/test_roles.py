@@ -355,7 +355,8 @@ def test_drafter_claims_the_timeout_of_a_silent_verifier(world):
     world.advance(DEFAULT_PARAMS.commit_timeout + DEFAULT_PARAMS.verify_timeout + 5)
     drive([drafter], lambda: world.status(job_id) == JobStatus.Finished, max_rounds=5)
     [finished] = world.market.events.JobFinished().get_logs(argument_filters={"jobId": job_id}, from_block=world.start)
-    assert (finished["args"]["reason"], finished["args"]["party"]) == (FinishReason.VerifyTimeout, world.verifier_address)
+    assert (finished["args"]["reason"], finished["args"]["party"]) == (FinishReason.VerifyTimeout,
+                                                                       world.verifier_address)
     assert world.stake(world.verifier_address) == stake - DEFAULT_PARAMS.timeout_slash
 
 
@@ -400,7 +401,8 @@ def test_biased_drafter_loses_the_draft_replay_dispute_its_verifier_opens(world)
     [opened] = world.dm.events.DisputeOpened().get_logs(from_block=world.start)  # the first one decided it
     dispute_id = opened["args"]["disputeId"]
     assert opened["args"]["challenger"] == world.verifier_address
-    assert (opened["args"]["cycle"], opened["args"]["index"], opened["args"]["kind"]) == (cycle, index, DisputeKind.DraftReplay)
+    assert (opened["args"]["cycle"], opened["args"]["index"], opened["args"]["kind"]) == \
+        (cycle, index, DisputeKind.DraftReplay)
     [d] = resolve_all(world, [dispute_id], [drafter, verifier, *referees])
     assert (d["outcome"], d["cheatedVotes"], d["faithfulVotes"]) == (Outcome.AccusedLost, 3, 0)
     [finished] = world.market.events.JobFinished().get_logs(argument_filters={"jobId": job_id}, from_block=world.start)
@@ -484,7 +486,8 @@ def test_disputes_on_honest_positions_lose(world):
     drafter, verifier = world.drafter(store="drafter-new"), world.verifier(store="verifier-new")
     referees = world.referees()
     # three disputes at once: a proposal's x/q, a proposal's p, and the cycle's outToken
-    dispute_ids = [world.open_dispute(job_id, 0, 0, DisputeKind.DraftReplay), world.open_dispute(job_id, 0, 0, DisputeKind.TargetReplay),
+    dispute_ids = [world.open_dispute(job_id, 0, 0, DisputeKind.DraftReplay),
+                   world.open_dispute(job_id, 0, 0, DisputeKind.TargetReplay),
                    world.open_dispute(job_id, 0, GAMMA, DisputeKind.TargetReplay)]
     # nobody draws until the opening blocks' hashes have left the EVM's 256-block window: each accused node has
     # its draw rescheduled first, then answers (and its answer draws)
@@ -511,7 +514,7 @@ def test_disputes_on_honest_positions_lose(world):
     # every referee kept its verdict and salt in its store, and revealed exactly what it committed
     for referee in referees:
         for d in dispute_ids:
-            saved = referee.store.job(d, "referee-dispute")
+            saved = referee.store.dispute(d, "referee")
             assert saved.status == "done" and saved.params["verdict"] == Verdict.AccusedFaithful
 
 

@@ -353,10 +353,11 @@ class NodeBase:
 
     # ------------------------------------------------------------------ restarts
 
-    def restore(self, job_role: str | None, dispute_role: str) -> None:
-        """Track what the store says this node was doing before a restart."""
-        for job in self.store.jobs(role=job_role, status="active") if job_role else []:
+    def restore(self, with_jobs: bool = True) -> None:
+        """Track what the store says this node was doing before a restart: its active jobs (`with_jobs`: a
+        referee has none) and its disputes not done, both under its `role`."""
+        for job in self.store.jobs(role=self.role, status="active") if with_jobs else []:
             self.schedule.track(JOB, job.job_id)
-        for dispute in self.store.jobs(role=dispute_role):
+        for dispute in self.store.disputes(role=self.role):
             if dispute.status != "done":
-                self.schedule.track(DISPUTE, dispute.job_id)
+                self.schedule.track(DISPUTE, dispute.dispute_id)

@@ -27,7 +27,7 @@ from node.roles.party import PartyNode
 from node.roles.schedule import JOB
 
 TOP_K = 8  # top-k of each distribution kept in transcripts and posted in dispute answers (contract max: 16)
-JOB_ROLE, DISPUTE_ROLE = "drafter", "drafter-dispute"
+JOB_ROLE = "drafter"  # the node's role, also its rows in the store (jobs, disputes, cycles)
 
 
 @dataclass
@@ -41,9 +41,8 @@ class DrafterJobState:
 
 
 class DrafterNode(PartyNode):
-    role = "drafter"
+    role = JOB_ROLE
     own_phase = Phase.AwaitDraft
-    job_role, dispute_role = JOB_ROLE, DISPUTE_ROLE
 
     def __init__(self, w3, deployment, account, store_path, draft_model_path, target_model_path,
                  behavior: DrafterBehavior | str = DrafterBehavior.HONEST, poll_interval: float = 0.2, device=None, *,
@@ -54,7 +53,7 @@ class DrafterNode(PartyNode):
         self.max_positions = max_positions(self.draft_model)
         super().__init__(w3, deployment, account, store_path, poll_interval, **options)
         self.jobs: dict[int, DrafterJobState] = {}
-        self.restore(JOB_ROLE, DISPUTE_ROLE)
+        self.restore()
         self.log.info("drafter %s: draft model %s, target %s, behavior %s", self.address,
                       self.draft_id.hex()[:16], self.target_id.hex()[:16], self.behavior)
 

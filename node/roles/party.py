@@ -22,11 +22,9 @@ from node.roles.schedule import DISPUTE, JOB
 
 
 class PartyNode(NodeBase):
-    """The drafter's and the verifier's common part (see the module doc); `job_role` / `dispute_role` name their rows
-    in the store, `own_phase` the phase in which they act."""
+    """The drafter's and the verifier's common part (see the module doc); their store rows (jobs, disputes, cycles)
+    are under their `role`, `own_phase` is the phase in which they act."""
 
-    job_role = "party"
-    dispute_role = "party-dispute"
     own_phase: Phase  # the job phase in which this party acts: AwaitDraft (drafter) or AwaitVerify (verifier)
 
     jobs: dict[int, Any]  # job id -> the subclass's in-memory state of the job
@@ -36,7 +34,7 @@ class PartyNode(NodeBase):
         job is not this node's, already known, or refused (other models, a prompt that does not fit: the
         reason is logged and recorded in the store, and the node never acts on the job)."""
         record = chaindata.job_from_event(event, self.market)
-        if getattr(record, self.role) != self.address or self.store.job(record.job_id, self.job_role) is not None:
+        if getattr(record, self.role) != self.address or self.store.job(record.job_id, self.role) is not None:
             return None
         reason = None
         if record.draft_model != self.draft_id or record.target_model != self.target_id:
@@ -48,7 +46,7 @@ class PartyNode(NodeBase):
             except JobRefused as exc:
                 reason = str(exc)
         self.log.warning("job %d: refused: %s", record.job_id, reason)
-        self.store.save_job(record.job_id, self.job_role, "refused", {"reason": reason})
+        self.store.save_job(record.job_id, self.role, "refused", {"reason": reason})
         return None
 
     def act_on_announced_turn(self, job_id: int, act: Callable[[int, bool], int]) -> int | None:
@@ -114,10 +112,10 @@ class PartyNode(NodeBase):
         if a["accused"] != self.address:
             return
         dispute_id = int(a["disputeId"])
-        if self.store.job(dispute_id, self.dispute_role) is None:
+        if self.store.dispute(dispute_id, self.role) is None:
             self.log.warning("dispute %d opened against me: job %d cycle %d index %d", dispute_id, a["jobId"],
                              a["cycle"], a["index"])
-            self.store.save_job(dispute_id, self.dispute_role, "open",
+            self.store.save_dispute(dispute_id, self.role, "open",
                                 {"job": int(a["jobId"]), "cycle": int(a["cycle"]), "index": int(a["index"]),
                                  "kind": int(a["kind"]), "token": int(a["token"])})
         self.schedule.track(DISPUTE, dispute_id)
@@ -131,7 +129,7 @@ class PartyNode(NodeBase):
 
     def retire_job(self, job_id: int) -> int:
         """The job is finalized (or gone): mark it done in the store and stop tracking it."""
-        self.store.save_job(job_id, self.job_role, "done")
+        self.store.save_job(job_id, self.role, "done")
         self.jobs.pop(job_id, None)
         self.schedule.forget(JOB, job_id)
         return 0
@@ -139,7 +137,7 @@ class PartyNode(NodeBase):
     def work_dispute(self, dispute_id: int) -> int:
         d = chaindata.dispute_view(self.disputes, dispute_id)
         if d["status"] == DisputeStatus.Resolved:
-            self.store.save_job(dispute_id, self.dispute_role, "done")
+            self.store.save_dispute(dispute_id, self.role, "done")
             self.schedule.forget(DISPUTE, dispute_id)
             self.log.info("dispute %d resolved: %s", dispute_id, solidity_name(Outcome(d["outcome"])))
             return 0

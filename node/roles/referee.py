@@ -9,7 +9,7 @@ a random salt in its store *before* sending `commitVote(voteCommitment(id, me, v
 harmless: the loser's call fails gas estimation and nothing is sent). A silent accused is ended with
 `claimAnswerTimeout` after the answer deadline.
 
-What counts as cheating (PROTOCOL.md §6, docs/disputes.md), with tolerance `tol` (WAD):
+What counts as cheating (docs/protocol.md §6, docs/disputes.md), with tolerance `tol` (WAD):
 
 * DraftReplay, index i < K: |q_replay(x_i) − q_i| > tol, or x_i outside [invcdf(q_replay, u − tol),
   invcdf(q_replay, u + tol)] with u = draftUniform(job, cycle, i);
@@ -37,8 +37,6 @@ from node.roles.chaindata import ChainCycle
 from node.roles.jobs import job_from_record
 from node.roles.models import next_token_rows
 from node.roles.schedule import DISPUTE
-
-DISPUTE_ROLE = "referee-dispute"
 
 
 @dataclass(frozen=True)
@@ -109,7 +107,7 @@ def judge_position(job: DecodingJob, prefix: list[int], cyc: ChainCycle, index: 
 
 class RefereeNode(NodeBase):
     wake_on_blocks_when_idle = False  # polls every poll_interval while not judging (see NodeBase)
-    role = "referee"
+    role = "referee"  # also its rows in the store
 
     def __init__(self, w3, deployment, account, store_path, target_model_path, draft_model_path,
                  poll_interval: float = 0.2, device=None, *, tolerance_wad: int | None = None,
@@ -125,7 +123,7 @@ class RefereeNode(NodeBase):
         self.resolve_stagger_s = resolve_stagger_s
         self._panel: dict[int, list[str]] = {}  # dispute -> drawn referees (from RefereesDrawn, else refereesOf)
         self._resolvable_since: dict[int, float] = {}
-        self.restore(None, DISPUTE_ROLE)
+        self.restore(with_jobs=False)
 
     # ------------------------------------------------------------------ events
 
@@ -135,9 +133,9 @@ class RefereeNode(NodeBase):
         if self.address not in panel:
             return
         self._panel[dispute_id] = panel
-        if self.store.job(dispute_id, DISPUTE_ROLE) is None:
+        if self.store.dispute(dispute_id, self.role) is None:
             self.log.info("drawn for dispute %d", dispute_id)
-            self.store.save_job(dispute_id, DISPUTE_ROLE, "drawn", {})
+            self.store.save_dispute(dispute_id, self.role, "drawn", {})
         self.schedule.track(DISPUTE, dispute_id)
 
     def _touch(self, event: ChainEvent) -> None:
@@ -155,7 +153,7 @@ class RefereeNode(NodeBase):
         fn = self.disputes.functions
         now = self.chain_time()
         if d["status"] == DisputeStatus.Resolved:
-            self.store.save_job(dispute_id, DISPUTE_ROLE, "done")
+            self.store.save_dispute(dispute_id, self.role, "done")
             self.schedule.forget(DISPUTE, dispute_id)
             self._panel.pop(dispute_id, None)
             self._resolvable_since.pop(dispute_id, None)
@@ -173,7 +171,7 @@ class RefereeNode(NodeBase):
         if not ballot["drawn"]:
             self.schedule.forget(DISPUTE, dispute_id)
             return 0
-        saved = self.store.job(dispute_id, DISPUTE_ROLE)
+        saved = self.store.dispute(dispute_id, self.role)
         params = dict(saved.params) if saved else {}
         if ballot["commitment"] == bytes(32):
             if now > d["commitDeadline"]:
@@ -185,7 +183,7 @@ class RefereeNode(NodeBase):
                         return 0
                     params = {"verdict": judgement.verdict, "reason": judgement.reason,
                               "salt": "0x" + os.urandom(32).hex()}
-                    self.store.save_job(dispute_id, DISPUTE_ROLE, "judged", params)  # before the commitment leaves
+                    self.store.save_dispute(dispute_id, self.role, "judged", params)  # before the commitment leaves
                 commitment = protocol.vote_commitment(dispute_id, self.address, params["verdict"], _salt(params))
                 did += self.transact(f"dispute:{dispute_id}:commit", fn.commitVote(dispute_id, commitment))
         elif ballot["verdict"] == 0:

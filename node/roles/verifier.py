@@ -33,7 +33,7 @@ from node.roles.party import PartyNode
 from node.roles.schedule import JOB
 
 TOP_K = 8
-JOB_ROLE, DISPUTE_ROLE = "verifier", "verifier-dispute"
+JOB_ROLE = "verifier"  # the node's role, also its rows in the store (jobs, disputes, cycles)
 SPECULATION_MISSES = 2  # consecutive wrong guesses after which a job is no longer speculated on
 PREDICTOR_CATCH_UP = 8  # a job first speculated on at a later cycle replays the drafter's session up to there
 
@@ -72,9 +72,8 @@ class VerifierJobState:
 
 
 class VerifierNode(PartyNode):
-    role = "verifier"
+    role = JOB_ROLE
     own_phase = Phase.AwaitVerify
-    job_role, dispute_role = JOB_ROLE, DISPUTE_ROLE
 
     def __init__(self, w3, deployment, account, store_path, target_model_path, draft_model_path,
                  behavior: VerifierBehavior | str = VerifierBehavior.HONEST, poll_interval: float = 0.2, device=None,
@@ -94,7 +93,7 @@ class VerifierNode(PartyNode):
         self.jobs: dict[int, VerifierJobState] = {}
         self.accept_mismatches: list[tuple[int, int, int, int]] = []  # (job, cycle, engine, contract)
         self.draft_faults: list[tuple[int, int, Any]] = []  # (job, cycle, DraftFault) seen by the replay
-        self.restore(JOB_ROLE, DISPUTE_ROLE)
+        self.restore()
         self.log.info("verifier %s: target model %s, draft %s, behavior %s", self.address,
                       self.target_id.hex()[:16], self.draft_id.hex()[:16], self.behavior)
 
