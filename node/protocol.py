@@ -1,4 +1,4 @@
-"""The protocol math of PROTOCOL.md §3-§4, mirrored bit for bit by `contracts/lib/SpecMath.sol`.
+"""The protocol math of docs/protocol.md §3-§4, mirrored bit for bit by `contracts/lib/SpecMath.sol`.
 
 Everything here takes and returns plain ints and bytes (numpy is used only
 to make the vocabulary-wide loops fast; results are identical to the
@@ -12,7 +12,7 @@ from typing import NamedTuple, Sequence
 
 import numpy as np
 
-try:  # the C keccak (safe-pysha3) hashes in ~1 µs, pycryptodome's in ~5; a cycle hashes ~20 times
+try:  # the C keccak (safe-pysha3) is several times faster than pycryptodome's; a cycle hashes ~20 times (docs/node.md)
     from eth_hash.backends import pysha3 as _keccak_backend
     from eth_hash.main import Keccak256
 
@@ -260,7 +260,7 @@ def residual_sample(p_wad: Sequence[int], q_wad: Sequence[int], u: int) -> int:
 def sample_window(sample, u: int, tolerance_wad: int) -> tuple[int, int]:
     """The tokens a uniform within `tolerance_wad` of u can draw: (sample(u - tol), sample(u + tol)), clamped to
     [0, WAD). `sample` maps a uniform to a token (invcdf or residual_sample over replayed rows); a claimed
-    token is faithful when it lies in this window (PROTOCOL.md §6). Referees, the verifier's draft check and the
+    token is faithful when it lies in this window (docs/protocol.md §6). Referees, the verifier's draft check and the
     watchdog's audit all judge a sampled token by this one rule."""
     if tolerance_wad < 0:
         raise ValueError(f"tolerance must be >= 0, got {tolerance_wad}")
@@ -327,7 +327,7 @@ def hash_chain_length(max_tokens: int) -> int:
     """N, the length of a job's verifier hash chain: N = maxTokens.
 
     Every cycle emits at least one token, so a job has at most maxTokens
-    cycles and needs at most maxTokens reveals (PROTOCOL.md §3: N >= maxTokens).
+    cycles and needs at most maxTokens reveals (docs/protocol.md §3: N >= maxTokens).
     The verifier commits head = hash_chain(seed, N) at job acceptance.
     """
     if max_tokens < 1:

@@ -1,4 +1,4 @@
-"""DisputeManager (PROTOCOL.md §6, docs/disputes.md) on a real anvil with the real registry and market.
+"""DisputeManager (docs/protocol.md §6, docs/disputes.md) on a real anvil with the real registry and market.
 
 One module-level deployment (`deploy_system`) with registered parties, three jobs and one verified
 cycle each; every test runs inside the `chain` snapshot, so tests never see each other's changes.

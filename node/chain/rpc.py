@@ -94,7 +94,8 @@ def cache_chain_id(w3: Web3) -> Web3:
 class KeepAliveHTTPProvider(Web3.HTTPProvider):
     """web3's HTTPProvider, but each JSON-RPC request goes over one persistent `http.client` connection per
     thread instead of through requests/urllib3, whose per-request work (session merging, environment and
-    proxy lookups, pool bookkeeping) costs ~0.5 ms, five times a local round trip; a node makes thousands.
+    proxy lookups, pool bookkeeping) costs more than a local round trip itself (docs/node.md, "Measured costs");
+    a node makes thousands.
 
     Errors keep requests' types, so callers and `is_transient` see what they saw before: a refused, reset
     or timed-out connection raises `requests.ConnectionError` / `requests.Timeout`, an HTTP error status

@@ -57,7 +57,8 @@ _NONCE_CONFLICT = ("replacement transaction underpriced", "nonce too high", "rep
 def sign_transaction(account: LocalAccount, tx: dict[str, Any]) -> tuple[bytes, bytes]:
     """(raw signed transaction, its hash). An EIP-1559 transaction (type 2, no access list) is encoded and signed
     here with coincurve (libsecp256k1, what eth-keys uses when installed): the same bytes as
-    `account.sign_transaction` (RFC 6979 nonces, low s), without its ~0.7 ms of dict validation and formatting.
+    `account.sign_transaction` (RFC 6979 nonces, low s), without its dict validation and formatting (its cost:
+    docs/node.md, "Measured costs").
     Anything else, or without coincurve, goes through eth-account."""
     fields = ("chainId", "nonce", "maxPriorityFeePerGas", "maxFeePerGas", "gas", "to", "value", "data")
     if _coincurve is None or tx.get("type") not in (2, "0x2") or set(tx) - set(fields) - {"type"} or \
@@ -136,9 +137,9 @@ class TxSender:
 
     def _request(self, method: str, params: list) -> Any:
         """One JSON-RPC request straight to the provider, for the two calls of every transaction (eth_estimateGas,
-        eth_sendRawTransaction): web3's request pipeline (formatters, validation middleware) costs ~1 ms of Python
-        around an eth_estimateGas, four times a local round trip. An error answer raises Web3RPCError carrying
-        the response, as web3 does (the revert data and message are read from it the same way)."""
+        eth_sendRawTransaction): web3's request pipeline (formatters, validation middleware) costs several local
+        round trips of Python around each (docs/node.md, "Measured costs"). An error answer raises Web3RPCError
+        carrying the response, as web3 does (the revert data and message are read from it the same way)."""
         response = self._rpc(lambda: self.w3.provider.make_request(RPCEndpoint(method), params))
         error = response.get("error") if isinstance(response, dict) else None
         if error:

@@ -58,7 +58,7 @@ class GenerationResult:
 
     @property
     def alpha(self) -> float:
-        """PROTOCOL.md §5's estimate: accepted / (accepted + rejected), at most one rejection per cycle."""
+        """docs/protocol.md §5's estimate: accepted / (accepted + rejected), at most one rejection per cycle."""
         accepted = sum(c.accepted for c in self.cycles)
         rejected = sum(c.accepted < len(c.proposals) for c in self.cycles)
         return accepted / (accepted + rejected) if accepted + rejected else 1.0

@@ -2,7 +2,7 @@
 
 Proposal i of cycle c is x_i = invcdf(q_i, draft_uniform(job, c, i)) over the
 quantized draft distribution q_i, so anyone holding the draft model can
-replay it: the drafter has no freedom (PROTOCOL.md §3).
+replay it: the drafter has no freedom (docs/protocol.md §3).
 
 The cache always holds a prefix of the context that is at least one token
 short: the token the verifier emitted last is fed first at the next cycle,

@@ -9,7 +9,7 @@ distribution at the first rejected position, which the chain does not carry:
   or trusted drafter; this is what SpeculativeDecoder.generate does by default);
 * holding the draft model, it replays the draft over the K proposals by
   teacher forcing (about one draft step), checks every q_i and x_i against
-  that replay, and uses its own replay for the residual (PROTOCOL.md §4).
+  that replay, and uses its own replay for the residual (docs/protocol.md §4).
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ from node.decoding.messages import DecodingJob, Draft, DraftFault, Verification
 def default_tolerance_wad(dtype: torch.dtype) -> int:
     """How far (in WAD) a replayed probability or CDF point may sit from the claim and still count as faithful.
 
-    PROTOCOL.md §6: replays differ in the last digits (here: one token at a time
-    versus teacher-forced in one pass). Measured on the bundled pair, CPU: at
-    most 5.4e-7 in fp32 and 2.4e-3 in bf16, so 1e-4 and 1e-2 leave wide margins.
+    docs/protocol.md §6: replays differ in the last digits (here: one token at a time
+    versus teacher-forced in one pass). 1e-4 (fp32) and 1e-2 (bf16) leave wide
+    margins over the gaps measured on the bundled pair (docs/engine.md, "Design": the untrusting verifier).
     """
     return 10**14 if dtype in (torch.float32, torch.float64) else 10**16
 

@@ -228,8 +228,9 @@ def cycles(source, *args, from_block: int | None = None, with_p: bool = True) ->
     for log in _logs(market.events.DraftCommitted, job_id, from_block):
         a = log["args"]
         tokens, q = unpack_draft(a["draft"])
-        drafts[int(a["cycle"])] = ChainCycle(job_id=int(job_id), cycle=int(a["cycle"]), draft_root=bytes(a["draftRoot"]),
-                                            tokens=tuple(tokens), q=tuple(q), commit_tx=to_hex(log["transactionHash"]))
+        drafts[int(a["cycle"])] = ChainCycle(job_id=int(job_id), cycle=int(a["cycle"]),
+                                             draft_root=bytes(a["draftRoot"]), tokens=tuple(tokens), q=tuple(q),
+                                             commit_tx=to_hex(log["transactionHash"]))
     for log in _logs(market.events.CycleVerified, job_id, from_block):
         a = log["args"]
         c = int(a["cycle"])

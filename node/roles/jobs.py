@@ -1,5 +1,5 @@
-"""From an on-chain job to the engine's `DecodingJob` (and a session resumed at a cycle), and the verifier-seed convention
-(docs/node.md).
+"""From an on-chain job to the engine's `DecodingJob` (and a session resumed at a cycle), and the verifier-seed
+convention (docs/node.md).
 
 One mapping, used by every node, the referee and the requester CLI alike, so that all parties decode
 the same prompt into the same tokens and the same sampling settings:

@@ -173,7 +173,7 @@ class JobReport:
 
 
 def alpha_of(cycles: Iterable[CycleSummary]) -> float | None:
-    """PROTOCOL.md §5: Σ accepted / Σ (accepted + rejected), at most one rejection per cycle."""
+    """docs/protocol.md §5: Σ accepted / Σ (accepted + rejected), at most one rejection per cycle."""
     cycles = list(cycles)
     accepted = sum(c.accepted for c in cycles)
     rejected = sum(c.rejected for c in cycles)
