@@ -1,4 +1,4 @@
-"""The protocol math of PROTOCOL.md §3-§4, mirrored bit for bit by `contracts/lib/SpecMath.sol`.
+"""The protocol math of docs/protocol.md §3-§4, mirrored bit for bit by `contracts/lib/SpecMath.sol`.
 
 Everything here takes and returns plain ints and bytes (numpy is used only
 to make the vocabulary-wide loops fast; results are identical to the
@@ -8,11 +8,11 @@ implementations together.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 import numpy as np
 
-try:  # the C keccak (safe-pysha3) hashes in ~1 µs, pycryptodome's in ~5; a cycle hashes ~20 times
+try:  # the C keccak (safe-pysha3) is several times faster than pycryptodome's; a cycle hashes ~20 times (docs/node.md)
     from eth_hash.backends import pysha3 as _keccak_backend
     from eth_hash.main import Keccak256
 
@@ -260,11 +260,41 @@ def residual_sample(p_wad: Sequence[int], q_wad: Sequence[int], u: int) -> int:
 def sample_window(sample, u: int, tolerance_wad: int) -> tuple[int, int]:
     """The tokens a uniform within `tolerance_wad` of u can draw: (sample(u - tol), sample(u + tol)), clamped to
     [0, WAD). `sample` maps a uniform to a token (invcdf or residual_sample over replayed rows); a claimed
-    token is faithful when it lies in this window (PROTOCOL.md §6). Referees, the verifier's draft check and the
+    token is faithful when it lies in this window (docs/protocol.md §6). Referees, the verifier's draft check and the
     watchdog's audit all judge a sampled token by this one rule."""
     if tolerance_wad < 0:
         raise ValueError(f"tolerance must be >= 0, got {tolerance_wad}")
     return sample(max(u - tolerance_wad, 0)), sample(min(u + tolerance_wad, WAD - 1))
+
+
+class ProposalCheck(NamedTuple):
+    """A committed proposal (token x_i, claimed q_i) against a replay of the draft model at its position."""
+
+    replayed_q: int  # the replayed probability of x_i (0 for an id outside the vocabulary: a draft may commit any)
+    q_faithful: bool  # |replayed_q - q_i| <= tolerance
+    token_faithful: bool  # x_i lies in sample_window(invcdf(replayed row, .), draft uniform, tolerance)
+
+    @property
+    def faithful(self) -> bool:
+        return self.q_faithful and self.token_faithful
+
+
+def check_proposal(row: Sequence[int], token: int, q: int, u: int, tolerance_wad: int) -> ProposalCheck:
+    """The DraftReplay rule for one proposal (docs/protocol.md §6): with `row` the replayed WAD distribution at the
+    position and `u` its public draft uniform, q_i is faithful when within `tolerance_wad` of row[x_i], and x_i when
+    a uniform within `tolerance_wad` of u draws it (`sample_window`). The verifier's draft check, the referees'
+    vote and the watchdog's audit all decide by this one function, so an audit flags exactly what a dispute proves."""
+    replayed = int(row[token]) if 0 <= token < len(row) else 0
+    low, high = sample_window(lambda w: invcdf(row, w), u, tolerance_wad)
+    return ProposalCheck(replayed, abs(replayed - q) <= tolerance_wad, low <= token <= high)
+
+
+def binds(index: int, accepted: int, gamma: int) -> bool:
+    """Whether position `index` of a cycle of `gamma` proposals that accepted `accepted` decides anything, so that a
+    dispute on it can be opened: a proposal up to and including the first rejection (index <= accepted), and the
+    outToken (index == gamma). p and q after the first rejection bind nothing (docs/protocol.md §4 step 2, and
+    "Project decisions": Disputes)."""
+    return index <= accepted or index == gamma
 
 
 def emitted_token(p_next: Sequence[int], q_next: Sequence[int] | None, u: int) -> int:
@@ -297,7 +327,7 @@ def hash_chain_length(max_tokens: int) -> int:
     """N, the length of a job's verifier hash chain: N = maxTokens.
 
     Every cycle emits at least one token, so a job has at most maxTokens
-    cycles and needs at most maxTokens reveals (PROTOCOL.md §3: N >= maxTokens).
+    cycles and needs at most maxTokens reveals (docs/protocol.md §3: N >= maxTokens).
     The verifier commits head = hash_chain(seed, N) at job acceptance.
     """
     if max_tokens < 1:
@@ -328,10 +358,6 @@ def truncate_emitted(tokens: Sequence[int], eos_token: int | None, remaining: in
 
 # ---------------------------------------------------------------- disputes (contracts/DisputeManager.sol, docs/disputes.md)
 
-VERDICT_ACCUSED_FAITHFUL = 1
-VERDICT_ACCUSED_CHEATED = 2
-
-
 def _address_word(address: str | bytes) -> bytes:
     raw = bytes.fromhex(address[2:] if address.startswith("0x") else address) if isinstance(address, str) else address
     if len(raw) != 20:
@@ -345,7 +371,7 @@ def vote_commitment(dispute_id: int, referee: str | bytes, verdict: int, salt: b
     Mirrors `DisputeManager.voteCommitment`; binding the dispute and the referee stops a referee from
     copying another's commitment and replaying its reveal.
     """
-    if verdict not in (VERDICT_ACCUSED_FAITHFUL, VERDICT_ACCUSED_CHEATED):
+    if verdict not in (1, 2):  # DisputeManager.Verdict (node/chain/enums.py): AccusedFaithful, AccusedCheated
         raise ValueError(f"verdict must be 1 (AccusedFaithful) or 2 (AccusedCheated), got {verdict}")
     return keccak(_word(dispute_id) + _address_word(referee) + _word(verdict) + _bytes32(salt))
 

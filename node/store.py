@@ -1,8 +1,12 @@
 """The node's durable state: one SQLite file per node (stdlib sqlite3, WAL mode).
 
 It holds what must survive a crash: transactions signed but maybe not yet mined (so nothing is ever
-sent twice), event-poller cursors and processed logs (so no event is lost or handled twice), and the
-job transcripts a node needs to answer disputes long after it produced them.
+sent twice), event-poller cursors and processed logs (so no event is lost or handled twice), the jobs and
+disputes the node takes part in (`jobs`, `disputes`: status and role-specific params per (id, role)), and the
+cycle transcripts a node needs to answer disputes long after it produced them (`cycles`).
+
+The schema is versioned (`PRAGMA user_version`, SCHEMA_VERSION); a store of an older version is migrated when it
+is opened (`_MIGRATIONS`, in one transaction), one of a newer version is refused.
 
 WAD probabilities can exceed int64 (uint64, and sums of them), so they are stored as decimal strings
 inside JSON; callers read and write plain Python ints.
@@ -19,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # v2: disputes have their own table (v1 kept them in `jobs` as role "<role>-dispute")
 # PRAGMA application_id marks the file as ours, so a foreign SQLite file is refused instead of mutated.
 APPLICATION_ID = 0x76737063  # "vspc"
 
@@ -68,6 +72,15 @@ CREATE TABLE jobs (
     PRIMARY KEY (job_id, role)
 );
 
+CREATE TABLE disputes (
+    dispute_id INTEGER NOT NULL,
+    role       TEXT NOT NULL,
+    status     TEXT NOT NULL,
+    params     TEXT NOT NULL,
+    updated_at REAL NOT NULL,
+    PRIMARY KEY (dispute_id, role)
+);
+
 CREATE TABLE cycles (
     job_id         INTEGER NOT NULL,
     role           TEXT NOT NULL,
@@ -84,6 +97,16 @@ CREATE TABLE cycles (
     PRIMARY KEY (job_id, role, cycle)
 );
 """
+
+# How a store of an older schema is brought to SCHEMA_VERSION, one step per version, in one store transaction.
+_MIGRATIONS = {
+    1: [  # v1 -> v2: disputes move out of `jobs`, where they were rows with role "<role>-dispute", keyed by dispute id
+        _SCHEMA[_SCHEMA.index("CREATE TABLE disputes"):].split(";")[0],
+        "INSERT INTO disputes SELECT job_id, substr(role, 1, length(role) - length('-dispute')), status, params, "
+        "updated_at FROM jobs WHERE role LIKE '%-dispute'",
+        "DELETE FROM jobs WHERE role LIKE '%-dispute'",
+    ],
+}
 
 
 class StoreError(RuntimeError):
@@ -111,7 +134,9 @@ class SentTx:
 
 
 @dataclass(frozen=True)
-class Job:
+class StoredJob:
+    """A job as one node's store records it: its role in the job, its status there, and role-specific params."""
+
     job_id: int
     role: str
     status: str
@@ -119,7 +144,18 @@ class Job:
 
 
 @dataclass(frozen=True)
-class CycleTranscript:
+class StoredDispute:
+    """A dispute as one node's store records it: its role in it (the accused or challenging party, or a drawn
+    referee), its status there, and role-specific params (a referee's verdict and salt)."""
+
+    dispute_id: int
+    role: str
+    status: str
+    params: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class StoredCycle:
     """What one node saw and did in one cycle; fields a role never fills stay None."""
 
     job_id: int
@@ -181,8 +217,9 @@ class NodeStore:
     """One node's SQLite store. Safe to share between threads of one process.
 
     `durability`: DURABILITY_POWER (the default here: every commit fsynced) or DURABILITY_PROCESS (no fsync
-    per commit: ~1 ms less per write; a commit survives kill -9 but not a power cut). The serving nodes
-    choose DURABILITY_PROCESS (node/roles/base.py; why that cannot send anything twice: docs/node.md).
+    per commit, the cost of a write on the critical path: docs/node.md, "Measured costs"; a commit survives
+    kill -9 but not a power cut). The serving nodes choose DURABILITY_PROCESS (node/roles/base.py; why that
+    cannot send anything twice: docs/node.md, "Store durability").
     """
 
     def __init__(self, path: str | Path, durability: str = DURABILITY_POWER):
@@ -210,9 +247,8 @@ class NodeStore:
         has_tables = self._db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] > 0
         if app_id != APPLICATION_ID and (has_tables or app_id != 0):
             raise StoreError(f"{self.path} is an SQLite file of another application (application_id {app_id:#x})")
-        if app_id == APPLICATION_ID and version != SCHEMA_VERSION:
-            # No migrations exist yet: v1 is the first schema. Add them here when the schema changes.
-            raise StoreError(f"{self.path} has schema v{version}; this node understands v{SCHEMA_VERSION}")
+        if app_id == APPLICATION_ID and version != SCHEMA_VERSION and not (1 <= version < SCHEMA_VERSION):
+            raise StoreError(f"{self.path} has schema v{version}; this node understands v1..v{SCHEMA_VERSION}")
         self._db.execute("PRAGMA journal_mode=WAL")
         # FULL (DURABILITY_POWER): a recorded transaction is on disk before we broadcast it, even across a
         # power cut; NORMAL (DURABILITY_PROCESS): it is in the OS's page cache, which a killed process cannot lose.
@@ -223,6 +259,12 @@ class NodeStore:
                     if statement.strip():
                         self._db.execute(statement)
                 self._db.execute(f"PRAGMA application_id={APPLICATION_ID}")
+                self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        elif version < SCHEMA_VERSION:
+            with self.transaction():
+                for step in range(version, SCHEMA_VERSION):
+                    for statement in _MIGRATIONS[step]:
+                        self._db.execute(statement)
                 self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
     def close(self) -> None:
@@ -329,31 +371,57 @@ class NodeStore:
         tx_hash, log_index = log_identity(log)
         self._write("INSERT OR IGNORE INTO processed_logs VALUES (?, ?, ?)", (consumer, tx_hash, log_index))
 
-    # --- job transcripts ----------------------------------------------------------------------------
+    # --- jobs and disputes -------------------------------------------------------------------------
 
     def save_job(self, job_id: int, role: str, status: str, params: Mapping[str, Any] | None = None) -> None:
         """Insert or update a job; `params=None` keeps the stored params."""
+        self._save_row("jobs", "job_id", "job id", job_id, role, status, params)
+
+    def job(self, job_id: int, role: str) -> StoredJob | None:
+        row = self._row("jobs", "job_id", job_id, role)
+        return StoredJob(*row) if row else None
+
+    def jobs(self, role: str | None = None, status: str | None = None) -> list[StoredJob]:
+        return [StoredJob(*row) for row in self._rows("jobs", "job_id", role, status)]
+
+    def save_dispute(self, dispute_id: int, role: str, status: str, params: Mapping[str, Any] | None = None) -> None:
+        """Insert or update a dispute; `params=None` keeps the stored params."""
+        self._save_row("disputes", "dispute_id", "dispute id", dispute_id, role, status, params)
+
+    def dispute(self, dispute_id: int, role: str) -> StoredDispute | None:
+        row = self._row("disputes", "dispute_id", dispute_id, role)
+        return StoredDispute(*row) if row else None
+
+    def disputes(self, role: str | None = None, status: str | None = None) -> list[StoredDispute]:
+        return [StoredDispute(*row) for row in self._rows("disputes", "dispute_id", role, status)]
+
+    def _save_row(self, table: str, key: str, what: str, item_id: int, role: str, status: str,
+                  params: Mapping[str, Any] | None) -> None:
         now = time.time()
-        _int64(job_id, "job id")
+        _int64(item_id, what)
         with self.transaction():
             if params is None:
-                current = self.job(job_id, role)
-                params = current.params if current else {}
+                current = self._row(table, key, item_id, role)
+                params = current[3] if current else {}
             self._db.execute(
-                "INSERT INTO jobs VALUES (?, ?, ?, ?, ?) ON CONFLICT(job_id, role) DO UPDATE SET "
+                f"INSERT INTO {table} VALUES (?, ?, ?, ?, ?) ON CONFLICT({key}, role) DO UPDATE SET "
                 "status = excluded.status, params = excluded.params, updated_at = excluded.updated_at",
-                (_int64(job_id, "job id"), role, status, json.dumps(dict(params)), now),
+                (item_id, role, status, json.dumps(dict(params)), now),
             )
 
-    def job(self, job_id: int, role: str) -> Job | None:
-        rows = self._query("SELECT job_id, role, status, params FROM jobs WHERE job_id = ? AND role = ?",
-                           (job_id, role))
-        return Job(rows[0][0], rows[0][1], rows[0][2], json.loads(rows[0][3])) if rows else None
+    def _row(self, table: str, key: str, item_id: int, role: str) -> tuple | None:
+        """The (id, role, status, params) row of `table` (jobs or disputes) for (item_id, role), params decoded."""
+        rows = self._query(f"SELECT {key}, role, status, params FROM {table} WHERE {key} = ? AND role = ?",
+                           (item_id, role))
+        return (rows[0][0], rows[0][1], rows[0][2], json.loads(rows[0][3])) if rows else None
 
-    def jobs(self, role: str | None = None, status: str | None = None) -> list[Job]:
-        rows = self._query("SELECT job_id, role, status, params FROM jobs WHERE (? IS NULL OR role = ?) "
-                           "AND (? IS NULL OR status = ?) ORDER BY job_id, role", (role, role, status, status))
-        return [Job(r[0], r[1], r[2], json.loads(r[3])) for r in rows]
+    def _rows(self, table: str, key: str, role: str | None, status: str | None) -> list[tuple]:
+        """The rows of `table` with that role and status (None: any), in id order."""
+        rows = self._query(f"SELECT {key}, role, status, params FROM {table} WHERE (? IS NULL OR role = ?) "
+                           f"AND (? IS NULL OR status = ?) ORDER BY {key}, role", (role, role, status, status))
+        return [(r[0], r[1], r[2], json.loads(r[3])) for r in rows]
+
+    # --- cycle transcripts --------------------------------------------------------------------------
 
     def save_cycle(self, job_id: int, role: str, cycle: int, *, proposals: list[int] | None = None,
                    q: list[int] | None = None, p: list[int] | None = None, top_k: Any = None,
@@ -381,18 +449,18 @@ class NodeStore:
                  _json_or_none(emitted_tokens), json.dumps(hashes), time.time()),
             )
 
-    def cycle(self, job_id: int, role: str, cycle: int) -> CycleTranscript | None:
+    def cycle(self, job_id: int, role: str, cycle: int) -> StoredCycle | None:
         rows = self._query("SELECT * FROM cycles WHERE job_id = ? AND role = ? AND cycle = ?", (job_id, role, cycle))
         return self._cycle_from_row(rows[0]) if rows else None
 
-    def cycles(self, job_id: int, role: str) -> list[CycleTranscript]:
+    def cycles(self, job_id: int, role: str) -> list[StoredCycle]:
         rows = self._query("SELECT * FROM cycles WHERE job_id = ? AND role = ? ORDER BY cycle", (job_id, role))
         return [self._cycle_from_row(row) for row in rows]
 
     @staticmethod
-    def _cycle_from_row(row: tuple) -> CycleTranscript:
+    def _cycle_from_row(row: tuple) -> StoredCycle:
         job_id, role, cycle, proposals, q, p, top_k, reveal, accepted, emitted, tx_hashes, _updated = row
-        return CycleTranscript(
+        return StoredCycle(
             job_id=job_id, role=role, cycle=cycle, proposals=_loads_or_none(proposals), q=_wads_from_json(q),
             p=_wads_from_json(p), top_k=_loads_or_none(top_k),
             reveal=None if reveal is None else bytes.fromhex(reveal[2:]), accepted=accepted,

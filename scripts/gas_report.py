@@ -35,6 +35,7 @@ from web3.logs import DISCARD
 from node import protocol as P
 from node.chain.anvil import running_anvil
 from node.chain.deploy import ETHER, WAD, deploy_system
+from node.chain.enums import Verdict
 
 GAMMAS = (1, 4, 8, 16)
 ALPHAS = (0.6, 0.8)
@@ -181,7 +182,7 @@ def dispute_gas(chain: Chain, gamma: int = 4, index: int = 1) -> dict:
     job = Job(chain, gamma, 8 * (gamma + 1))
     cyc = job.cycle(0, forced_p(2))
     leaves = [P.leaf(job.id, 0, i, t, x) for i, (t, x) in enumerate(zip(cyc["tokens"], cyc["q"]))]
-    dm, verdict = chain.disputes.functions, P.VERDICT_ACCUSED_CHEATED
+    dm, verdict = chain.disputes.functions, Verdict.AccusedCheated
     record = (cyc["root"], cyc["p"], cyc["accepted"], OUT_TOKEN)
     leaf_proof = (cyc["tokens"][index], cyc["q"][index], P.proof(leaves, index))
     gas = {"openDispute": chain.send(dm.openDispute(job.id, 0, index, DRAFT_REPLAY, record, leaf_proof),

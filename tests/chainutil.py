@@ -18,6 +18,7 @@ from web3.logs import DISCARD
 
 from node import protocol as P
 from node.chain.deploy import DEFAULT_PARAMS, ETHER, WAD, DeploymentParams, System, deploy_system
+from node.chain.enums import FinishReason, JobStatus, Phase, Role
 from node.roles.chaindata import unpack_draft, unpack_output  # noqa: F401 (the packed event bytes, shared with the nodes)
 
 DRAFT_MODEL = keccak(b"verispec.test.draft-model")
@@ -30,10 +31,11 @@ PRICE_PASS = 3 * 10**12
 EOS = 2
 SEED = keccak(b"verispec.test.verifier-seed")
 
-ROLE_NONE, ROLE_DRAFTER, ROLE_VERIFIER, ROLE_REFEREE = range(4)
-STATUS_NONE, STATUS_OPEN, STATUS_RUNNING, STATUS_FINISHED, STATUS_FINALIZED = range(5)
-PHASE_DRAFT, PHASE_VERIFY = range(2)
-REASON_COMPLETED, REASON_ACCEPT_TIMEOUT, REASON_DRAFT_TIMEOUT, REASON_VERIFY_TIMEOUT, REASON_DISPUTE = range(5)
+# the contracts' enums, under the short names these tests use (the values come from node/chain/enums.py)
+ROLE_NONE, ROLE_DRAFTER, ROLE_VERIFIER, ROLE_REFEREE = Role
+STATUS_NONE, STATUS_OPEN, STATUS_RUNNING, STATUS_FINISHED, STATUS_FINALIZED = JobStatus
+PHASE_DRAFT, PHASE_VERIFY = Phase
+REASON_COMPLETED, REASON_ACCEPT_TIMEOUT, REASON_DRAFT_TIMEOUT, REASON_VERIFY_TIMEOUT, REASON_DISPUTE = FinishReason
 
 
 # ---------------------------------------------------------------- actors and the deployed system

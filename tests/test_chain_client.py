@@ -13,17 +13,12 @@ from web3 import Web3
 from web3.exceptions import Web3RPCError
 
 from node.chain.anvil import free_port, start_anvil
-from node.chain.client import (
-    ChainUnavailable,
-    RetryPolicy,
-    RevertDecoder,
-    TransactionRejected,
-    TransactionReverted,
-    TxSender,
-    connect,
-)
 from node.chain.contracts import deploy_contract
+from node.chain.errors import ChainUnavailable, TransactionRejected, TransactionReverted
 from node.chain.events import ChainEvent, EventPoller
+from node.chain.revert_decoder import RevertDecoder
+from node.chain.rpc import RetryPolicy, connect
+from node.chain.sender import TxSender
 from node.store import TX_MINED, TX_SIGNED, IdempotencyConflict, NodeStore
 
 FAST_RETRY = RetryPolicy(attempts=4, first_delay=0.05, max_delay=0.2)
@@ -242,7 +237,7 @@ def test_own_signing_equals_eth_account():
 
     from eth_utils import to_checksum_address
 
-    from node.chain.client import sign_transaction
+    from node.chain.sender import sign_transaction
 
     key = Account.create()
     rng = random.Random(7)

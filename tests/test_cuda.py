@@ -117,7 +117,7 @@ def test_a_cpu_verifier_accepts_an_honest_cuda_drafter_and_catches_a_biased_one(
 
 
 def test_target_probabilities_on_cuda_agree_with_a_cpu_replay_within_the_fp32_tolerance(models, prompt):
-    """A referee replaying on CPU what an fp32 verifier computed on a GPU (PROTOCOL.md §6), at every position of
+    """A referee replaying on CPU what an fp32 verifier computed on a GPU (docs/protocol.md §6), at every position of
     a real generation, in one forward and token by token through the KV cache as a decoding node computes them."""
     cpu_target, cpu_draft = models(CPU, torch.float32)
     cuda_target, _ = models(CUDA, torch.float32)

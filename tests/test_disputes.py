@@ -1,4 +1,4 @@
-"""DisputeManager (PROTOCOL.md §6, docs/disputes.md) on a real anvil with the real registry and market.
+"""DisputeManager (docs/protocol.md §6, docs/disputes.md) on a real anvil with the real registry and market.
 
 One module-level deployment (`deploy_system`) with registered parties, three jobs and one verified
 cycle each; every test runs inside the `chain` snapshot, so tests never see each other's changes.
@@ -17,19 +17,20 @@ from web3.logs import DISCARD
 
 from node import protocol as P
 from node.chain.deploy import DEFAULT_PARAMS, deploy_system
+from node.chain.enums import DisputeKind, DisputeStatus, JobStatus, Outcome, PositionState, Role, Verdict
 
 WAD = P.WAD
 ETHER = 10**18
 
-# enums of DisputeManager
-DRAFT, TARGET = 0, 1
-S_NONE, S_AWAIT, S_VOTING, S_RESOLVED = 0, 1, 2, 3
-V_NONE, V_FAITHFUL, V_CHEATED = 0, P.VERDICT_ACCUSED_FAITHFUL, P.VERDICT_ACCUSED_CHEATED
-O_NONE, O_ACCUSED_LOST, O_CHALLENGER_LOST, O_VOID, O_SILENT = 0, 1, 2, 3, 4
-POS_FREE, POS_OPEN, POS_PROVEN = 0, 1, 2
+# enums of DisputeManager, under the short names these tests use (the values come from node/chain/enums.py)
+DRAFT, TARGET = DisputeKind
+S_NONE, S_AWAIT, S_VOTING, S_RESOLVED = DisputeStatus
+V_NONE, V_FAITHFUL, V_CHEATED = Verdict
+O_NONE, O_ACCUSED_LOST, O_CHALLENGER_LOST, O_VOID, O_SILENT = Outcome
+POS_FREE, POS_OPEN, POS_PROVEN = PositionState
 # enums of the registry / market
-ROLE_VERIFIER, ROLE_REFEREE = 2, 3
-JOB_OPEN, JOB_RUNNING, JOB_FINISHED, JOB_FINALIZED = 1, 2, 3, 4
+ROLE_VERIFIER, ROLE_REFEREE = Role.Verifier, Role.Referee
+JOB_OPEN, JOB_RUNNING, JOB_FINISHED, JOB_FINALIZED = list(JobStatus)[1:]
 
 DRAFT_MODEL = keccak(b"verispec.test.draft-model")
 TARGET_MODEL = keccak(b"verispec.test.target-model")

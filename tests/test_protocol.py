@@ -53,6 +53,20 @@ def test_sample_window_is_what_a_uniform_within_the_tolerance_draws():
         P.sample_window(draw, 5, -1)
 
 
+def test_check_proposal_is_the_draft_replay_rule():
+    row = [P.WAD // 4, 0, P.WAD // 4, P.WAD // 2]
+    u = P.WAD // 4 - 10  # draws token 0; within 10 of the boundary to token 2
+    assert P.check_proposal(row, 0, P.WAD // 4, u, 0) == (P.WAD // 4, True, True)
+    assert P.check_proposal(row, 0, P.WAD // 4 + 5, u, 4).q_faithful is False  # q off by more than the tolerance
+    assert P.check_proposal(row, 0, P.WAD // 4 + 5, u, 5).faithful
+    assert P.check_proposal(row, 2, P.WAD // 4, u, 9) == (P.WAD // 4, True, False)  # not the sample
+    assert P.check_proposal(row, 2, P.WAD // 4, u, 10).faithful  # a uniform within the tolerance draws it
+    assert P.check_proposal(row, 100_000, 1, u, 10) == (0, True, False)  # outside the vocabulary: probability 0
+    # binding: proposals up to the first rejection, and the outToken
+    assert [i for i in range(5) if P.binds(i, 1, 4)] == [0, 1, 4]
+    assert [i for i in range(5) if P.binds(i, 4, 4)] == [0, 1, 2, 3, 4]
+
+
 @pytest.mark.parametrize("bad", [
     [P.WAD // 2, -1, P.WAD // 2 + 1],  # a negative entry, total still WAD
     [2**63 - 1, 2**63 - 1, P.WAD + 2],  # every entry >= 0 and the int64 total wraps around to exactly WAD

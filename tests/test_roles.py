@@ -20,27 +20,24 @@ from eth_hash.auto import keccak
 
 from node import protocol
 from node.chain.anvil import running_anvil
-from node.chain.client import connect
 from node.chain.deploy import DEFAULT_PARAMS, deploy_system
 from node.chain.deployment import Deployment
+from node.chain.enums import DisputeKind, DisputeStatus, FinishReason, JobStatus, Outcome, Role, Verdict
 from node.chain.keys import dev_account
+from node.chain.rpc import connect
 from node.decoding import SpeculativeDecoder
 from node.roles import DrafterNode, RefereeNode, VerifierNode, chaindata
-from node.roles.base import DISPUTE, load_model, load_tokenizer, model_id
-from node.roles.chaindata import (
-    DISPUTE_AWAITING_ANSWER, DISPUTE_RESOLVED, KIND_DRAFT, KIND_TARGET, STATUS_FINISHED, STATUS_OPEN, STATUS_RUNNING,
-)
+from node.roles.audit import replay_target
 from node.roles.jobs import engine_job, prompt_tokens, verifier_seed
-from node.roles.requester import Requester, replay_target
+from node.roles.models import load_model, load_tokenizer, model_id
+from node.roles.requester import Requester
+from node.roles.schedule import DISPUTE
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 TARGET, DRAFT = ROOT / "models" / "target", ROOT / "models" / "draft"
 WAD = protocol.WAD
 ETHER = 10**18
 STAKE = 5 * ETHER
-ROLE_VERIFIER, ROLE_REFEREE = 2, 3
-OUTCOME_ACCUSED_LOST, OUTCOME_CHALLENGER_LOST = 1, 2
-REASON_VERIFY_TIMEOUT, REASON_DISPUTE_LOST = 3, 4
 PROMPT = "def __init__(self, "
 GAMMA = 4
 
@@ -183,9 +180,9 @@ def world(rpc, ids, tmp_path):
     world = World(w3, system, deployment, start, ids, tmp_path, list(w3.eth.accounts))
     reg = system.registry.functions
     world.send(reg.registerDrafter(ids["draft"], ids["target"], WAD // 2), world.drafter_address, STAKE)
-    world.send(reg.register(ROLE_VERIFIER, [ids["target"]]), world.verifier_address, STAKE)
+    world.send(reg.register(Role.Verifier, [ids["target"]]), world.verifier_address, STAKE)
     for referee in world.referee_addresses:
-        world.send(reg.register(ROLE_REFEREE, [ids["draft"], ids["target"]]), referee, system.params.min_referee_stake)
+        world.send(reg.register(Role.Referee, [ids["draft"], ids["target"]]), referee, system.params.min_referee_stake)
     return world
 
 
@@ -224,7 +221,7 @@ def test_two_interleaved_honest_jobs_equal_generate(world, tokenizer):
     first = world.submit(max_tokens=20)
     second = world.submit(prompt="import os\n\nclass ", max_tokens=16, temperature=7 * WAD // 10, top_k=20,
                           top_p=9 * WAD // 10)
-    drive([drafter, verifier], lambda: world.status(first) == world.status(second) == STATUS_FINISHED)
+    drive([drafter, verifier], lambda: world.status(first) == world.status(second) == JobStatus.Finished)
 
     expected = {first: reference(first, tokenizer, world, max_tokens=20),
                 second: reference(second, tokenizer, world, prompt="import os\n\nclass ", max_tokens=16,
@@ -256,7 +253,7 @@ def test_two_interleaved_honest_jobs_equal_generate(world, tokenizer):
 def test_greedy_job_equals_the_targets_greedy_generate(world, tokenizer):
     drafter, verifier = world.drafter(), world.verifier()
     job_id = world.submit(max_tokens=24, temperature=0)
-    drive([drafter, verifier], lambda: world.status(job_id) == STATUS_FINISHED)
+    drive([drafter, verifier], lambda: world.status(job_id) == JobStatus.Finished)
     prompt = prompt_tokens(tokenizer, PROMPT.encode())
     target = load_model(TARGET, torch.device("cpu"), torch.float32)
     with torch.inference_mode():
@@ -278,7 +275,7 @@ def test_nodes_refuse_jobs_for_other_models_and_prompts_that_do_not_fit(world, t
     for _ in range(3):
         verifier.step()
         foreign_drafter.step()
-    assert world.status(foreign) == world.status(too_long) == STATUS_OPEN  # never accepted
+    assert world.status(foreign) == world.status(too_long) == JobStatus.Open  # never accepted
     assert verifier.sent == [] and foreign_drafter.sent == []
     assert verifier.store.job(foreign, "verifier").status == "refused"
     assert "not mine" in verifier.store.job(foreign, "verifier").params["reason"]
@@ -295,7 +292,7 @@ def test_nodes_run_in_their_own_threads_until_stopped(world, rpc):
     try:
         job_id = world.submit(max_tokens=12)
         deadline = time.monotonic() + 120
-        while world.status(job_id) != STATUS_FINISHED:
+        while world.status(job_id) != JobStatus.Finished:
             assert time.monotonic() < deadline, "the job did not finish"
             time.sleep(0.1)
     finally:
@@ -324,7 +321,7 @@ def test_killed_nodes_restart_from_their_stores_without_sending_anything_twice(w
     with pytest.raises(Killed):
         drafter.step()
     decided = drafter.store.cycle(job_id, "drafter", cycle)
-    assert decided.proposals is not None and world.status(job_id) == STATUS_RUNNING
+    assert decided.proposals is not None and world.status(job_id) == JobStatus.Running
     del drafter
     drafter = world.drafter()  # same store: it sends the draft it had decided, not a new one
     drive([drafter], lambda: len(chaindata.cycles(world.system, job_id, from_block=world.start, with_p=False)) > cycle,
@@ -339,7 +336,7 @@ def test_killed_nodes_restart_from_their_stores_without_sending_anything_twice(w
     assert verifier.store.sent_tx(f"job:{job_id}:cycle:{cycle}:verify") is not None
     del verifier
     verifier = world.verifier()  # its TxSender pushes the recorded transaction out at start
-    drive([drafter, verifier], lambda: world.status(job_id) == STATUS_FINISHED)
+    drive([drafter, verifier], lambda: world.status(job_id) == JobStatus.Finished)
 
     cycles = check_cycles_on_chain(world, job_id)
     assert sum(len(c.output) for c in cycles) == 24 or cycles[-1].output[-1] == 0
@@ -356,9 +353,10 @@ def test_drafter_claims_the_timeout_of_a_silent_verifier(world):
     stake = world.stake(world.verifier_address)
     drafter.recheck_interval = 0  # look at the job on every step (deadlines are noticed by rechecks)
     world.advance(DEFAULT_PARAMS.commit_timeout + DEFAULT_PARAMS.verify_timeout + 5)
-    drive([drafter], lambda: world.status(job_id) == STATUS_FINISHED, max_rounds=5)
+    drive([drafter], lambda: world.status(job_id) == JobStatus.Finished, max_rounds=5)
     [finished] = world.market.events.JobFinished().get_logs(argument_filters={"jobId": job_id}, from_block=world.start)
-    assert (finished["args"]["reason"], finished["args"]["party"]) == (REASON_VERIFY_TIMEOUT, world.verifier_address)
+    assert (finished["args"]["reason"], finished["args"]["party"]) == (FinishReason.VerifyTimeout,
+                                                                       world.verifier_address)
     assert world.stake(world.verifier_address) == stake - DEFAULT_PARAMS.timeout_slash
 
 
@@ -366,7 +364,7 @@ def test_drafter_claims_the_timeout_of_a_silent_verifier(world):
 
 
 def resolve_all(world, dispute_ids, nodes):
-    drive(nodes, lambda: all(world.dispute(d)["status"] == DISPUTE_RESOLVED for d in dispute_ids))
+    drive(nodes, lambda: all(world.dispute(d)["status"] == DisputeStatus.Resolved for d in dispute_ids))
     return [world.dispute(d) for d in dispute_ids]
 
 
@@ -383,11 +381,11 @@ def test_biased_drafter_loses_the_draft_replay_dispute_its_verifier_opens(world)
     drive([verifier], lambda: world.dispute(1)["drawn"] > 0)
     [drawn] = world.dm.events.RefereesDrawn().get_logs(from_block=world.start)
     assert world.w3.eth.get_transaction(drawn["transactionHash"])["from"] == world.verifier_address
-    assert world.dispute(1)["status"] == DISPUTE_AWAITING_ANSWER
+    assert world.dispute(1)["status"] == DisputeStatus.AwaitingAnswer
     drafter.work_dispute = answer_later
-    drafter.mark_dirty(DISPUTE, 1)
+    drafter.schedule.mark_dirty(DISPUTE, 1)
     # the job stops when the drafter loses
-    drive([drafter, verifier, *referees], lambda: world.status(job_id) == STATUS_FINISHED)
+    drive([drafter, verifier, *referees], lambda: world.status(job_id) == JobStatus.Finished)
     cycles = check_cycles_on_chain(world, job_id, stopped=True)
     # the positions it biased, as its own transcript records them; the verifier's replay flagged each one
     biased = [(c.cycle, b["index"]) for c in cycles
@@ -403,11 +401,12 @@ def test_biased_drafter_loses_the_draft_replay_dispute_its_verifier_opens(world)
     [opened] = world.dm.events.DisputeOpened().get_logs(from_block=world.start)  # the first one decided it
     dispute_id = opened["args"]["disputeId"]
     assert opened["args"]["challenger"] == world.verifier_address
-    assert (opened["args"]["cycle"], opened["args"]["index"], opened["args"]["kind"]) == (cycle, index, KIND_DRAFT)
+    assert (opened["args"]["cycle"], opened["args"]["index"], opened["args"]["kind"]) == \
+        (cycle, index, DisputeKind.DraftReplay)
     [d] = resolve_all(world, [dispute_id], [drafter, verifier, *referees])
-    assert (d["outcome"], d["cheatedVotes"], d["faithfulVotes"]) == (OUTCOME_ACCUSED_LOST, 3, 0)
+    assert (d["outcome"], d["cheatedVotes"], d["faithfulVotes"]) == (Outcome.AccusedLost, 3, 0)
     [finished] = world.market.events.JobFinished().get_logs(argument_filters={"jobId": job_id}, from_block=world.start)
-    assert finished["args"]["reason"] == REASON_DISPUTE_LOST  # stopped mid-job
+    assert finished["args"]["reason"] == FinishReason.DisputeLost  # stopped mid-job
     assert world.stake(world.drafter_address) == stake - world.system.params.accused_slash
     [answered] = world.dm.events.Answered().get_logs(argument_filters={"disputeId": dispute_id},
                                                      from_block=world.start)
@@ -424,13 +423,13 @@ def test_nodes_compute_in_fp32_where_the_engine_would_default_to_bf16(monkeypatc
     """Committed q and p are judged against fp32 replays; a bf16 node would be out of tolerance
     (scripts/precision_gap.py). Runs without a GPU: the device resolution is what a CUDA machine answers."""
     from node.decoding import loading
-    from node.roles.base import resolve_device
+    from node.roles.models import node_device
 
     cuda = torch.device("cuda")
     monkeypatch.setattr(loading, "resolve_device", lambda device=None: cuda)
     assert loading.default_dtype(cuda) == torch.bfloat16  # the engine's own GPU default
-    assert resolve_device("cuda") == (cuda, torch.float32)
-    assert resolve_device(None) == (cuda, torch.float32)
+    assert node_device("cuda") == (cuda, torch.float32)
+    assert node_device(None) == (cuda, torch.float32)
 
 
 def test_a_wrong_guess_of_the_verifier_is_undone_exactly(tokenizer):
@@ -442,14 +441,15 @@ def test_a_wrong_guess_of_the_verifier_is_undone_exactly(tokenizer):
     import numpy as np
 
     from node.decoding import VerifySession
-    from node.decoding.messages import Draft, Job
+    from node.decoding.messages import DecodingJob, Draft
     from node.decoding.proposer import DraftSession
     from node.roles import behaviors
 
     target = load_model(TARGET, torch.device("cpu"), torch.float32)
     draft = load_model(DRAFT, torch.device("cpu"), torch.float32)
     node = SimpleNamespace(target_model=target, draft_model=draft)
-    job = Job(job_id=3, prompt=tuple(prompt_tokens(tokenizer, PROMPT.encode())), max_new_tokens=40, gamma=GAMMA)
+    job = DecodingJob(job_id=3, prompt=tuple(prompt_tokens(tokenizer, PROMPT.encode())), max_new_tokens=40,
+                      gamma=GAMMA)
     seed = bytes(range(32))
     for behavior, kind in (("honest", "lengths"), ("retaliate", "copy")):
         plain = behaviors.verify_session(behavior, target, job, seed, draft_model=draft)
@@ -478,7 +478,7 @@ def test_a_wrong_guess_of_the_verifier_is_undone_exactly(tokenizer):
 def test_disputes_on_honest_positions_lose(world):
     drafter, verifier = world.drafter(), world.verifier()
     job_id = world.submit(max_tokens=16)
-    drive([drafter, verifier], lambda: world.status(job_id) == STATUS_FINISHED)
+    drive([drafter, verifier], lambda: world.status(job_id) == JobStatus.Finished)
     stakes = {a: world.stake(a) for a in (world.drafter_address, world.verifier_address)}
     # both nodes lose their stores: the new ones (same keys) find their job and the disputes from chain data
     # alone and answer with replayed values
@@ -486,13 +486,14 @@ def test_disputes_on_honest_positions_lose(world):
     drafter, verifier = world.drafter(store="drafter-new"), world.verifier(store="verifier-new")
     referees = world.referees()
     # three disputes at once: a proposal's x/q, a proposal's p, and the cycle's outToken
-    dispute_ids = [world.open_dispute(job_id, 0, 0, KIND_DRAFT), world.open_dispute(job_id, 0, 0, KIND_TARGET),
-                   world.open_dispute(job_id, 0, GAMMA, KIND_TARGET)]
+    dispute_ids = [world.open_dispute(job_id, 0, 0, DisputeKind.DraftReplay),
+                   world.open_dispute(job_id, 0, 0, DisputeKind.TargetReplay),
+                   world.open_dispute(job_id, 0, GAMMA, DisputeKind.TargetReplay)]
     # nobody draws until the opening blocks' hashes have left the EVM's 256-block window: each accused node has
     # its draw rescheduled first, then answers (and its answer draws)
     world.w3.provider.make_request("anvil_mine", [hex(300)])
     for d in resolve_all(world, dispute_ids, [drafter, verifier, *referees]):
-        assert (d["outcome"], d["faithfulVotes"], d["cheatedVotes"]) == (OUTCOME_CHALLENGER_LOST, 3, 0)
+        assert (d["outcome"], d["faithfulVotes"], d["cheatedVotes"]) == (Outcome.ChallengerLost, 3, 0)
     for d in dispute_ids:
         [rescheduled] = world.dm.events.DrawRescheduled().get_logs(argument_filters={"disputeId": d},
                                                                    from_block=world.start)
@@ -513,14 +514,14 @@ def test_disputes_on_honest_positions_lose(world):
     # every referee kept its verdict and salt in its store, and revealed exactly what it committed
     for referee in referees:
         for d in dispute_ids:
-            saved = referee.store.job(d, "referee-dispute")
-            assert saved.status == "done" and saved.params["verdict"] == protocol.VERDICT_ACCUSED_FAITHFUL
+            saved = referee.store.dispute(d, "referee")
+            assert saved.status == "done" and saved.params["verdict"] == Verdict.AccusedFaithful
 
 
 def test_retaliating_verifier_loses_a_target_replay_dispute(world):
     drafter, verifier = world.drafter(), world.verifier(behavior="retaliate")
     job_id = world.submit(max_tokens=20)
-    drive([drafter, verifier], lambda: world.status(job_id) == STATUS_FINISHED)
+    drive([drafter, verifier], lambda: world.status(job_id) == JobStatus.Finished)
     cycles = check_cycles_on_chain(world, job_id)
     tolerance = 10**14
     shaded, beyond_tolerance, lost = [], [], 0
@@ -546,7 +547,7 @@ def test_retaliating_verifier_loses_a_target_replay_dispute(world):
 
     stake = world.stake(world.verifier_address)
     referees = world.referees()
-    dispute_id = world.open_dispute(job_id, cycle, index, KIND_TARGET)
+    dispute_id = world.open_dispute(job_id, cycle, index, DisputeKind.TargetReplay)
     # every referee commits; then one dies before revealing and comes back on its store (verdict and salt in it)
     def committed():
         return all(chaindata.ballot_view(world.dm, dispute_id, r.address)["commitment"] != bytes(32) for r in referees)
@@ -558,8 +559,8 @@ def test_retaliating_verifier_loses_a_target_replay_dispute(world):
     [d] = resolve_all(world, [dispute_id], [drafter, verifier, *referees])
     assert referees[0].sent[0] == f"dispute:{dispute_id}:reveal"  # it revealed what it had committed
     assert chaindata.ballot_view(world.dm, dispute_id, referees[0].address)["verdict"] == \
-        protocol.VERDICT_ACCUSED_CHEATED
-    assert (d["outcome"], d["cheatedVotes"]) == (OUTCOME_ACCUSED_LOST, 3)
+        Verdict.AccusedCheated
+    assert (d["outcome"], d["cheatedVotes"]) == (Outcome.AccusedLost, 3)
     assert world.stake(world.verifier_address) == stake - world.system.params.accused_slash
     assert chaindata.job_view(world.market, job_id)["verifierForfeited"]
     assert all(world.stake(r.address) == world.system.params.min_referee_stake for r in referees)  # none penalized
@@ -569,19 +570,19 @@ def test_retaliating_verifier_loses_a_target_replay_dispute(world):
 def test_a_draft_with_a_token_outside_the_vocabulary_is_verified_and_disputable(world):
     verifier, referees = world.verifier(), world.referees()
     job_id = world.submit(max_tokens=12)
-    drive([verifier], lambda: world.status(job_id) == STATUS_RUNNING)
+    drive([verifier], lambda: world.status(job_id) == JobStatus.Running)
     tokens, q = [100_000, 5, 6, 7], [WAD // 2] * GAMMA  # a drafter (no node) commits garbage: any uint32 goes
     world.send(world.market.functions.commitDraft(job_id, 0, protocol.draft_root(job_id, 0, tokens, q), tokens, q),
                world.drafter_address)
     drive([verifier], lambda: chaindata.job_view(world.market, job_id)["cycle"] == 1)  # no timeout for the verifier
     [c0] = check_cycles_on_chain(world, job_id)
     assert (c0.accepted, c0.p) == (0, (0, 0, 0, 0)) and c0.output == (c0.out_token,) and c0.out_token < 768
-    draft_dispute = world.open_dispute(job_id, 0, 0, KIND_DRAFT)
-    target_dispute = world.open_dispute(job_id, 0, 0, KIND_TARGET)
+    draft_dispute = world.open_dispute(job_id, 0, 0, DisputeKind.DraftReplay)
+    target_dispute = world.open_dispute(job_id, 0, 0, DisputeKind.TargetReplay)
     world.send(world.dm.functions.answer(draft_dispute, q[0], [5], [WAD // 2]), world.drafter_address)
     drafter_dispute, verifier_dispute = resolve_all(world, [draft_dispute, target_dispute], [verifier, *referees])
-    assert drafter_dispute["outcome"] == OUTCOME_ACCUSED_LOST  # q_0 claims mass for a token that has none
-    assert verifier_dispute["outcome"] == OUTCOME_CHALLENGER_LOST  # p_0 = 0 is the truth
+    assert drafter_dispute["outcome"] == Outcome.AccusedLost  # q_0 claims mass for a token that has none
+    assert verifier_dispute["outcome"] == Outcome.ChallengerLost  # p_0 = 0 is the truth
 
 
 # ---------------------------------------------------------------- chain data readers
@@ -590,7 +591,7 @@ def test_a_draft_with_a_token_outside_the_vocabulary_is_verified_and_disputable(
 def test_chaindata_readers_rebuild_a_job_from_chain_data_alone(world, tokenizer):
     drafter, verifier = world.drafter(), world.verifier()
     job_id = world.submit(max_tokens=12, temperature=9 * WAD // 10, top_k=50)
-    drive([drafter, verifier], lambda: world.status(job_id) == STATUS_FINISHED)
+    drive([drafter, verifier], lambda: world.status(job_id) == JobStatus.Finished)
     record = chaindata.job_request(world.system, job_id, from_block=world.start)
     assert (record.requester, record.prompt, record.gamma, record.max_tokens) == (world.requester, PROMPT.encode(),
                                                                                   GAMMA, 12)

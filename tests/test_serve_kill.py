@@ -25,6 +25,7 @@ from web3 import Web3
 
 from node import protocol
 from node.chain.deployment import Deployment
+from node.chain.enums import FinishReason, JobStatus
 from node.roles import chaindata
 from test_cli import (DRAFT, DRAFTER, REQUESTER, TARGET, VERIFIER, _log_tail, _serve, _stop, address,
                       chain_with_drafter_and_verifier, cli, ok)
@@ -33,7 +34,6 @@ MAX_TOKENS = 64
 GAMMA = 2
 PROMPT = "def fibonacci(n):\n"
 MIN_CYCLES = -(-MAX_TOKENS // (GAMMA + 1))  # every cycle emits at most γ + 1 tokens: 22 cycles at least
-REASON_COMPLETED = 0
 JOB_TIMEOUT = 420.0  # seconds for the whole job (two node restarts included) on a loaded 2-core machine
 
 
@@ -191,9 +191,9 @@ def test_job_survives_kill_9_of_the_drafter_then_the_verifier(home, nodes):
     assert n >= MIN_CYCLES and n > verifier_killed_at > drafter_killed_at >= 1
     accepted_logs, finished_logs = watch.logs("JobAccepted"), watch.logs("JobFinished")
     assert len(accepted_logs) == 1 and len(finished_logs) == 1
-    assert int(finished_logs[0]["args"]["reason"]) == REASON_COMPLETED
+    assert int(finished_logs[0]["args"]["reason"]) == FinishReason.Completed
     view = chaindata.job_view(market, job_id)
-    assert chaindata.JOB_STATUS[view["status"]] == "Finished" and view["cycle"] == n
+    assert JobStatus(view["status"]).name == "Finished" and view["cycle"] == n
 
     # every cycle passes the on-chain checks, replayed from chain data alone
     cycles = chaindata.cycles(system, job_id, from_block=first_block)
@@ -216,7 +216,7 @@ def test_job_survives_kill_9_of_the_drafter_then_the_verifier(home, nodes):
     # the output decodes from chain events alone: maxTokens tokens (no EOS)
     tokens = chaindata.output_tokens(system, job_id, from_block=first_block)
     assert tokens == [t for c in cycles for t in c.output] and len(tokens) == MAX_TOKENS
-    from node.roles.base import load_tokenizer
+    from node.roles.models import load_tokenizer
 
     text = load_tokenizer(TARGET, DRAFT).decode(tokens)
     assert text.strip(), tokens

@@ -1,7 +1,7 @@
 """Replay the shared vectors (generated from node/protocol.py) against the deployed SpecMath.
 
 Every vector with arrays goes through both doors of its rule: the memory functions of the
-conformance surface (PROTOCOL.md §3a) and the calldata variants the market calls.
+conformance surface (docs/protocol.md §3a) and the calldata variants the market calls.
 """
 
 from __future__ import annotations

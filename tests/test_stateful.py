@@ -65,6 +65,7 @@ from web3 import Web3
 from chainutil import decode_error
 from node import protocol as P
 from node.chain.deploy import DEFAULT_PARAMS, ETHER, deploy_system
+from node.chain import enums
 
 WAD = P.WAD
 # α windows fill after 8 jobs; a panel of up to 7 takes every eligible referee (see the module docstring).
@@ -83,15 +84,15 @@ EOS = 2
 BOND = PARAMS.dispute_bond
 CYCLE_VERIFIED = "0x" + keccak(b"CycleVerified(uint256,uint256,bytes32,uint256,uint32,bytes)").hex()
 
-NONE, DRAFTER, VERIFIER, REFEREE = range(4)  # registry roles
-OPEN, RUNNING, FINISHED, FINALIZED = 1, 2, 3, 4  # job status
-AWAIT_DRAFT, AWAIT_VERIFY = 0, 1  # job phase
-AWAITING, VOTING, RESOLVED = 1, 2, 3  # dispute status
-LOST, CHALLENGER_LOST, VOID, SILENT = 1, 2, 3, 4  # dispute outcome
-OUTCOMES = {LOST: "AccusedLost", CHALLENGER_LOST: "ChallengerLost", VOID: "Void", SILENT: "AccusedSilent"}
-DRAFT_REPLAY, TARGET_REPLAY = 0, 1
-FAITHFUL, CHEATED = P.VERDICT_ACCUSED_FAITHFUL, P.VERDICT_ACCUSED_CHEATED
-FREE, OPEN_POS, PROVEN = 0, 1, 2  # dispute position state
+# the contracts' enums, under the short names this model uses (the values come from node/chain/enums.py)
+NONE, DRAFTER, VERIFIER, REFEREE = enums.Role  # registry roles
+OPEN, RUNNING, FINISHED, FINALIZED = list(enums.JobStatus)[1:]  # job status
+AWAIT_DRAFT, AWAIT_VERIFY = enums.Phase  # job phase
+AWAITING, VOTING, RESOLVED = list(enums.DisputeStatus)[1:]  # dispute status
+LOST, CHALLENGER_LOST, VOID, SILENT = list(enums.Outcome)[1:]  # dispute outcome
+DRAFT_REPLAY, TARGET_REPLAY = enums.DisputeKind
+FAITHFUL, CHEATED = list(enums.Verdict)[1:]
+FREE, OPEN_POS, PROVEN = enums.PositionState  # dispute position state
 
 MIN_STAKE = {DRAFTER: PARAMS.min_drafter_stake, VERIFIER: PARAMS.min_verifier_stake,
              REFEREE: PARAMS.min_referee_stake, NONE: PARAMS.min_drafter_stake}
@@ -1030,7 +1031,7 @@ class ProtocolMachine(RuleBasedStateMachine):
             share = pool // len(majority)
             for i, r in enumerate(majority):
                 self.credit_disputes(r, share + (pool - share * len(majority) if i == 0 else 0))
-        STATS[f"outcome {OUTCOMES[d.outcome]}"] += 1
+        STATS[f"outcome {enums.Outcome(d.outcome).name}"] += 1
         self.closed(d, accused_lost=d.outcome == LOST)
 
     def closed(self, d: Dispute, accused_lost: bool):

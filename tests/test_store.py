@@ -14,10 +14,11 @@ from node.store import (
     TX_SENT,
     TX_SIGNED,
     TX_SUPERSEDED,
-    CycleTranscript,
     IdempotencyConflict,
     NodeStore,
     StoreError,
+    StoredCycle,
+    StoredDispute,
 )
 
 ADDRESS = "0x" + "ab" * 20
@@ -206,6 +207,49 @@ def test_job_status_updates_keep_params(store):
     assert [j.job_id for j in store.jobs(role="drafter")] == [3]
 
 
+def test_disputes_are_kept_apart_from_jobs(store):
+    store.save_job(4, "referee", "active")
+    store.save_dispute(4, "referee", "drawn", {})
+    store.save_dispute(4, "referee", "judged", {"verdict": 2, "salt": "0x01"})
+    store.save_dispute(4, "referee", "done")  # params kept
+    assert store.dispute(4, "referee").params == {"verdict": 2, "salt": "0x01"}
+    assert [(d.dispute_id, d.status) for d in store.disputes(role="referee")] == [(4, "done")]
+    assert [(j.job_id, j.status) for j in store.jobs()] == [(4, "active")]
+    assert store.dispute(4, "drafter") is None and store.job(5, "referee") is None
+
+
+V1_JOBS_TABLE = ("CREATE TABLE jobs (job_id INTEGER NOT NULL, role TEXT NOT NULL, status TEXT NOT NULL, "
+                 "params TEXT NOT NULL, updated_at REAL NOT NULL, PRIMARY KEY (job_id, role))")
+
+
+def test_a_v1_store_is_migrated_with_its_disputes_in_their_own_table(path):
+    """Schema v1 kept disputes in `jobs` with the role "<role>-dispute": opening such a store moves them (a referee's
+    verdict and salt must survive an upgrade, or it could not reveal what it committed)."""
+    from node.store import APPLICATION_ID
+
+    NodeStore(path).close()  # a current store, taken back to v1: no disputes table, disputes as jobs rows
+    raw = sqlite3.connect(path)
+    raw.execute("DROP TABLE disputes")
+    raw.execute("DROP TABLE jobs")
+    raw.execute(V1_JOBS_TABLE)
+    raw.executemany("INSERT INTO jobs VALUES (?, ?, ?, ?, 0)", [
+        (7, "drafter", "active", '{"verifier": "0x01"}'), (7, "drafter-dispute", "open", '{"job": 7}'),
+        (3, "referee-dispute", "judged", '{"verdict": 2, "salt": "0xab"}'), (8, "verifier", "done", "{}")])
+    raw.execute("PRAGMA user_version=1")
+    raw.commit()
+    raw.close()
+    with NodeStore(path) as store:
+        assert [(j.job_id, j.role, j.status) for j in store.jobs()] == [(7, "drafter", "active"),
+                                                                         (8, "verifier", "done")]
+        assert store.dispute(3, "referee") == StoredDispute(3, "referee", "judged", {"verdict": 2, "salt": "0xab"})
+        assert store.dispute(7, "drafter").params == {"job": 7}
+        assert store.job(7, "drafter").params == {"verifier": "0x01"}
+    raw = sqlite3.connect(path)
+    assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert raw.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
+    raw.close()
+
+
 def test_cycle_transcript_is_merged_as_the_cycle_progresses(store):
     big_wad = 2**64 - 1  # past int64: must come back exact
     store.save_cycle(9, "verifier", 0, proposals=[5, 17, 2], q=[big_wad, 10**18, 1],
@@ -214,7 +258,7 @@ def test_cycle_transcript_is_merged_as_the_cycle_progresses(store):
                      emitted_tokens=[5, 6], tx_hashes={"submitVerification": HASH_B})
     store.save_cycle(9, "verifier", 1, proposals=[1])
 
-    assert store.cycle(9, "verifier", 0) == CycleTranscript(
+    assert store.cycle(9, "verifier", 0) == StoredCycle(
         job_id=9, role="verifier", cycle=0, proposals=[5, 17, 2], q=[big_wad, 10**18, 1], p=[10**18, 0, 3],
         top_k=[[[5, 0.7], [6, 0.3]]], reveal=b"\x01" * 32, accepted=1, emitted_tokens=[5, 6],
         tx_hashes={"commitDraft": HASH_A, "submitVerification": HASH_B})

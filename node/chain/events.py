@@ -33,10 +33,9 @@ from web3 import Web3
 from web3.contract import Contract
 from web3.types import LogReceipt
 
-from node.chain.client import RetryPolicy, rpc_url_of, with_retries
 from node.chain.logs import fetch_in_halves
+from node.chain.rpc import RetryPolicy, rpc_url_of, with_retries
 from node.store import NodeStore
-
 
 _PLAIN_TYPE = re.compile(r"^(u?int[0-9]*|bytes[0-9]*|bool|address|string)$")
 
@@ -45,7 +44,8 @@ def fast_decoder(entry: dict) -> Callable[[Any], dict[str, Any]] | None:
     """A decoder of one event's logs into its args (as web3's `process_log` gives them: ints, bytes, str, bool,
     checksummed addresses) straight with eth_abi, for events whose arguments are all plain (no tuples, no
     arrays, no hashed indexed strings or bytes); None for any other event (web3 decodes those). web3's
-    decoder costs ~0.2 ms a log, on every node's reaction to the other party's transaction."""
+    decoder sits on every node's reaction to the other party's transaction (its cost: docs/node.md, "Measured
+    costs")."""
     inputs = entry.get("inputs", [])
     if entry.get("anonymous") or any(not _PLAIN_TYPE.match(i["type"]) for i in inputs):
         return None

@@ -8,15 +8,15 @@
 See docs/engine.md.
 """
 
-from node.decoding.decoder import CycleRecord, GenerationResult, SpeculativeDecoder, Timings
+from node.decoding.decoder import DecodedCycle, GenerationResult, SpeculativeDecoder, Timings
 from node.decoding.distributions import SamplingParams, probabilities, quantized, top_k
-from node.decoding.messages import Draft, DraftFault, Job, Verification
+from node.decoding.messages import DecodingJob, Draft, DraftFault, Verification
 from node.decoding.model_id import model_id, model_id_of, tokenizer_digest
 from node.decoding.proposer import DraftSession
 from node.decoding.scorer import VerifySession
 
 __all__ = [
-    "CycleRecord", "Draft", "DraftFault", "DraftSession", "GenerationResult", "Job", "SamplingParams",
+    "DecodedCycle", "DecodingJob", "Draft", "DraftFault", "DraftSession", "GenerationResult", "SamplingParams",
     "SpeculativeDecoder", "Timings", "Verification", "VerifySession", "model_id", "model_id_of",
     "probabilities", "quantized", "tokenizer_digest", "top_k",
 ]

@@ -14,14 +14,17 @@ import torch
 
 from node.decoding import loading
 from node.decoding.distributions import SamplingParams
-from node.decoding.messages import Job
+from node.decoding.messages import DecodingJob
 from node.decoding.model_id import model_id
 from node.decoding.proposer import DraftSession
 from node.decoding.scorer import VerifySession
 
 
 @dataclass(frozen=True)
-class CycleRecord:
+class DecodedCycle:
+    """One cycle of `generate` as the two sessions decided it (the on-chain per-cycle record is the contracts'
+    `CycleRecord` hash of some of these fields: node/protocol.py `cycle_record_hash`)."""
+
     cycle: int
     proposals: tuple[int, ...]
     q: tuple[int, ...]  # q_i(x_i), WAD
@@ -47,7 +50,7 @@ class Timings:
 @dataclass(frozen=True)
 class GenerationResult:
     tokens: list[int]  # the generated tokens (the prompt excluded)
-    cycles: list[CycleRecord]
+    cycles: list[DecodedCycle]
     stop_reason: str  # "eos" or "length"
     chain_head: bytes  # the verifier's committed hash-chain head
     draft_faults: int  # proposals the verifier's replay contradicted (0 unless verify_draft)
@@ -55,7 +58,7 @@ class GenerationResult:
 
     @property
     def alpha(self) -> float:
-        """PROTOCOL.md §5's estimate: accepted / (accepted + rejected), at most one rejection per cycle."""
+        """docs/protocol.md §5's estimate: accepted / (accepted + rejected), at most one rejection per cycle."""
         accepted = sum(c.accepted for c in self.cycles)
         rejected = sum(c.accepted < len(c.proposals) for c in self.cycles)
         return accepted / (accepted + rejected) if accepted + rejected else 1.0
@@ -102,8 +105,8 @@ class SpeculativeDecoder:
         decoder.target_id, decoder.draft_id = model_id(target_path), model_id(draft_path)
         return decoder
 
-    def job(self, input_ids, max_new_tokens: int, job_id: int, eos_token_id=None) -> Job:
-        return Job(job_id=job_id, prompt=tuple(int(t) for t in input_ids), max_new_tokens=max_new_tokens,
+    def job(self, input_ids, max_new_tokens: int, job_id: int, eos_token_id=None) -> DecodingJob:
+        return DecodingJob(job_id=job_id, prompt=tuple(int(t) for t in input_ids), max_new_tokens=max_new_tokens,
                    gamma=self.gamma, sampling=self.sampling, eos_token_id=eos_token_id)
 
     def generate(self, input_ids: list[int], max_new_tokens: int, job_id: int, verifier_seed: bytes,
@@ -120,7 +123,7 @@ class SpeculativeDecoder:
             drafter.advance(verification.emitted)
             tokens.extend(verification.emitted)
             faults += len(verification.draft_faults)
-            cycles.append(CycleRecord(cycle=cycle, proposals=draft.tokens, q=draft.q, p=verification.p,
+            cycles.append(DecodedCycle(cycle=cycle, proposals=draft.tokens, q=draft.q, p=verification.p,
                                       reveal=verification.reveal, accepted=verification.accepted,
                                       out_token=verification.out_token, emitted=verification.emitted))
         stop = "eos" if eos_token_id is not None and tokens and tokens[-1] == eos_token_id else "length"

@@ -1,4 +1,4 @@
-"""Sampling settings, applied identically to both models' logits before quantization (PROTOCOL.md §3).
+"""Sampling settings, applied identically to both models' logits before quantization (docs/protocol.md §3).
 
 One function, `probabilities`, turns logits into the distribution a job
 samples from; the drafter, the verifier and any replaying referee all call
@@ -71,7 +71,7 @@ def quantized(logits: torch.Tensor, params: SamplingParams) -> np.ndarray:
 def top_k(wad_rows: np.ndarray, k: int) -> list[list[tuple[int, int]]]:
     """Per position, the k most likely tokens as (token, WAD), most likely first, lower id first on ties.
 
-    This is what an accused party posts in a dispute (PROTOCOL.md §6, step 2).
+    This is what an accused party posts in a dispute (docs/protocol.md §6, step 2).
     """
     order = np.argsort(-wad_rows, axis=1, kind="stable")[:, :k]
     return [[(int(t), int(row[t])) for t in ids] for row, ids in zip(wad_rows, order)]

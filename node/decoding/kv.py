@@ -35,10 +35,6 @@ class CachedLM:
         self.forward_s = 0.0  # wall time spent in forward passes, for the cost model
         self.forwards = 0
 
-    def max_positions(self) -> int | None:
-        config = self.model.config
-        return getattr(config, "n_positions", None) or getattr(config, "max_position_embeddings", None)
-
     def extend(self, tokens: list[int], keep: int = 1) -> torch.Tensor:
         """Feed `tokens` after the cached ones; return the (keep, V) logits of the last `keep` fed positions."""
         if not 1 <= keep <= len(tokens):

@@ -8,6 +8,8 @@ not a silently wrong distribution later.
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -42,6 +44,21 @@ def load_model(path, device: torch.device, dtype: torch.dtype):
     except TypeError:  # transformers 4.x spelled it torch_dtype
         model = AutoModelForCausalLM.from_pretrained(path, torch_dtype=dtype)
     return model.to(device).eval()
+
+
+def max_positions(model) -> int | None:
+    """The positions the model attends over (prompt + generated tokens), None when its config names no limit.
+
+    `model`: a loaded model, or the directory of a checkpoint (then its config.json is read; nothing is loaded).
+    """
+    if isinstance(model, (str, os.PathLike)):
+        try:
+            config = json.loads((Path(model) / "config.json").read_text())
+        except (OSError, ValueError):
+            return None
+        return config.get("n_positions") or config.get("max_position_embeddings")
+    config = model.config
+    return getattr(config, "n_positions", None) or getattr(config, "max_position_embeddings", None)
 
 
 def vocab_size(model) -> int:

@@ -18,7 +18,10 @@ from node.decoding.distributions import SamplingParams, top_k
 
 
 @dataclass(frozen=True)
-class Job:
+class DecodingJob:
+    """What the engine decodes: prompt tokens, token budget, γ, sampling settings, EOS (node/roles/jobs.py builds one
+    from an on-chain job)."""
+
     job_id: int
     prompt: tuple[int, ...]
     max_new_tokens: int

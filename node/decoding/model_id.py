@@ -1,4 +1,4 @@
-"""The model id of PROTOCOL.md §2: a bytes32 naming a checkpoint's weights and tokenizer.
+"""The model id of docs/protocol.md §2: a bytes32 naming a checkpoint's weights and tokenizer.
 
 sha256 over a canonical serialization, so it is the same on every machine
 and every run for the same files:

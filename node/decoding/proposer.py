@@ -2,7 +2,7 @@
 
 Proposal i of cycle c is x_i = invcdf(q_i, draft_uniform(job, c, i)) over the
 quantized draft distribution q_i, so anyone holding the draft model can
-replay it: the drafter has no freedom (PROTOCOL.md §3).
+replay it: the drafter has no freedom (docs/protocol.md §3).
 
 The cache always holds a prefix of the context that is at least one token
 short: the token the verifier emitted last is fed first at the next cycle,
@@ -19,13 +19,14 @@ import torch
 from node import protocol
 from node.decoding.distributions import quantized
 from node.decoding.kv import CachedLM
-from node.decoding.messages import Draft, Job
+from node.decoding.loading import max_positions
+from node.decoding.messages import DecodingJob, Draft
 
 
 class DraftSession:
-    def __init__(self, draft_model, job: Job):
+    def __init__(self, draft_model, job: DecodingJob):
         self.lm = CachedLM(draft_model)
-        job.check_fits(self.lm.max_positions())
+        job.check_fits(max_positions(draft_model))
         self.job = job
         self.context = list(job.prompt)  # prompt + every token emitted so far
         self.cycle = 0

@@ -9,7 +9,7 @@ distribution at the first rejected position, which the chain does not carry:
   or trusted drafter; this is what SpeculativeDecoder.generate does by default);
 * holding the draft model, it replays the draft over the K proposals by
   teacher forcing (about one draft step), checks every q_i and x_i against
-  that replay, and uses its own replay for the residual (PROTOCOL.md §4).
+  that replay, and uses its own replay for the residual (docs/protocol.md §4).
 """
 
 from __future__ import annotations
@@ -23,25 +23,26 @@ from node import protocol
 from node.decoding import sampler
 from node.decoding.distributions import quantized
 from node.decoding.kv import CachedLM
-from node.decoding.messages import Draft, DraftFault, Job, Verification
+from node.decoding.loading import max_positions
+from node.decoding.messages import DecodingJob, Draft, DraftFault, Verification
 
 
 def default_tolerance_wad(dtype: torch.dtype) -> int:
     """How far (in WAD) a replayed probability or CDF point may sit from the claim and still count as faithful.
 
-    PROTOCOL.md §6: replays differ in the last digits (here: one token at a time
-    versus teacher-forced in one pass). Measured on the bundled pair, CPU: at
-    most 5.4e-7 in fp32 and 2.4e-3 in bf16, so 1e-4 and 1e-2 leave wide margins.
+    docs/protocol.md §6: replays differ in the last digits (here: one token at a time
+    versus teacher-forced in one pass). 1e-4 (fp32) and 1e-2 (bf16) leave wide
+    margins over the gaps measured on the bundled pair (docs/engine.md, "Design": the untrusting verifier).
     """
     return 10**14 if dtype in (torch.float32, torch.float64) else 10**16
 
 
 class VerifySession:
-    def __init__(self, target_model, job: Job, verifier_seed: bytes, draft_model=None,
+    def __init__(self, target_model, job: DecodingJob, verifier_seed: bytes, draft_model=None,
                  tolerance_wad: int | None = None):
         self.target = CachedLM(target_model)
         self.replay = CachedLM(draft_model) if draft_model is not None else None  # the draft model, teacher-forced
-        job.check_fits(self.target.max_positions())
+        job.check_fits(max_positions(target_model))
         self.job = job
         self.tolerance_wad = tolerance_wad if tolerance_wad is not None else (
             default_tolerance_wad(draft_model.dtype) if draft_model is not None else 0)
@@ -119,16 +120,13 @@ class VerifySession:
         self._last = None
 
     def _draft_faults(self, draft: Draft, q_rows: np.ndarray) -> tuple[DraftFault, ...]:
-        """Every q_i and x_i that the replay contradicts beyond the tolerance."""
+        """Every q_i and x_i that the replay contradicts beyond the tolerance (`protocol.check_proposal`)."""
         faults = []
-        tol = self.tolerance_wad
         for i, (x, q) in enumerate(zip(draft.tokens, draft.q)):
-            replayed_q = int(q_rows[i, x])
-            if abs(replayed_q - q) > tol:
-                faults.append(DraftFault(i, "q", q, replayed_q))
-            # x is faithful when some uniform within tol of the public one draws it from the replayed q
             u = protocol.draft_uniform(draft.job_id, draft.cycle, i)
-            lowest, highest = protocol.sample_window(lambda w: protocol.invcdf(q_rows[i], w), u, tol)
-            if not lowest <= x <= highest:
+            check = protocol.check_proposal(q_rows[i], x, q, u, self.tolerance_wad)
+            if not check.q_faithful:
+                faults.append(DraftFault(i, "q", q, check.replayed_q))
+            if not check.token_faithful:
                 faults.append(DraftFault(i, "x", x, protocol.invcdf(q_rows[i], u)))
         return tuple(faults)

@@ -18,6 +18,7 @@ node/decoding/proposer.py and scorer.py), so everything else is the honest code.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
 import numpy as np
 
@@ -27,15 +28,28 @@ from node.decoding.proposer import DraftSession
 from node.decoding.sampler import Decision
 from node.decoding.scorer import VerifySession
 
-DRAFTER_BEHAVIORS = ("honest", "biased")
-VERIFIER_BEHAVIORS = ("honest", "retaliate")
+
+class _Behavior(StrEnum):
+    """Behaviours by name: the value is what `serve --behavior` takes (a StrEnum, so typer offers the choices)."""
+
+    @classmethod
+    def parse(cls, behavior: str):
+        """The member whose value is `behavior` (or the member itself); ValueError naming the valid ones otherwise."""
+        try:
+            return cls(behavior)
+        except ValueError:
+            role = cls.__name__.removesuffix("Behavior").lower()
+            raise ValueError(f"unknown {role} behavior {str(behavior)!r}; choose one of {', '.join(cls)}") from None
 
 
-def check_behavior(role: str, behavior: str) -> str:
-    allowed = DRAFTER_BEHAVIORS if role == "drafter" else VERIFIER_BEHAVIORS
-    if behavior not in allowed:
-        raise ValueError(f"unknown {role} behavior {behavior!r}; choose one of {', '.join(allowed)}")
-    return behavior
+class DrafterBehavior(_Behavior):
+    HONEST = "honest"
+    BIASED = "biased"  # BiasedDraftSession
+
+
+class VerifierBehavior(_Behavior):
+    HONEST = "honest"
+    RETALIATE = "retaliate"  # RetaliatingVerifySession
 
 
 # --------------------------------------------------------------------------- biased drafter
@@ -76,8 +90,8 @@ class BiasedDraftSession(DraftSession):
         return preferred, q  # the session's cache follows what was actually proposed
 
 
-def draft_session(behavior: str, draft_model, job, policy: BiasPolicy | None = None) -> DraftSession:
-    if check_behavior("drafter", behavior) == "biased":
+def draft_session(behavior: DrafterBehavior | str, draft_model, job, policy: BiasPolicy | None = None) -> DraftSession:
+    if DrafterBehavior.parse(behavior) is DrafterBehavior.BIASED:
         return BiasedDraftSession(draft_model, job, policy or BiasPolicy())
     return DraftSession(draft_model, job)
 
@@ -116,13 +130,13 @@ class RetaliatingVerifySession(VerifySession):
         return Decision(root=root, p=p, accepted=accepted, out_token=out_token)
 
 
-def verify_session(behavior: str, target_model, job, seed: bytes, draft_model=None,
+def verify_session(behavior: VerifierBehavior | str, target_model, job, seed: bytes, draft_model=None,
                    policy: RetaliationPolicy | None = None) -> VerifySession:
-    if check_behavior("verifier", behavior) == "retaliate":
+    if VerifierBehavior.parse(behavior) is VerifierBehavior.RETALIATE:
         return RetaliatingVerifySession(target_model, job, seed, draft_model=draft_model,
                                         policy=policy or RetaliationPolicy())
     return VerifySession(target_model, job, seed, draft_model=draft_model)
 
 
 __all__ = ["BiasPolicy", "BiasRecord", "BiasedDraftSession", "RetaliationPolicy", "RetaliatingVerifySession",
-           "DRAFTER_BEHAVIORS", "VERIFIER_BEHAVIORS", "check_behavior", "draft_session", "verify_session"]
+           "DrafterBehavior", "VerifierBehavior", "draft_session", "verify_session"]

@@ -29,20 +29,6 @@ from web3 import Web3
 from node import protocol
 from node.chain import logs as chain_logs
 
-# uint32 max: a token id no tokenizer produces, the requester's "no EOS" choice
-NO_EOS = 2**32 - 1
-
-JOB_STATUS = ("None", "Open", "Running", "Finished", "Finalized")
-PHASES = ("AwaitDraft", "AwaitVerify")
-DISPUTE_KINDS = ("DraftReplay", "TargetReplay")
-DISPUTE_STATUS = ("None", "AwaitingAnswer", "Voting", "Resolved")
-DISPUTE_OUTCOMES = ("None", "AccusedLost", "ChallengerLost", "Void", "AccusedSilent")
-
-KIND_DRAFT, KIND_TARGET = 0, 1
-STATUS_NONE, STATUS_OPEN, STATUS_RUNNING, STATUS_FINISHED, STATUS_FINALIZED = range(5)
-PHASE_DRAFT, PHASE_VERIFY = 0, 1
-DISPUTE_NONE, DISPUTE_AWAITING_ANSWER, DISPUTE_VOTING, DISPUTE_RESOLVED = range(4)
-
 
 class ChainDataError(LookupError):
     """The chain does not hold what was asked for (no such job, cycle not committed/verified, ...)."""
@@ -72,8 +58,8 @@ def unpack_output(data: bytes) -> list[int]:
 
 
 @dataclass(frozen=True)
-class JobRecord:
-    """A job as submitted (`JobSubmitted`)."""
+class ChainJob:
+    """A job as submitted, read from its `JobSubmitted` event."""
 
     job_id: int
     requester: str
@@ -109,8 +95,9 @@ class JobRecord:
 
 
 @dataclass(frozen=True)
-class CycleData:
-    """One cycle of a job: the committed draft and, once verified, its outcome and the posted p."""
+class ChainCycle:
+    """One cycle of a job as the chain holds it: the committed draft and, once verified, its outcome and the posted p
+    (the preimage of the contracts' `CycleRecord` hash: `record_preimage`)."""
 
     job_id: int
     cycle: int
@@ -186,20 +173,29 @@ def _struct(value: Any, components: Sequence[dict]) -> dict[str, Any]:
     return {c["name"]: v for c, v in zip(components, value)}
 
 
-def job_request(source, *args, from_block: int | None = None) -> JobRecord:
+def _chain_job(market, args: Mapping[str, Any], block_number: int, tx_hash: str) -> ChainJob:
+    """A ChainJob from the decoded arguments of a `JobSubmitted` log."""
+    abi = next(e for e in market.abi if e.get("type") == "event" and e["name"] == "JobSubmitted")
+    components = next(i for i in abi["inputs"] if i["name"] == "request")["components"]
+    return ChainJob(job_id=int(args["jobId"]), requester=to_checksum_address(args["requester"]),
+                     request=_struct(args["request"], components), prompt=bytes(args["prompt"]),
+                     escrow=int(args["escrow"]), block_number=block_number, tx_hash=tx_hash)
+
+
+def job_request(source, *args, from_block: int | None = None) -> ChainJob:
     """The `JobSubmitted` record of a job: request, prompt bytes, requester. `job_request(system, job_id)`."""
     market, job_id = _args(source, args, ["job_id"])
     logs = _logs(market.events.JobSubmitted, job_id, from_block)
     if not logs:
         raise ChainDataError(f"no JobSubmitted event for job {job_id} (from block {from_block or 0})")
     log = logs[0]
-    abi = next(e for e in market.abi if e.get("type") == "event" and e["name"] == "JobSubmitted")
-    components = next(i for i in abi["inputs"] if i["name"] == "request")["components"]
-    args_ = log["args"]
-    return JobRecord(job_id=int(job_id), requester=to_checksum_address(args_["requester"]),
-                     request=_struct(args_["request"], components), prompt=bytes(args_["prompt"]),
-                     escrow=int(args_["escrow"]), block_number=log["blockNumber"],
-                     tx_hash=to_hex(log["transactionHash"]))
+    return _chain_job(market, log["args"], log["blockNumber"], to_hex(log["transactionHash"]))
+
+
+def job_from_event(event, market) -> ChainJob:
+    """The ChainJob of a `JobSubmitted` event the node's poller delivered (a `ChainEvent`: args, block_number,
+    tx_hash), without a log query."""
+    return _chain_job(market, event.args, event.block_number, event.tx_hash)
 
 
 def verification_p(source, *args) -> tuple[int, ...]:
@@ -222,7 +218,7 @@ def verification_p(source, *args) -> tuple[int, ...]:
     return tuple(int(v) for v in params["p"])
 
 
-def cycles(source, *args, from_block: int | None = None, with_p: bool = True) -> list[CycleData]:
+def cycles(source, *args, from_block: int | None = None, with_p: bool = True) -> list[ChainCycle]:
     """Every committed cycle of a job in cycle order, with its verification once there is one.
 
     `cycles(system, job_id)`. `with_p=False` skips the per-cycle transaction lookups for p.
@@ -232,8 +228,9 @@ def cycles(source, *args, from_block: int | None = None, with_p: bool = True) ->
     for log in _logs(market.events.DraftCommitted, job_id, from_block):
         a = log["args"]
         tokens, q = unpack_draft(a["draft"])
-        drafts[int(a["cycle"])] = CycleData(job_id=int(job_id), cycle=int(a["cycle"]), draft_root=bytes(a["draftRoot"]),
-                                            tokens=tuple(tokens), q=tuple(q), commit_tx=to_hex(log["transactionHash"]))
+        drafts[int(a["cycle"])] = ChainCycle(job_id=int(job_id), cycle=int(a["cycle"]),
+                                             draft_root=bytes(a["draftRoot"]), tokens=tuple(tokens), q=tuple(q),
+                                             commit_tx=to_hex(log["transactionHash"]))
     for log in _logs(market.events.CycleVerified, job_id, from_block):
         a = log["args"]
         c = int(a["cycle"])
@@ -251,7 +248,7 @@ def cycles(source, *args, from_block: int | None = None, with_p: bool = True) ->
     return ordered
 
 
-def cycle(source, *args, from_block: int | None = None) -> CycleData:
+def cycle(source, *args, from_block: int | None = None) -> ChainCycle:
     """One cycle of a job: `cycle(system, job_id, cycle)`."""
     market, job_id, c = _args(source, args, ["job_id", "cycle"])
     found = [x for x in cycles(market, job_id, from_block=from_block, with_p=False) if x.cycle == c]
@@ -263,7 +260,7 @@ def cycle(source, *args, from_block: int | None = None) -> CycleData:
     return data
 
 
-def with_p(source, *args) -> CycleData:
+def with_p(source, *args) -> ChainCycle:
     """`cycle_data` with its posted p filled in from the verification's calldata: `with_p(system, cycle_data)`."""
     market, data = _args(source, args, ["cycle_data"])
     if not data.verified or data.p is not None:

@@ -15,21 +15,25 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from node import protocol
+from node.chain.enums import JobStatus, Phase
 from node.chain.events import ChainEvent
-from node.decoding.messages import Job
+from node.decoding.loading import max_positions
+from node.decoding.messages import DecodingJob
 from node.roles import behaviors, chaindata
-from node.roles.base import JOB, PartyNode, max_positions, next_token_rows, resume_draft_session
-from node.roles.chaindata import PHASE_DRAFT, STATUS_FINALIZED, STATUS_NONE, STATUS_OPEN, STATUS_RUNNING
-from node.roles.jobs import job_from_record
+from node.roles.behaviors import DrafterBehavior
+from node.roles.jobs import job_from_record, resume_draft_session
+from node.roles.models import next_token_rows
+from node.roles.party import PartyNode
+from node.roles.schedule import JOB
 
 TOP_K = 8  # top-k of each distribution kept in transcripts and posted in dispute answers (contract max: 16)
-JOB_ROLE, DISPUTE_ROLE = "drafter", "drafter-dispute"
+JOB_ROLE = "drafter"  # the node's role, also its rows in the store (jobs, disputes, cycles)
 
 
 @dataclass
-class DrafterJob:
-    job: Job
-    record: chaindata.JobRecord
+class DrafterJobState:
+    job: DecodingJob
+    record: chaindata.ChainJob
     outputs: dict[int, tuple[int, ...]] = field(default_factory=dict)  # verified cycle -> emitted tokens
     session: Any = None  # DraftSession (or BiasedDraftSession)
     proposed_cycle: int | None = None  # the cycle `session` proposed and has not advanced past yet
@@ -37,20 +41,19 @@ class DrafterJob:
 
 
 class DrafterNode(PartyNode):
-    role = "drafter"
-    own_phase = PHASE_DRAFT
-    job_role, dispute_role = JOB_ROLE, DISPUTE_ROLE
+    role = JOB_ROLE
+    own_phase = Phase.AwaitDraft
 
     def __init__(self, w3, deployment, account, store_path, draft_model_path, target_model_path,
-                 behavior: str = "honest", poll_interval: float = 0.2, device=None, *,
+                 behavior: DrafterBehavior | str = DrafterBehavior.HONEST, poll_interval: float = 0.2, device=None, *,
                  bias_policy: behaviors.BiasPolicy | None = None, **options):
-        self.behavior = behaviors.check_behavior("drafter", behavior)
+        self.behavior = DrafterBehavior.parse(behavior)
         self.bias_policy = bias_policy or behaviors.BiasPolicy()
         self.load_models(target_model_path, draft_model_path, device, with_target=False)
         self.max_positions = max_positions(self.draft_model)
         super().__init__(w3, deployment, account, store_path, poll_interval, **options)
-        self.jobs: dict[int, DrafterJob] = {}
-        self.restore(JOB_ROLE, DISPUTE_ROLE)
+        self.jobs: dict[int, DrafterJobState] = {}
+        self.restore()
         self.log.info("drafter %s: draft model %s, target %s, behavior %s", self.address,
                       self.draft_id.hex()[:16], self.target_id.hex()[:16], self.behavior)
 
@@ -62,20 +65,21 @@ class DrafterNode(PartyNode):
             return
         record, job = taken
         self.store.save_job(record.job_id, JOB_ROLE, "active", {"verifier": record.verifier})
-        self.jobs[record.job_id] = DrafterJob(job, record)
-        self.track(JOB, record.job_id)
+        self.jobs[record.job_id] = DrafterJobState(job, record)
+        self.schedule.track(JOB, record.job_id)
         self.log.info("job %d: assigned (γ=%d, maxTokens=%d)", record.job_id, job.gamma, job.max_new_tokens)
 
     def on_market_JobAccepted(self, event: ChainEvent) -> None:
         if int(event.args["jobId"]) in self.jobs:
             self.jobs[int(event.args["jobId"])].accepted = True
-        if self.tracked(JOB, event.args["jobId"]):
-            self.note_turn(event.args["jobId"], PHASE_DRAFT, 0, self.draft_deadline(event))  # my turn: cycle 0
-        self.mark_dirty(JOB, event.args["jobId"])
+        if self.schedule.tracked(JOB, event.args["jobId"]):
+            # my turn: cycle 0
+            self.schedule.note_turn(event.args["jobId"], Phase.AwaitDraft, 0, self.draft_deadline(event))
+        self.schedule.mark_dirty(JOB, event.args["jobId"])
 
     def on_market_CycleVerified(self, event: ChainEvent) -> None:
         job_id, c = int(event.args["jobId"]), int(event.args["cycle"])
-        if not self.tracked(JOB, job_id):
+        if not self.schedule.tracked(JOB, job_id):
             return
         output = tuple(chaindata.unpack_output(event.args["output"]))
         accepted = int(event.args["accepted"])
@@ -89,29 +93,29 @@ class DrafterNode(PartyNode):
                 self.log.error("job %d cycle %d: the emitted tokens %s are not my accepted proposals %s",
                                job_id, c, list(output), transcript.proposals[:accepted])
         hashes = {"verify": event.tx_hash}
-        commit = self.tx_hash_of(f"job:{job_id}:cycle:{c}:commit")
+        commit = self.txs.tx_hash_of(f"job:{job_id}:cycle:{c}:commit")
         if commit is not None:
             hashes["commit"] = commit
-        self.landed(f"job:{job_id}:cycle:{c}:commit", event.block_number)  # verified: my commit landed
+        self.txs.landed(f"job:{job_id}:cycle:{c}:commit", event.block_number)  # verified: my commit landed
         # my turn again (a JobFinished after this event clears it)
-        self.note_turn(job_id, PHASE_DRAFT, c + 1, self.draft_deadline(event))
+        self.schedule.note_turn(job_id, Phase.AwaitDraft, c + 1, self.draft_deadline(event))
         # the cycle's outcome is on chain: written at the next flush (a crash replays this event)
         self.later(lambda: self.store.save_cycle(job_id, JOB_ROLE, c, accepted=accepted, emitted_tokens=list(output),
                                                  tx_hashes=hashes))
-        self.mark_dirty(JOB, job_id)
+        self.schedule.mark_dirty(JOB, job_id)
 
     # ------------------------------------------------------------------ work
 
-    def _job(self, job_id: int) -> DrafterJob:
+    def _job(self, job_id: int) -> DrafterJobState:
         dj = self.jobs.get(job_id)
         if dj is None:  # after a restart: rebuild from chain data
             record = chaindata.job_request(self.market, job_id, from_block=self.start_block)
-            dj = DrafterJob(job_from_record(record, self.tokenizer, self.max_positions), record)
+            dj = DrafterJobState(job_from_record(record, self.tokenizer, self.max_positions), record)
             self._refresh_outputs(dj)
             self.jobs[job_id] = dj
         return dj
 
-    def _refresh_outputs(self, dj: DrafterJob) -> None:
+    def _refresh_outputs(self, dj: DrafterJobState) -> None:
         for data in chaindata.cycles(self.market, dj.job.job_id, from_block=self.start_block, with_p=False):
             if data.verified:
                 dj.outputs.setdefault(data.cycle, data.output)
@@ -122,14 +126,14 @@ class DrafterNode(PartyNode):
             return sent
         view = self.job_view(job_id)
         status = view["status"]
-        self.set_active(job_id, status in (STATUS_OPEN, STATUS_RUNNING))
-        if status == STATUS_RUNNING and view["phase"] == PHASE_DRAFT:
+        self.schedule.set_active(job_id, status in (JobStatus.Open, JobStatus.Running))
+        if status == JobStatus.Running and view["phase"] == Phase.AwaitDraft:
             if self.chain_time(max_age=1.0) > view["deadline"]:
                 return 0  # too late for this draft (the contract would refuse it); anyone may claim the timeout
             return self._draft(job_id, int(view["cycle"]))
-        if status != STATUS_RUNNING and job_id in self.jobs:
+        if status != JobStatus.Running and job_id in self.jobs:
             self.jobs[job_id].session = None  # generation is over: free the cache
-        if status in (STATUS_FINALIZED, STATUS_NONE):
+        if status in (JobStatus.Finalized, JobStatus.None_):
             return self.retire_job(job_id)
         return self.settle(job_id, view)
 
@@ -139,7 +143,7 @@ class DrafterNode(PartyNode):
         the `JobAccepted` finds it ready. Only for jobs whose acceptance has not been seen yet."""
         did = 0
         for job_id, dj in list(self.jobs.items()):
-            if dj.session is None and not dj.outputs and not dj.accepted and self.tracked(JOB, job_id):
+            if dj.session is None and not dj.outputs and not dj.accepted and self.schedule.tracked(JOB, job_id):
                 did += self._decide(job_id, 0) is not None
         return did
 
@@ -166,21 +170,21 @@ class DrafterNode(PartyNode):
 
     def _draft(self, job_id: int, c: int, sure: bool = False) -> int:
         key = f"job:{job_id}:cycle:{c}:commit"
-        if self.in_flight(key):
+        if self.txs.in_flight(key):
             return 0
         decided = self._decide(job_id, c)
         if decided is None:
             return 0
         tokens, q = decided
         root = protocol.draft_root(job_id, c, tokens, q)
-        sent = self.transact(key, self.encode_call(self.market, "commitDraft", job_id, c, root, list(tokens), list(q)),
-                             sure=sure)
+        call = self.txs.encode_call(self.market, "commitDraft", job_id, c, root, list(tokens), list(q))
+        sent = self.transact(key, call, sure=sure)
         if sent:  # the hash is in the sent-transaction record already; the transcript gets it at the next flush
-            hashes = {"commit": self.tx_hash_of(key)}
+            hashes = {"commit": self.txs.tx_hash_of(key)}
             self.later(lambda: self.store.save_cycle(job_id, JOB_ROLE, c, tx_hashes=hashes))
         return sent
 
-    def _session_at(self, dj: DrafterJob, c: int):
+    def _session_at(self, dj: DrafterJobState, c: int):
         """The job's DraftSession ready to propose cycle c: advanced from cycle c-1, or rebuilt from chain data."""
         s = dj.session
         if s is not None and s.cycle == c and dj.proposed_cycle is None:

@@ -1,4 +1,5 @@
-"""From an on-chain job to the engine's `Job`, and the verifier-seed convention (docs/node.md).
+"""From an on-chain job to the engine's `DecodingJob` (and a session resumed at a cycle), and the verifier-seed
+convention (docs/node.md).
 
 One mapping, used by every node, the referee and the requester CLI alike, so that all parties decode
 the same prompt into the same tokens and the same sampling settings:
@@ -17,11 +18,11 @@ from typing import Any, Mapping
 from eth_hash.auto import keccak
 
 from node import protocol
+from node.chain.enums import NO_EOS
 from node.decoding.distributions import SamplingParams
-from node.decoding.messages import Job
+from node.decoding.messages import DecodingJob
 
 WAD = protocol.WAD
-NO_EOS = 2**32 - 1
 VERIFIER_SEED_TAG = b"verispec.verifier-seed"
 
 
@@ -64,8 +65,8 @@ def check_fits(prompt_length: int, max_tokens: int, gamma: int, max_positions: i
 
 
 def engine_job(job_id: int, request: Mapping[str, Any], prompt: bytes, tokenizer,
-               max_positions: int | None = None) -> Job:
-    """The engine's Job for on-chain job `job_id` (its JobRequest fields by name, and its prompt bytes).
+               max_positions: int | None = None) -> DecodingJob:
+    """The engine's DecodingJob for on-chain job `job_id` (its JobRequest fields by name, and its prompt bytes).
 
     Raises JobRefused when no node should serve it: prompt not UTF-8 or empty, or not fitting
     `max_positions` (when given), or sampling settings the engine rejects.
@@ -76,15 +77,37 @@ def engine_job(job_id: int, request: Mapping[str, Any], prompt: bytes, tokenizer
     max_tokens, gamma = int(request["maxTokens"]), int(request["gamma"])
     check_fits(len(tokens), max_tokens, gamma, max_positions)
     try:
-        return Job(job_id=int(job_id), prompt=tuple(tokens), max_new_tokens=max_tokens, gamma=gamma,
+        return DecodingJob(job_id=int(job_id), prompt=tuple(tokens), max_new_tokens=max_tokens, gamma=gamma,
                    sampling=sampling_params(request), eos_token_id=eos_token(request))
     except ValueError as exc:
         raise JobRefused(str(exc)) from None
 
 
-def job_from_record(record, tokenizer, max_positions: int | None = None) -> Job:
-    """`engine_job` of a `chaindata.JobRecord`."""
+def job_from_record(record, tokenizer, max_positions: int | None = None) -> DecodingJob:
+    """`engine_job` of a `chaindata.ChainJob`."""
     return engine_job(record.job_id, record.request, record.prompt, tokenizer, max_positions)
+
+
+def resume_draft_session(session, context: list[int], cycle: int):
+    """Put a fresh DraftSession of a job at `cycle` with `context` = prompt + every token emitted so far (from
+    chain data).
+
+    Its cache is empty; the next `propose` feeds the whole context (the session feeds
+    `context[len(cache):]`), so this is exact up to the last digits of a prefill versus an
+    incremental forward. Used after a restart, or when the in-memory session fell out of step.
+    """
+    session.context = list(context)
+    session.cycle = int(cycle)
+    return session
+
+
+def resume_verify_session(session, context: list[int], cycle: int, generated: int):
+    """Put a fresh VerifySession at `cycle` (see `resume_draft_session`); `generated` = tokens emitted so far."""
+    session.context = list(context)
+    session.cycle = int(cycle)
+    session.generated = int(generated)
+    session.done = False
+    return session
 
 
 def _private_key_bytes(private_key: Any) -> bytes:

@@ -9,7 +9,7 @@ a random salt in its store *before* sending `commitVote(voteCommitment(id, me, v
 harmless: the loser's call fails gas estimation and nothing is sent). A silent accused is ended with
 `claimAnswerTimeout` after the answer deadline.
 
-What counts as cheating (PROTOCOL.md §6, docs/disputes.md), with tolerance `tol` (WAD):
+What counts as cheating (docs/protocol.md §6, docs/disputes.md), with tolerance `tol` (WAD):
 
 * DraftReplay, index i < K: |q_replay(x_i) − q_i| > tol, or x_i outside [invcdf(q_replay, u − tol),
   invcdf(q_replay, u + tol)] with u = draftUniform(job, cycle, i);
@@ -28,30 +28,29 @@ from dataclasses import dataclass
 from eth_utils import to_checksum_address
 
 from node import protocol
+from node.chain.enums import DisputeKind, DisputeStatus, Outcome, Verdict, solidity_name
 from node.chain.events import ChainEvent
-from node.decoding.messages import Job
+from node.decoding.messages import DecodingJob
 from node.roles import chaindata
-from node.roles.base import DISPUTE, NodeBase, next_token_rows
-from node.roles.chaindata import (
-    DISPUTE_AWAITING_ANSWER, DISPUTE_RESOLVED, DISPUTE_VOTING, KIND_DRAFT, KIND_TARGET, CycleData,
-)
+from node.roles.base import NodeBase
+from node.roles.chaindata import ChainCycle
 from node.roles.jobs import job_from_record
-
-DISPUTE_ROLE = "referee-dispute"
+from node.roles.models import next_token_rows
+from node.roles.schedule import DISPUTE
 
 
 @dataclass(frozen=True)
 class Judgement:
-    verdict: int  # protocol.VERDICT_ACCUSED_FAITHFUL or VERDICT_ACCUSED_CHEATED
+    verdict: Verdict  # AccusedFaithful or AccusedCheated
     reason: str
 
     @property
     def cheated(self) -> bool:
-        return self.verdict == protocol.VERDICT_ACCUSED_CHEATED
+        return self.verdict == Verdict.AccusedCheated
 
 
 def _verdict(cheated: bool, reason: str) -> Judgement:
-    return Judgement(protocol.VERDICT_ACCUSED_CHEATED if cheated else protocol.VERDICT_ACCUSED_FAITHFUL, reason)
+    return Judgement(Verdict.AccusedCheated if cheated else Verdict.AccusedFaithful, reason)
 
 
 def _prob(row, token: int) -> int:
@@ -59,7 +58,7 @@ def _prob(row, token: int) -> int:
     return int(row[token]) if 0 <= token < len(row) else 0
 
 
-def judge_position(job: Job, prefix: list[int], cyc: CycleData, index: int, kind: int, tolerance_wad: int,
+def judge_position(job: DecodingJob, prefix: list[int], cyc: ChainCycle, index: int, kind: int, tolerance_wad: int,
                    draft_model=None, target_model=None) -> Judgement:
     """Replay position `index` of verified cycle `cyc` and decide whether the accused was faithful.
 
@@ -70,14 +69,13 @@ def judge_position(job: Job, prefix: list[int], cyc: CycleData, index: int, kind
     k, tol = cyc.gamma, tolerance_wad
     if index < k:
         context, x = list(prefix) + list(cyc.tokens[:index]), cyc.tokens[index]
-        if kind == KIND_DRAFT:
+        if kind == DisputeKind.DraftReplay:
             row = next_token_rows(draft_model, context, job.sampling)[0]
-            replayed, claimed = _prob(row, x), cyc.q[index]
-            if abs(replayed - claimed) > tol:
-                return _verdict(True, f"q_{index} = {claimed} but the draft model gives {replayed}")
             u = protocol.draft_uniform(job.job_id, cyc.cycle, index)
-            low, high = protocol.sample_window(lambda w: protocol.invcdf(row, w), u, tol)
-            if not low <= x <= high:
+            check = protocol.check_proposal(row, x, cyc.q[index], u, tol)
+            if not check.q_faithful:
+                return _verdict(True, f"q_{index} = {cyc.q[index]} but the draft model gives {check.replayed_q}")
+            if not check.token_faithful:
                 return _verdict(True, f"x_{index} = {x} is not the inverse-CDF sample "
                                       f"{protocol.invcdf(row, u)} of the public draft uniform")
             return _verdict(False, f"q_{index} and x_{index} replay within {tol}")
@@ -86,7 +84,7 @@ def judge_position(job: Job, prefix: list[int], cyc: CycleData, index: int, kind
         if abs(replayed - claimed) > tol:
             return _verdict(True, f"p_{index} = {claimed} but the target model gives {replayed}")
         return _verdict(False, f"p_{index} replays within {tol}")
-    if index != k or kind != KIND_TARGET:
+    if index != k or kind != DisputeKind.TargetReplay:
         raise ValueError(f"index {index} of a {k}-proposal cycle cannot be disputed as kind {kind}")
     n = cyc.accepted
     context = list(prefix) + list(cyc.tokens[:n])
@@ -109,7 +107,7 @@ def judge_position(job: Job, prefix: list[int], cyc: CycleData, index: int, kind
 
 class RefereeNode(NodeBase):
     wake_on_blocks_when_idle = False  # polls every poll_interval while not judging (see NodeBase)
-    role = "referee"
+    role = "referee"  # also its rows in the store
 
     def __init__(self, w3, deployment, account, store_path, target_model_path, draft_model_path,
                  poll_interval: float = 0.2, device=None, *, tolerance_wad: int | None = None,
@@ -125,7 +123,7 @@ class RefereeNode(NodeBase):
         self.resolve_stagger_s = resolve_stagger_s
         self._panel: dict[int, list[str]] = {}  # dispute -> drawn referees (from RefereesDrawn, else refereesOf)
         self._resolvable_since: dict[int, float] = {}
-        self.restore(None, DISPUTE_ROLE)
+        self.restore(with_jobs=False)
 
     # ------------------------------------------------------------------ events
 
@@ -135,13 +133,13 @@ class RefereeNode(NodeBase):
         if self.address not in panel:
             return
         self._panel[dispute_id] = panel
-        if self.store.job(dispute_id, DISPUTE_ROLE) is None:
+        if self.store.dispute(dispute_id, self.role) is None:
             self.log.info("drawn for dispute %d", dispute_id)
-            self.store.save_job(dispute_id, DISPUTE_ROLE, "drawn", {})
-        self.track(DISPUTE, dispute_id)
+            self.store.save_dispute(dispute_id, self.role, "drawn", {})
+        self.schedule.track(DISPUTE, dispute_id)
 
     def _touch(self, event: ChainEvent) -> None:
-        self.mark_dirty(DISPUTE, event.args["disputeId"])
+        self.schedule.mark_dirty(DISPUTE, event.args["disputeId"])
 
     on_disputes_Answered = _touch
     on_disputes_VoteCommitted = _touch
@@ -154,26 +152,26 @@ class RefereeNode(NodeBase):
         d = chaindata.dispute_view(self.disputes, dispute_id)
         fn = self.disputes.functions
         now = self.chain_time()
-        if d["status"] == DISPUTE_RESOLVED:
-            self.store.save_job(dispute_id, DISPUTE_ROLE, "done")
-            self.forget(DISPUTE, dispute_id)
+        if d["status"] == DisputeStatus.Resolved:
+            self.store.save_dispute(dispute_id, self.role, "done")
+            self.schedule.forget(DISPUTE, dispute_id)
             self._panel.pop(dispute_id, None)
             self._resolvable_since.pop(dispute_id, None)
-            self.log.info("dispute %d resolved: %s", dispute_id, chaindata.DISPUTE_OUTCOMES[d["outcome"]])
+            self.log.info("dispute %d resolved: %s", dispute_id, solidity_name(Outcome(d["outcome"])))
             return 0
-        if d["status"] == DISPUTE_AWAITING_ANSWER:
+        if d["status"] == DisputeStatus.AwaitingAnswer:
             if now > d["answerDeadline"]:
                 return self.transact(f"dispute:{dispute_id}:answer-timeout", fn.claimAnswerTimeout(dispute_id))
-            self.defer_until(DISPUTE, dispute_id, d["answerDeadline"] + 1)  # `Answered` wakes it earlier
+            self.schedule.defer_until(DISPUTE, dispute_id, d["answerDeadline"] + 1)  # `Answered` wakes it earlier
             return 0
-        if d["status"] != DISPUTE_VOTING:
+        if d["status"] != DisputeStatus.Voting:
             return 0
         did = 0
         ballot = chaindata.ballot_view(self.disputes, dispute_id, self.address)
         if not ballot["drawn"]:
-            self.forget(DISPUTE, dispute_id)
+            self.schedule.forget(DISPUTE, dispute_id)
             return 0
-        saved = self.store.job(dispute_id, DISPUTE_ROLE)
+        saved = self.store.dispute(dispute_id, self.role)
         params = dict(saved.params) if saved else {}
         if ballot["commitment"] == bytes(32):
             if now > d["commitDeadline"]:
@@ -185,7 +183,7 @@ class RefereeNode(NodeBase):
                         return 0
                     params = {"verdict": judgement.verdict, "reason": judgement.reason,
                               "salt": "0x" + os.urandom(32).hex()}
-                    self.store.save_job(dispute_id, DISPUTE_ROLE, "judged", params)  # before the commitment leaves
+                    self.store.save_dispute(dispute_id, self.role, "judged", params)  # before the commitment leaves
                 commitment = protocol.vote_commitment(dispute_id, self.address, params["verdict"], _salt(params))
                 did += self.transact(f"dispute:{dispute_id}:commit", fn.commitVote(dispute_id, commitment))
         elif ballot["verdict"] == 0:
@@ -200,7 +198,7 @@ class RefereeNode(NodeBase):
         elif not did:
             # votes arrive as events; otherwise the next thing is a phase deadline
             upcoming = [t for t in (d["commitDeadline"], d["revealDeadline"]) if t >= now]
-            self.defer_until(DISPUTE, dispute_id, (min(upcoming) if upcoming else now) + 1)
+            self.schedule.defer_until(DISPUTE, dispute_id, (min(upcoming) if upcoming else now) + 1)
         return did
 
     def _resolve_turn(self, dispute_id: int) -> bool:
@@ -223,8 +221,8 @@ class RefereeNode(NodeBase):
         node cannot judge it (it does not hold the job's models)."""
         job_id, c, index, kind = int(d["jobId"]), int(d["cycle"]), int(d["index"]), int(d["kind"])
         record = chaindata.job_request(self.market, job_id, from_block=self.start_block)
-        needs_draft = kind == KIND_DRAFT or index == record.gamma
-        if (kind == KIND_TARGET and record.target_model != self.target_id) or (
+        needs_draft = kind == DisputeKind.DraftReplay or index == record.gamma
+        if (kind == DisputeKind.TargetReplay and record.target_model != self.target_id) or (
                 needs_draft and record.draft_model != self.draft_id):
             self.log.error("dispute on job %d: its models are not the ones I hold; cannot judge", job_id)
             return None
@@ -236,7 +234,7 @@ class RefereeNode(NodeBase):
                                    draft_model=self.draft_model, target_model=self.target_model)
         self.judgements[dispute_id] = judgement
         self.log.info("dispute %d, job %d cycle %d index %d (%s): %s — %s", dispute_id, job_id, c, index,
-                      chaindata.DISPUTE_KINDS[kind], "CHEATED" if judgement.cheated else "faithful", judgement.reason)
+                      DisputeKind(kind).name, "CHEATED" if judgement.cheated else "faithful", judgement.reason)
         return judgement
 
 

@@ -1,418 +1,79 @@
 """The requester / operator side of the protocol: what `verispec register|unbond|withdraw|submit|status|
-dispute|finalize` do, over web3 and the exactly-once `TxSender` (node/chain/client.py).
+dispute|finalize` do, over web3 and the exactly-once `TxSender` (node/chain/sender.py).
 
 Everything a report shows is read from the chain (events, views, calldata), never from a node's store:
 the output text is decoded from `CycleVerified` outputs, the proposals from `DraftCommitted`, p from the
-`submitVerification` calldata (via node/roles/chaindata.py). Results are plain dataclasses with a
-`to_json()` for `--json`.
+`submitVerification` calldata (via node/roles/chaindata.py). Results are the dataclasses of
+node/roles/reports.py.
 
-Errors a user can cause raise `RequesterError` with a one-line message; a contract revert is decoded
-(RevertDecoder) and explained by `explain_revert`.
+Errors a user can cause raise `RequesterError` (node/roles/errors.py) with a one-line message; a contract
+revert is decoded (RevertDecoder) and explained by node/roles/reverts.py.
 """
 
 from __future__ import annotations
 
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
-from decimal import Decimal, InvalidOperation
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 from eth_account.signers.local import LocalAccount
 from eth_utils import to_checksum_address
 from web3 import Web3
 from web3.logs import DISCARD
 
-from node import protocol
 from node.chain import logs as chain_logs
-from node.roles import chaindata
-from node.chain.client import RevertDecoder, TransactionRejected, TransactionReverted, TxSender
 from node.chain.compile import compile_contracts
 from node.chain.deployment import Deployment
+from node.chain.enums import (
+    NO_EOS, DisputeKind, DisputeStatus, FinishReason, JobStatus, Outcome, Phase, Role, Verdict, solidity_name,
+)
+from node.chain.errors import TransactionRejected, TransactionReverted
+from node.chain.revert_decoder import RevertDecoder
+from node.chain.sender import TxSender
+from node.protocol import WAD
+from node.roles import chaindata
+from node.roles.checkpoints import check_fits, load_model_info, load_tokenizer, tokenize_prompt
+from node.roles.errors import RequesterError
+from node.roles.reports import (
+    CycleSummary, DisputeInfo, JobReport, Registration, SubmitResult, TxResult, UnbondResult, VoteInfo, WithdrawResult,
+    alpha_of,
+)
+from node.roles.units import format_eth, format_time, to_wad
 from node.store import NodeStore
 
-WAD = protocol.WAD
-ETHER = 10**18
-GWEI = 10**9
 UINT96_MAX = 2**96 - 1
-NO_EOS = chaindata.NO_EOS  # uint32 max: no tokenizer produces it, so the job runs to maxTokens
 MAX_GAMMA = 16
-
-ROLES = {"drafter": 1, "verifier": 2, "referee": 3}
-ROLE_NAMES = {0: "none", 1: "drafter", 2: "verifier", 3: "referee"}
-JOB_STATUS = ("None", "Open", "Running", "Finished", "Finalized")
-PHASES = ("AwaitDraft", "AwaitVerify")
-FINISH_REASONS = ("Completed", "AcceptTimeout", "DraftTimeout", "VerifyTimeout", "DisputeLost")
-DISPUTE_KINDS = {"draft": 0, "target": 1}
-DISPUTE_KIND_NAMES = {0: "draft", 1: "target"}
-DISPUTE_STATUS = ("None", "AwaitingAnswer", "Voting", "Resolved")
-OUTCOMES = ("None", "AccusedLost", "ChallengerLost", "Void", "AccusedSilent")
-VERDICTS = ("None", "AccusedFaithful", "AccusedCheated")
 
 _JOB_EVENTS = ("JobSubmitted", "JobAccepted", "DraftCommitted", "CycleVerified", "JobFinished", "JobFinalized",
                "DisputeOpened", "DisputeClosed", "AlphaSlashed")
 
 
-class RequesterError(RuntimeError):
-    """A user-facing failure with a one-line explanation (bad input, unknown model, wrong job state...)."""
-
-
-# ---------------------------------------------------------------- units
-
-
-def parse_amount(text: str | int, default_unit: str = "wei") -> int:
-    """'1.5' (in default_unit), '1.5eth', '20 gwei', '1e12', '1000wei' -> wei. Exact (Decimal), never a float."""
-    if isinstance(text, int):
-        return text
-    raw = str(text).strip().lower().replace("_", "")
-    units = {"eth": ETHER, "ether": ETHER, "gwei": GWEI, "wei": 1}
-    unit = default_unit
-    for name in sorted(units, key=len, reverse=True):
-        if raw.endswith(name):
-            raw, unit = raw[: -len(name)].strip(), name
-            break
+def _label_of(enum, value) -> str:
+    """The label of `value` in `enum` (e.g. Role 1 -> "drafter"), or `value` as text when it is none."""
     try:
-        value = Decimal(raw) * units[unit]
-    except (InvalidOperation, KeyError):
-        raise RequesterError(f"not an amount: {text!r} (examples: 1.5, 0.1eth, 20gwei, 1000wei)") from None
-    if value < 0 or value != value.to_integral_value():
-        raise RequesterError(f"{text!r} is not a whole number of wei")
-    return int(value)
-
-
-def to_wad(value: float | str, name: str) -> int:
-    try:
-        wad = Decimal(str(value)) * WAD
-    except InvalidOperation:
-        raise RequesterError(f"{name} must be a number, got {value!r}") from None
-    return int(wad)
-
-
-def format_eth(wei: int) -> str:
-    if 0 < abs(wei) < 10**10:  # below 1e-8 ETH the decimals would round it away
-        return f"{wei} wei"
-    text = f"{Decimal(wei) / ETHER:.8f}".rstrip("0").rstrip(".")
-    return f"{text} ETH"
-
-
-def format_time(timestamp: int) -> str:
-    return datetime.fromtimestamp(timestamp, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
-# ---------------------------------------------------------------- revert explanations
-
-
-def _fmt_args(args: dict[str, Any]) -> str:
-    def show(value: Any) -> str:
-        if isinstance(value, (bytes, bytearray)):
-            return "0x" + bytes(value).hex()
+        return enum(value).label
+    except ValueError:
         return str(value)
 
-    return ", ".join(f"{name}={show(value)}" for name, value in args.items())
+
+def _staked_role(role: Role | str) -> Role:
+    """A role an account can register as, from the Role or its label; a RequesterError for any other."""
+    if isinstance(role, Role) and role in Role.staked():
+        return role
+    if isinstance(role, str) and role in [r.label for r in Role.staked()]:
+        return Role.from_label(role)
+    raise RequesterError(f"unknown role {role!r}: use drafter, verifier or referee")
 
 
-def explain_revert(exc: TransactionReverted, now: int | None = None) -> str:
-    """One line: what the contract said (its custom error, decoded) and what it means for the user."""
-    name, args = exc.error_name, dict(exc.error_args)
-    if name is None:
-        return f"the transaction reverted ({'no revert data' if not exc.data else '0x' + exc.data[:4].hex()})"
-    status = args.get("status")
-    status_name = JOB_STATUS[status] if isinstance(status, int) and 0 <= status < len(JOB_STATUS) else status
-    hints = {
-        "JobNotDisputable": lambda: f"job {args.get('jobId')} is {status_name}: disputes can be opened only while "
-                                    "a job is Running or Finished (before finalize)",
-        "WrongStatus": lambda: (f"job {args.get('jobId')} is {status_name}" if "jobId" in args
-                                else "the job or dispute is not in a state that allows this"),
-        "DeadlineNotPassed": lambda: f"too early: that waits until {format_time(args['deadline'])}"
-                                     + (f" ({_in(args['deadline'], now)})" if now else ""),
-        "DeadlinePassed": lambda: f"too late: the deadline was {format_time(args['deadline'])}",
-        "DisputesOpen": lambda: f"{args.get('open')} dispute(s) on the job are still open",
-        "InsufficientEscrow": lambda: f"escrow {args['sent']} wei is below the required {args['required']} wei",
-        "EscrowTooLarge": lambda: f"escrow {args['sent']} wei exceeds the market's limit of {args['max']} wei",
-        "DrafterNotActive": lambda: f"{args['drafter']} is not an active drafter for this model pair",
-        "VerifierNotActive": lambda: f"{args['verifier']} is not an active verifier for this target model",
-        "PartiesNotDistinct": lambda: "requester, drafter and verifier must be three different accounts",
-        "AlreadyRegistered": lambda: f"{args['account']} is already registered (unbond and withdraw first)",
-        "StakeBelowMinimum": lambda: f"stake {format_eth(args['stake'])} is below the minimum "
-                                     f"{format_eth(args['minimum'])}",
-        "NotRegistered": lambda: f"{args['account']} is not registered",
-        "AlreadyUnbonding": lambda: f"{args['account']} is already unbonding",
-        "NotUnbonding": lambda: f"{args['account']} has not requested unbonding (`verispec unbond` first)",
-        "UnbondingNotElapsed": lambda: f"the stake is withdrawable from {format_time(args['withdrawableAt'])}",
-        "StakeLocked": lambda: f"the stake is locked by {args['locks']} open job(s)/dispute(s)",
-        "NothingOwed": lambda: "nothing is owed to this account by the market",
-        "NothingToWithdraw": lambda: "nothing is credited to this account by the dispute manager",
-        "WrongBond": lambda: f"the bond must be exactly {args.get('required')} wei",
-        "CycleNotVerified": lambda: f"cycle {args.get('cycle')} of job {args.get('jobId')} has not been verified",
-        "PositionDoesNotBind": lambda: f"position {args.get('index')} is after the cycle's first rejection "
-                                       f"(accepted={args.get('accepted')}): it decides nothing",
-        "IndexOutOfRange": lambda: f"index {args.get('index')} is beyond the cycle's outToken position "
-                                   f"K={args.get('k')}",
-        "OutTokenNeedsTargetReplay": lambda: "the outToken position (index == γ) can only be disputed with "
-                                             "--kind target",
-        "PositionUnderDispute": lambda: "a dispute on this position is already running",
-        "PositionAlreadyProven": lambda: "the accused already lost a dispute on this position",
-        "ChallengerIsAccused": lambda: "you cannot dispute your own work",
-        "NoEligibleReferees": lambda: "no active referee (outside the job's parties) serves the disputed model",
-        "RecordMismatch": lambda: "the cycle record rebuilt from chain data does not match the stored hash",
-        "InvalidProof": lambda: "the draft leaf's Merkle proof does not verify",
-        "BadGamma": lambda: "gamma must be in 1..16",
-        "BadTopP": lambda: "top-p must be in (0, 1]",
-        "AlphaAboveWad": lambda: "alpha must be at most 1",
-    }
-    hint = hints.get(name)
+def _dispute_kind(kind: DisputeKind | str) -> DisputeKind:
+    """A DisputeKind from itself or its label ("draft", "target"); a RequesterError for anything else."""
+    if isinstance(kind, DisputeKind):
+        return kind
     try:
-        text = hint() if hint else ""
-    except Exception:  # an explanation must never hide the error itself
-        text = ""
-    shown = f"{name}({_fmt_args(args)})"
-    return f"the contract refused: {shown}" + (f" — {text}" if text else "")
-
-
-def _in(deadline: int, now: int | None) -> str:
-    if now is None:
-        return ""
-    left = deadline - now
-    if left <= 0:
-        return "now"
-    hours, rest = divmod(left, 3600)
-    return f"in {hours}h{rest // 60:02d}m" if hours else f"in {rest // 60}m{rest % 60:02d}s"
-
-
-# ---------------------------------------------------------------- results
-
-
-@dataclass
-class TxResult:
-    action: str
-    tx_hash: str
-    gas_used: int
-    block: int
-
-
-@dataclass
-class Registration:
-    address: str
-    role: str
-    stake_wei: int
-    model_ids: list[str]
-    alpha_star: float | None
-    tx: TxResult
-
-
-@dataclass
-class UnbondResult:
-    address: str
-    action: str  # "requested" | "withdrawn" | "waiting"
-    stake_wei: int
-    withdrawable_at: int | None
-    locks: int
-    tx: TxResult | None = None
-
-
-@dataclass
-class WithdrawResult:
-    address: str
-    market_wei: int
-    disputes_wei: int
-    stake_wei: int
-    txs: list[TxResult] = field(default_factory=list)
-
-    @property
-    def total_wei(self) -> int:
-        return self.market_wei + self.disputes_wei + self.stake_wei
-
-
-@dataclass
-class SubmittedJob:
-    job_id: int
-    drafter: str
-    verifier: str
-    escrow_wei: int
-    prompt_tokens: int
-    tx: TxResult
-
-
-@dataclass
-class CycleInfo:
-    cycle: int
-    proposals: list[int]
-    q: list[int]
-    accepted: int
-    out_token: int
-    output: list[int]
-    reveal: str
-    tx_hashes: list[str] = field(default_factory=list)  # commitDraft, submitVerification
-
-    @property
-    def gamma(self) -> int:
-        return len(self.proposals)
-
-    @property
-    def rejected(self) -> int:
-        return 1 if self.accepted < self.gamma else 0
-
-    @property
-    def acceptance(self) -> float:
-        return self.accepted / self.gamma if self.gamma else 0.0
-
-
-@dataclass
-class VoteInfo:
-    referee: str
-    committed: bool
-    verdict: str  # "None" until revealed
-
-
-@dataclass
-class DisputeInfo:
-    dispute_id: int
-    job_id: int
-    cycle: int
-    index: int
-    kind: str
-    challenger: str
-    accused: str
-    token: int
-    claimed_value: int
-    status: str
-    outcome: str
-    referees: list[str]
-    votes: list[VoteInfo]
-    answer: dict | None  # {"claimed_prob", "top_tokens", "top_probs"} once the accused answered
-    faithful_votes: int
-    cheated_votes: int
-    accused_slashed_wei: int
-    credits: dict[str, int]  # account -> wei credited by this dispute
-    open_tx: str
-
-
-@dataclass
-class JobReport:
-    job_id: int
-    status: str
-    phase: str
-    requester: str
-    drafter: str
-    verifier: str
-    draft_model: str
-    target_model: str
-    gamma: int
-    max_tokens: int
-    eos_token: int
-    temperature: float
-    top_k: int
-    top_p: float
-    alpha_eligible: bool
-    prompt: str
-    escrow_wei: int
-    price_token_wei: int
-    price_pass_wei: int
-    cycles: list[CycleInfo]
-    tokens: list[int]
-    text: str | None
-    alpha: float | None
-    drafter_tokens: int
-    finish_reason: str | None
-    deadline: int
-    open_disputes: int
-    payments: dict[str, int]  # drafter / verifier / refund: settled (finalized) or projected so far
-    finalized: bool
-    disputes: list[DisputeInfo]
-    gas_used: int
-    gas_fees_wei: int
-    tx_count: int
-
-    @property
-    def cost_wei(self) -> int:
-        """What the requester pays the nodes for the job (the escrow minus the refund)."""
-        return self.payments["drafter"] + self.payments["verifier"]
-
-    @property
-    def accepted_total(self) -> int:
-        return sum(c.accepted for c in self.cycles)
-
-    def to_json(self) -> dict:
-        data = asdict(self)
-        data["cost_wei"] = self.cost_wei
-        data["acceptance_per_cycle"] = [c.acceptance for c in self.cycles]
-        for cycle, raw in zip(self.cycles, data["cycles"]):
-            raw["q"] = [str(v) for v in raw["q"]]  # WAD values overflow JSON doubles in some readers
-        return data
-
-
-def alpha_of(cycles: Iterable[CycleInfo]) -> float | None:
-    """PROTOCOL.md §5: Σ accepted / Σ (accepted + rejected), at most one rejection per cycle."""
-    cycles = list(cycles)
-    accepted = sum(c.accepted for c in cycles)
-    rejected = sum(c.rejected for c in cycles)
-    return accepted / (accepted + rejected) if accepted + rejected else None
-
-
-# ---------------------------------------------------------------- models and prompts
-
-
-@dataclass(frozen=True)
-class ModelInfo:
-    path: Path
-    model_id: bytes
-    max_positions: int | None
-
-
-def load_model_info(path: str | Path) -> ModelInfo:
-    from node.decoding import model_id  # lazy: pulls in torch
-
-    path = Path(path)
-    if not path.is_dir():
-        raise RequesterError(f"model directory {path} does not exist")
-    try:
-        mid = model_id(path)
-    except (FileNotFoundError, ValueError, OSError) as exc:
-        raise RequesterError(f"{path} is not a usable model checkpoint: {exc}") from None
-    return ModelInfo(path, mid, _max_positions(path))
-
-
-def _max_positions(path: Path) -> int | None:
-    import json
-
-    try:
-        config = json.loads((path / "config.json").read_text())
-    except (OSError, ValueError):
-        return None
-    return config.get("n_positions") or config.get("max_position_embeddings")
-
-
-def load_tokenizer(path: str | Path):
-    from node.decoding.loading import load_tokenizer as load
-
-    try:
-        return load(str(path))
-    except Exception as exc:
-        raise RequesterError(f"cannot load the tokenizer of {path}: {exc}") from None
-
-
-def tokenize_prompt(tokenizer, prompt: str) -> list[int]:
-    """The prompt's tokens exactly as every node computes them (node/roles/jobs.py)."""
-    from node.roles import jobs
-
-    return list(jobs.prompt_tokens(tokenizer, prompt.encode("utf-8")))
-
-
-def check_fits(prompt_tokens: int, max_tokens: int, gamma: int, max_positions: int | None) -> None:
-    """docs/node.md: refuse a prompt with prompt tokens + maxTokens + γ > the model's max positions."""
-    from node.roles import jobs
-
-    needed = jobs.positions_needed(prompt_tokens, max_tokens, gamma)
-    if max_positions is not None and needed > max_positions:
-        raise RequesterError(
-            f"the prompt does not fit the context window: {prompt_tokens} prompt tokens + {max_tokens} max tokens "
-            f"+ gamma {gamma} = {needed} > {max_positions} positions "
-            f"(shorten the prompt or lower --max-tokens)")
-
-
-# ---------------------------------------------------------------- the requester
+        return DisputeKind.from_label(kind)
+    except (ValueError, AttributeError):
+        raise RequesterError(f"--kind must be draft or target, got {kind!r}") from None
 
 
 class Requester:
@@ -479,24 +140,23 @@ class Requester:
         address = address or self.address
         state = self.registry.functions.accountOf(address).call()
         stake, role, locks, unbonding_since, alpha_star, target = state
-        return {"stake": stake, "role": ROLE_NAMES.get(role, str(role)), "locks": locks,
+        return {"stake": stake, "role": _label_of(Role, role), "locks": locks,
                 "unbonding_since": unbonding_since, "alpha_star": alpha_star, "target_model": target}
 
-    def register(self, role: str, model_paths: list[Path], stake_wei: int, alpha: float | None = None,
+    def register(self, role: Role | str, model_paths: list[Path], stake_wei: int, alpha: float | None = None,
                  target_model_path: Path | None = None) -> Registration:
-        if role not in ROLES:
-            raise RequesterError(f"unknown role {role!r}: use drafter, verifier or referee")
+        role = _staked_role(role)
         if not model_paths:
             raise RequesterError("give the model to serve: --model PATH")
         current = self.account_state()
         if current["role"] != "none":
             raise RequesterError(f"{self.address} is already registered as a {current['role']} "
                                  f"(one role per address: `verispec unbond`, then `withdraw`, then register again)")
-        minimum = self.registry.functions.minStake(ROLES[role]).call()
+        minimum = self.registry.functions.minStake(role).call()
         if stake_wei < minimum or stake_wei == 0:
-            raise RequesterError(f"a {role} must stake at least {format_eth(minimum)}; "
+            raise RequesterError(f"a {role.label} must stake at least {format_eth(minimum)}; "
                                  f"--stake gave {format_eth(stake_wei)}")
-        if role == "drafter":
+        if role == Role.Drafter:
             if len(model_paths) != 1:
                 raise RequesterError("a drafter serves exactly one draft model: give one --model")
             if target_model_path is None:
@@ -519,8 +179,8 @@ class Requester:
             ids = list(dict.fromkeys(info.model_id for info in infos))
             if len(ids) > 8:
                 raise RequesterError("at most 8 models per verifier or referee")
-            tx, _ = self._send("register", self.registry.functions.register(ROLES[role], ids), value=stake_wei)
-        return Registration(self.address, role, stake_wei, ["0x" + i.hex() for i in ids], alpha, tx)
+            tx, _ = self._send("register", self.registry.functions.register(role, ids), value=stake_wei)
+        return Registration(self.address, role.label, stake_wei, ["0x" + i.hex() for i in ids], alpha, tx)
 
     def unbond(self) -> UnbondResult:
         """requestUnbond; when already unbonding and due (and no locks), withdrawUnbonded."""
@@ -582,8 +242,8 @@ class Requester:
 
     def active_verifiers(self, target_id: bytes) -> list[str]:
         seen = dict.fromkeys(to_checksum_address(log["args"]["account"])
-                             for log in self._registry_logs("Registered", role=ROLES["verifier"]))
-        return self._rank([a for a in seen if self.registry.functions.isActive(a, ROLES["verifier"], target_id).call()])
+                             for log in self._registry_logs("Registered", role=Role.Verifier))
+        return self._rank([a for a in seen if self.registry.functions.isActive(a, Role.Verifier, target_id).call()])
 
     def _rank(self, accounts: list[str]) -> list[str]:
         """Highest stake first; registration order among equals."""
@@ -595,7 +255,7 @@ class Requester:
     def submit(self, prompt: str, *, draft_model: Path, target_model: Path, max_tokens: int = 64, gamma: int = 4,
                temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0, drafter: str | None = None,
                verifier: str | None = None, price_token_wei: int = 10**12, price_pass_wei: int = 3 * 10**12,
-               escrow_wei: int | None = None, eos: bool = True) -> SubmittedJob:
+               escrow_wei: int | None = None, eos: bool = True) -> SubmitResult:
         from node.decoding import tokenizer_digest
 
         if not 1 <= gamma <= MAX_GAMMA:
@@ -630,7 +290,7 @@ class Requester:
                              f"draft model 0x{draft.model_id.hex()[:16]}… "
                              f"for target 0x{target.model_id.hex()[:16]}…")
         verifier = self._pick("verifier", verifier, self.active_verifiers(target.model_id),
-                              lambda a: self.registry.functions.isActive(a, ROLES["verifier"], target.model_id).call(),
+                              lambda a: self.registry.functions.isActive(a, Role.Verifier, target.model_id).call(),
                               f"target model 0x{target.model_id.hex()[:16]}…")
         if len({drafter, verifier, self.address}) != 3:
             raise RequesterError("requester, drafter and verifier must be three different accounts "
@@ -650,7 +310,7 @@ class Requester:
         tx, receipt = self._send("submitJob", self.market.functions.submitJob(request, prompt.encode("utf-8")),
                                  value=escrow)
         (event,) = self.market.events.JobSubmitted().process_receipt(receipt, errors=DISCARD)
-        return SubmittedJob(event["args"]["jobId"], drafter, verifier, escrow, len(tokens), tx)
+        return SubmitResult(event["args"]["jobId"], drafter, verifier, escrow, len(tokens), tx)
 
     def _pick(self, role: str, given: str | None, candidates: list[str], is_active: Callable[[str], bool],
               what: str) -> str:
@@ -677,7 +337,7 @@ class Requester:
     def job_view(self, job_id: int) -> dict:
         """The market's `getJob` view of `job_id`; a RequesterError when the deployment has no such job."""
         view = chaindata.job_view(self.market, job_id)
-        if view["status"] == chaindata.STATUS_NONE:
+        if view["status"] == JobStatus.None_:
             count = self.market.functions.jobCount().call()
             raise RequesterError(f"there is no job {job_id} (jobs on this deployment: 1..{count})"
                                  if count else f"there is no job {job_id} (no job was submitted yet)")
@@ -721,7 +381,7 @@ class Requester:
             proposals, q = chaindata.unpack_draft(draft["args"]["draft"]) if draft else ([], [])
             tx_hashes = [Web3.to_hex(drafts[a["cycle"]]["transactionHash"])] if a["cycle"] in drafts else []
             tx_hashes.append(Web3.to_hex(log["transactionHash"]))
-            cycles.append(CycleInfo(a["cycle"], proposals, q, a["accepted"], a["outToken"],
+            cycles.append(CycleSummary(a["cycle"], proposals, q, a["accepted"], a["outToken"],
                                     chaindata.unpack_output(a["output"]), Web3.to_hex(a["reveal"]), tx_hashes))
         tokens = [t for c in cycles for t in c.output]
         finished = by_name.get("JobFinished", [])
@@ -745,7 +405,7 @@ class Requester:
         if tokenizer_path is not None:
             text = self._decode(tokens, tokenizer_path, view["targetModel"])
         return JobReport(
-            job_id=job_id, status=JOB_STATUS[view["status"]], phase=PHASES[view["phase"]],
+            job_id=job_id, status=solidity_name(JobStatus(view["status"])), phase=solidity_name(Phase(view["phase"])),
             requester=view["requester"], drafter=view["drafter"], verifier=view["verifier"],
             draft_model=Web3.to_hex(view["draftModel"]), target_model=Web3.to_hex(view["targetModel"]),
             gamma=view["gamma"], max_tokens=view["maxTokens"], eos_token=view["eosToken"],
@@ -754,7 +414,7 @@ class Requester:
             escrow_wei=view["escrow"], price_token_wei=view["pricePerAcceptedToken"],
             price_pass_wei=view["pricePerPass"], cycles=cycles, tokens=tokens, text=text, alpha=alpha_of(cycles),
             drafter_tokens=view["drafterTokens"],
-            finish_reason=FINISH_REASONS[finished[-1]["args"]["reason"]] if finished else None,
+            finish_reason=FinishReason(finished[-1]["args"]["reason"]).name if finished else None,
             deadline=view["deadline"], open_disputes=view["openDisputes"], payments=payments,
             finalized=bool(finalized), disputes=self.job_disputes(job_id), gas_used=gas_used, gas_fees_wei=fees,
             tx_count=len(tx_hashes),
@@ -768,7 +428,7 @@ class Requester:
             return None
         return tokenizer.decode(tokens)
 
-    def wait(self, job_id: int, on_cycle: Callable[[CycleInfo, list[int]], None] | None = None,
+    def wait(self, job_id: int, on_cycle: Callable[[CycleSummary, list[int]], None] | None = None,
              accept_timeout: float = 120.0, timeout: float = 1800.0, poll: float = 0.25) -> str:
         """Block until `job_id` finishes (returns the finish reason), calling `on_cycle` per verified cycle."""
         start = time.monotonic()
@@ -789,10 +449,10 @@ class Requester:
                     output = chaindata.unpack_output(a["output"])
                     tokens.extend(output)
                     if on_cycle is not None:
-                        on_cycle(CycleInfo(a["cycle"], proposals, q, a["accepted"], a["outToken"], output,
+                        on_cycle(CycleSummary(a["cycle"], proposals, q, a["accepted"], a["outToken"], output,
                                            Web3.to_hex(a["reveal"])), list(tokens))
                 elif log["event"] == "JobFinished":
-                    return FINISH_REASONS[a["reason"]]
+                    return FinishReason(a["reason"]).name
             from_block = head + 1
             elapsed = time.monotonic() - start
             if accepted_at is None and elapsed > accept_timeout:
@@ -817,19 +477,19 @@ class Requester:
         tx, receipt = self._send("claimTimeout", self.market.functions.claimTimeout(job_id))
         (event,) = self.market.events.JobFinished().process_receipt(receipt, errors=DISCARD)
         a = event["args"]
-        return tx, {"reason": FINISH_REASONS[a["reason"]], "party": a["party"], "slashed": a["slashed"]}
+        return tx, {"reason": FinishReason(a["reason"]).name, "party": a["party"], "slashed": a["slashed"]}
 
     # --- disputes ---------------------------------------------------------------------------------
 
-    def open_dispute(self, job_id: int, cycle: int, index: int, kind: str) -> DisputeInfo:
+    def open_dispute(self, job_id: int, cycle: int, index: int, kind: DisputeKind | str) -> DisputeInfo:
+        """Open a dispute of `kind` (a DisputeKind, or its label "draft" / "target") on a position, with the bond."""
         disputes = self._require_disputes()
-        if kind not in DISPUTE_KINDS:
-            raise RequesterError(f"--kind must be draft or target, got {kind!r}")
+        kind = _dispute_kind(kind)
         self.job_view(job_id)
         record, leaf_proof = self.dispute_evidence(job_id, cycle, index)
         bond = disputes.functions.bond().call()
         tx, receipt = self._send("openDispute", disputes.functions.openDispute(
-            job_id, cycle, index, DISPUTE_KINDS[kind], record, leaf_proof), value=bond)
+            job_id, cycle, index, kind, record, leaf_proof), value=bond)
         (event,) = disputes.events.DisputeOpened().process_receipt(receipt, errors=DISCARD)
         dispute_id = event["args"]["disputeId"]
         self.draw_referees(dispute_id)
@@ -842,7 +502,7 @@ class Requester:
         resolved."""
         disputes = self._require_disputes()
         d = chaindata.dispute_view(disputes, dispute_id)
-        if d["status"] != chaindata.DISPUTE_AWAITING_ANSWER or d["drawn"]:
+        if d["status"] != DisputeStatus.AwaitingAnswer or d["drawn"]:
             return False
         # the node may hand out the opening's receipt before its block is the latest one; estimated against a
         # pending block that is still the opening block, the draw would revert DrawTooEarly
@@ -891,7 +551,7 @@ class Requester:
         votes = []
         for referee in referees:
             commitment, _drawn, verdict = disputes.functions.ballotOf(dispute_id, referee).call()
-            votes.append(VoteInfo(referee, commitment != b"\0" * 32, VERDICTS[verdict]))
+            votes.append(VoteInfo(referee, commitment != b"\0" * 32, solidity_name(Verdict(verdict))))
         answered = chain_logs.event_logs(disputes.events.Answered, start, argument_filters=by_id)
         answer = None
         if answered:
@@ -905,8 +565,9 @@ class Requester:
         a = opened["args"]
         return DisputeInfo(
             dispute_id=dispute_id, job_id=d["jobId"], cycle=d["cycle"], index=d["index"],
-            kind=DISPUTE_KIND_NAMES[d["kind"]], challenger=d["challenger"], accused=d["accused"], token=a["token"],
-            claimed_value=a["claimedValue"], status=DISPUTE_STATUS[d["status"]], outcome=OUTCOMES[d["outcome"]],
+            kind=DisputeKind(d["kind"]).label, challenger=d["challenger"], accused=d["accused"], token=a["token"],
+            claimed_value=a["claimedValue"], status=solidity_name(DisputeStatus(d["status"])),
+            outcome=solidity_name(Outcome(d["outcome"])),
             referees=referees, votes=votes, answer=answer, faithful_votes=d["faithfulVotes"],
             cheated_votes=d["cheatedVotes"],
             accused_slashed_wei=resolved[0]["args"]["accusedSlashed"] if resolved else 0, credits=credited,
@@ -929,121 +590,3 @@ class Requester:
                 raise RequesterError(f"dispute {dispute_id} was not resolved within {timeout:.0f}s "
                                      f"(status {info.status})")
             time.sleep(poll)
-
-
-# ---------------------------------------------------------------- watchdog: replaying a drafter's work
-
-
-@dataclass
-class DraftCheck:
-    """One committed proposal the honest replay of the draft model disagrees with."""
-
-    cycle: int
-    index: int
-    committed_token: int
-    committed_q: int
-    replay_token: int  # what invcdf(replayed q, public uniform) gives
-    replay_q: int  # the replayed probability of the committed token
-    binding: bool  # index <= accepted: a dispute on it can be opened
-    reason: str  # "token" (not the inverse-CDF sample) or "q" (probability off beyond tolerance)
-
-
-def _job_model(path: Path, want: bytes, job_id: int, what: str) -> ModelInfo:
-    """The checkpoint at `path`, refused unless its model id is the job's `what` ("draft"/"target") model."""
-    info = load_model_info(path)
-    if info.model_id != want:
-        raise RequesterError(f"{path} is not job {job_id}'s {what} model 0x{want.hex()}")
-    return info
-
-
-def replay_draft(requester: Requester, job_id: int, draft_model_path: Path, tolerance_wad: int | None = None,
-                 device: str = "cpu") -> list[DraftCheck]:
-    """Replay the job's draft model over chain data (prompt + every cycle's output) with the public draft
-    uniforms, and list, per cycle, the first committed proposal an honest drafter could not have made
-    (the proposal is not the inverse-CDF sample within tolerance, or its q is off beyond tolerance).
-
-    Only the first disagreement per cycle is reported: after it, the committed proposals condition on a
-    token the honest replay did not draw, so later positions of that cycle say nothing more.
-    """
-    import torch
-
-    from node.decoding import DraftSession, loading
-    from node.decoding.scorer import default_tolerance_wad
-    from node.roles import jobs
-
-    requester.job_view(job_id)
-    record = chaindata.job_request(requester.system, job_id, from_block=requester.deployment.start_block)
-    info = _job_model(draft_model_path, record.draft_model, job_id, "draft")
-    dtype = torch.float32
-    tolerance = default_tolerance_wad(dtype) if tolerance_wad is None else tolerance_wad
-    model = loading.load_model(str(draft_model_path), torch.device(device), dtype)
-    job = jobs.job_from_record(record, load_tokenizer(draft_model_path), info.max_positions)
-    session = DraftSession(model, job)
-    found = []
-    for cycle in chaindata.cycles(requester.system, job_id, from_block=requester.deployment.start_block,
-                                  with_p=False):
-        if not cycle.verified:
-            break
-        draft = session.propose(cycle.cycle)
-        for i, (token, q) in enumerate(zip(cycle.tokens, cycle.q)):
-            row = draft.q_rows[i]
-            replay_q = int(row[token]) if token < len(row) else 0
-            u = protocol.draft_uniform(job_id, cycle.cycle, i)
-            low, high = protocol.sample_window(lambda w: protocol.invcdf(row, w), u, tolerance)
-            token_ok = low <= token <= high  # the referees' rule, so an audit flags what a dispute would prove
-            q_ok = abs(replay_q - q) <= tolerance
-            if not (token_ok and q_ok):
-                found.append(DraftCheck(cycle.cycle, i, token, q, draft.tokens[i], replay_q,
-                                        binding=i <= cycle.accepted, reason="q" if token_ok else "token"))
-                break
-            if token != draft.tokens[i]:
-                break  # within tolerance, but the contexts diverge from here on
-        session.advance(list(cycle.output))
-    return found
-
-
-@dataclass
-class TargetCheck:
-    """One binding position whose posted p_i, or whose outToken (index == γ), the target model's replay contradicts."""
-
-    cycle: int
-    index: int  # i < γ: p_i of proposal i; γ: the outToken
-    claimed: int  # p_i (WAD) or the outToken
-    reason: str  # the referees' own words for it (referee.judge_position)
-
-
-def replay_target(requester: Requester, job_id: int, target_model_path: Path, draft_model_path: Path,
-                  tolerance_wad: int | None = None) -> list[TargetCheck]:
-    """Replay every binding position of the job's verifier (each p_i up to the first rejection, and the outToken)
-    from chain data, with the referees' rule (`referee.judge_position`, fp32 on CPU), and list those a TargetReplay
-    dispute would prove. The draft model is needed for the residual behind an outToken after a rejection."""
-    import torch
-
-    from node.decoding import loading
-    from node.decoding.scorer import default_tolerance_wad
-    from node.roles import jobs
-    from node.roles.referee import judge_position
-
-    start = requester.deployment.start_block
-    requester.job_view(job_id)
-    record = chaindata.job_request(requester.system, job_id, from_block=start)
-    target_info = _job_model(target_model_path, record.target_model, job_id, "target")
-    _job_model(draft_model_path, record.draft_model, job_id, "draft")
-    cpu, dtype = torch.device("cpu"), torch.float32
-    tolerance = default_tolerance_wad(dtype) if tolerance_wad is None else tolerance_wad
-    target = loading.load_model(str(target_model_path), cpu, dtype)
-    draft = loading.load_model(str(draft_model_path), cpu, dtype)
-    job = jobs.job_from_record(record, load_tokenizer(target_model_path), target_info.max_positions)
-    prefix, found = list(job.prompt), []
-    for cycle in chaindata.cycles(requester.system, job_id, from_block=start):
-        if not cycle.verified:
-            break
-        k = cycle.gamma
-        for index in [*range(min(cycle.accepted + 1, k)), k]:  # p binds up to the first rejection; then outToken
-            judgement = judge_position(job, prefix, cycle, index, chaindata.KIND_TARGET, tolerance,
-                                       draft_model=draft, target_model=target)
-            if judgement.cheated:
-                claimed = cycle.out_token if index == k else cycle.p[index]
-                found.append(TargetCheck(cycle.cycle, index, int(claimed), judgement.reason))
-        prefix.extend(cycle.output)
-    return found

@@ -20,18 +20,20 @@ from typing import Any
 import numpy as np
 
 from node import protocol
+from node.chain.enums import DisputeKind, JobStatus, Phase
 from node.chain.events import ChainEvent
-from node.decoding.messages import Draft, DraftFault, Job, Verification
+from node.decoding.loading import max_positions, vocab_size
+from node.decoding.messages import DecodingJob, Draft, DraftFault, Verification
 from node.decoding.scorer import VerifySession
 from node.roles import behaviors, chaindata
-from node.roles.base import JOB, PartyNode, max_positions, next_token_rows, resume_verify_session
-from node.roles.chaindata import (
-    PHASE_DRAFT, PHASE_VERIFY, STATUS_FINALIZED, STATUS_NONE, STATUS_OPEN, STATUS_RUNNING,
-)
-from node.roles.jobs import chain_head, job_from_record, verifier_seed
+from node.roles.behaviors import DrafterBehavior, VerifierBehavior
+from node.roles.jobs import chain_head, job_from_record, resume_verify_session, verifier_seed
+from node.roles.models import next_token_rows
+from node.roles.party import PartyNode
+from node.roles.schedule import JOB
 
 TOP_K = 8
-JOB_ROLE, DISPUTE_ROLE = "verifier", "verifier-dispute"
+JOB_ROLE = "verifier"  # the node's role, also its rows in the store (jobs, disputes, cycles)
 SPECULATION_MISSES = 2  # consecutive wrong guesses after which a job is no longer speculated on
 PREDICTOR_CATCH_UP = 8  # a job first speculated on at a later cycle replays the drafter's session up to there
 
@@ -48,9 +50,9 @@ class Speculation:
 
 
 @dataclass
-class VerifierJob:
-    job: Job
-    record: chaindata.JobRecord
+class VerifierJobState:
+    job: DecodingJob
+    record: chaindata.ChainJob
     seed: bytes
     drafts: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = field(default_factory=dict)  # cycle -> (tokens, q)
     outputs: dict[int, tuple[int, ...]] = field(default_factory=dict)
@@ -70,31 +72,28 @@ class VerifierJob:
 
 
 class VerifierNode(PartyNode):
-    role = "verifier"
-    own_phase = PHASE_VERIFY
-    job_role, dispute_role = JOB_ROLE, DISPUTE_ROLE
+    role = JOB_ROLE
+    own_phase = Phase.AwaitVerify
 
     def __init__(self, w3, deployment, account, store_path, target_model_path, draft_model_path,
-                 behavior: str = "honest", poll_interval: float = 0.2, device=None, *,
-                 retaliation: behaviors.RetaliationPolicy | None = None, dispute_faults: bool = False,
+                 behavior: VerifierBehavior | str = VerifierBehavior.HONEST, poll_interval: float = 0.2, device=None,
+                 *, retaliation: behaviors.RetaliationPolicy | None = None, dispute_faults: bool = False,
                  speculate: bool = True, **options):
-        self.behavior = behaviors.check_behavior("verifier", behavior)
+        self.behavior = VerifierBehavior.parse(behavior)
         self.retaliation = retaliation or behaviors.RetaliationPolicy()
         self.dispute_faults = dispute_faults  # open a DraftReplay dispute (bond) on a binding draft fault
         # verify ahead, while the drafter drafts, the draft an honest drafter will commit (`background`)
-        self.speculate = bool(speculate) and self.behavior == "honest"
+        self.speculate = bool(speculate) and self.behavior is VerifierBehavior.HONEST
         self.speculation = {"hits": 0, "misses": 0}
         self.load_models(target_model_path, draft_model_path, device)
-        from node.decoding.loading import vocab_size
-
         self.vocab_size = vocab_size(self.target_model)
         positions = [p for p in (max_positions(self.target_model), max_positions(self.draft_model)) if p]
         self.max_positions = min(positions) if positions else None
         super().__init__(w3, deployment, account, store_path, poll_interval, **options)
-        self.jobs: dict[int, VerifierJob] = {}
+        self.jobs: dict[int, VerifierJobState] = {}
         self.accept_mismatches: list[tuple[int, int, int, int]] = []  # (job, cycle, engine, contract)
         self.draft_faults: list[tuple[int, int, Any]] = []  # (job, cycle, DraftFault) seen by the replay
-        self.restore(JOB_ROLE, DISPUTE_ROLE)
+        self.restore()
         self.log.info("verifier %s: target model %s, draft %s, behavior %s", self.address,
                       self.target_id.hex()[:16], self.draft_id.hex()[:16], self.behavior)
 
@@ -106,18 +105,18 @@ class VerifierNode(PartyNode):
             return
         record, job = taken
         self.store.save_job(record.job_id, JOB_ROLE, "active", {"drafter": record.drafter})
-        self.jobs[record.job_id] = VerifierJob(job, record, verifier_seed(self.account.key, record.job_id))
-        self.track(JOB, record.job_id)
+        self.jobs[record.job_id] = VerifierJobState(job, record, verifier_seed(self.account.key, record.job_id))
+        self.schedule.track(JOB, record.job_id)
 
     def on_market_JobAccepted(self, event: ChainEvent) -> None:
         vj = self.jobs.get(int(event.args["jobId"]))
         if vj is not None:
             vj.accepted, vj.draft_deadline = True, self.draft_deadline(event)
-        self.mark_dirty(JOB, event.args["jobId"])
+        self.schedule.mark_dirty(JOB, event.args["jobId"])
 
     def on_market_DraftCommitted(self, event: ChainEvent) -> None:
         job_id = int(event.args["jobId"])
-        if not self.tracked(JOB, job_id):
+        if not self.schedule.tracked(JOB, job_id):
             return
         tokens, q = chaindata.unpack_draft(event.args["draft"])
         vj = self.jobs.get(job_id)
@@ -125,12 +124,13 @@ class VerifierNode(PartyNode):
             vj.drafts.setdefault(int(event.args["cycle"]), (tuple(tokens), tuple(q)))
         timeouts = self.timeouts() if vj is not None and vj.draft_deadline is not None else None
         deadline = vj.draft_deadline + timeouts[1] if timeouts is not None else None  # the contract's rule
-        self.note_turn(job_id, PHASE_VERIFY, int(event.args["cycle"]), deadline)  # my turn: no getJob needed
-        self.mark_dirty(JOB, job_id)
+        # my turn: no getJob needed
+        self.schedule.note_turn(job_id, Phase.AwaitVerify, int(event.args["cycle"]), deadline)
+        self.schedule.mark_dirty(JOB, job_id)
 
     def on_market_CycleVerified(self, event: ChainEvent) -> None:
         job_id, c = int(event.args["jobId"]), int(event.args["cycle"])
-        if not self.tracked(JOB, job_id):
+        if not self.schedule.tracked(JOB, job_id):
             return
         output = tuple(chaindata.unpack_output(event.args["output"]))
         accepted = int(event.args["accepted"])
@@ -144,7 +144,8 @@ class VerifierNode(PartyNode):
                                list(output), list(assumed))
                 self._stop_speculating(vj)
                 vj.session, vj.verified_cycle = None, None
-        self.note_turn(job_id, PHASE_DRAFT, c + 1)  # the drafter's turn (a JobFinished after this event clears it)
+        # the drafter's turn (a JobFinished after this event clears it)
+        self.schedule.note_turn(job_id, Phase.AwaitDraft, c + 1)
         transcript = self.store.cycle(job_id, JOB_ROLE, c)
         if transcript is not None and transcript.accepted is not None and transcript.accepted != accepted:
             self.accept_mismatches.append((job_id, c, transcript.accepted, accepted))
@@ -159,7 +160,7 @@ class VerifierNode(PartyNode):
             self.later(lambda: self.store.save_cycle(job_id, JOB_ROLE, c, tx_hashes=hashes))
         if self.dispute_faults and transcript is not None and transcript.top_k and transcript.top_k.get("faults"):
             self._dispute_fault(job_id, c, accepted, transcript)
-        self.mark_dirty(JOB, job_id)
+        self.schedule.mark_dirty(JOB, job_id)
 
     def _dispute_fault(self, job_id: int, c: int, accepted: int, transcript) -> int:
         """Open a DraftReplay dispute on the cycle's first draft fault, if it binds (index <= accepted).
@@ -168,29 +169,30 @@ class VerifierNode(PartyNode):
         disagrees by mistake should not cost more than one bond."""
         key = f"job:{job_id}:dispute"
         index = min(f["index"] for f in transcript.top_k["faults"])
-        if index > accepted or self.disputes is None or self.in_flight(key) or self.store.sent_tx(key) is not None:
+        if not protocol.binds(index, accepted, len(transcript.proposals)) or self.disputes is None or \
+                self.txs.in_flight(key) or self.store.sent_tx(key) is not None:
             return 0
         root = protocol.draft_root(job_id, c, transcript.proposals, transcript.q)
         record = (root, list(transcript.p), accepted, int(transcript.top_k["out_token"]))
         leaves = [protocol.leaf(job_id, c, i, t, q) for i, (t, q) in enumerate(zip(transcript.proposals, transcript.q))]
         proof = (transcript.proposals[index], transcript.q[index], protocol.proof(leaves, index))
         self.log.warning("job %d cycle %d: disputing the drafter's proposal %d", job_id, c, index)
-        call = self.disputes.functions.openDispute(job_id, c, index, chaindata.KIND_DRAFT, record, proof)
+        call = self.disputes.functions.openDispute(job_id, c, index, DisputeKind.DraftReplay, record, proof)
         return self.transact(key, call, value=self.disputes.functions.bond().call())
 
     # ------------------------------------------------------------------ work
 
-    def _job(self, job_id: int) -> VerifierJob:
+    def _job(self, job_id: int) -> VerifierJobState:
         vj = self.jobs.get(job_id)
         if vj is None:  # after a restart: rebuild from chain data
             record = chaindata.job_request(self.market, job_id, from_block=self.start_block)
-            vj = VerifierJob(job_from_record(record, self.tokenizer, self.max_positions), record,
+            vj = VerifierJobState(job_from_record(record, self.tokenizer, self.max_positions), record,
                              verifier_seed(self.account.key, job_id))
             self._refresh(vj)
             self.jobs[job_id] = vj
         return vj
 
-    def _refresh(self, vj: VerifierJob) -> None:
+    def _refresh(self, vj: VerifierJobState) -> None:
         for data in chaindata.cycles(self.market, vj.job.job_id, from_block=self.start_block, with_p=False):
             vj.drafts.setdefault(data.cycle, (data.tokens, data.q))
             if data.verified:
@@ -202,9 +204,9 @@ class VerifierNode(PartyNode):
             return sent
         view = self.job_view(job_id)
         status = view["status"]
-        self.set_active(job_id, status == STATUS_RUNNING or (status == STATUS_OPEN and
+        self.schedule.set_active(job_id, status == JobStatus.Running or (status == JobStatus.Open and
                                                              self.chain_time() <= view["deadline"]))
-        if status == STATUS_OPEN and self.chain_time() <= view["deadline"]:
+        if status == JobStatus.Open and self.chain_time() <= view["deadline"]:
             vj = self._job(job_id)
             head = chain_head(self.account.key, job_id, vj.job.max_new_tokens)
             sent = self.transact(f"job:{job_id}:accept", self.market.functions.acceptJob(job_id, head))
@@ -212,23 +214,23 @@ class VerifierNode(PartyNode):
                 vj.accepted = True
                 self._try_speculate(vj)
             return sent
-        if status == STATUS_RUNNING and view["phase"] == PHASE_VERIFY:
+        if status == JobStatus.Running and view["phase"] == Phase.AwaitVerify:
             if self.chain_time(max_age=1.0) > view["deadline"]:
                 return 0  # too late for this verification (the contract would refuse it)
             return self._verify(job_id, int(view["cycle"]))
-        if status != STATUS_RUNNING and job_id in self.jobs:
+        if status != JobStatus.Running and job_id in self.jobs:
             self._stop_speculating(self.jobs[job_id])
             self.jobs[job_id].session = None
-        if status in (STATUS_FINALIZED, STATUS_NONE):
+        if status in (JobStatus.Finalized, JobStatus.None_):
             return self.retire_job(job_id)
-        if status == STATUS_OPEN:  # past the accept deadline: the requester (or the drafter) cancels it
-            self.defer_until(JOB, job_id, self.chain_time() + 3600)
+        if status == JobStatus.Open:  # past the accept deadline: the requester (or the drafter) cancels it
+            self.schedule.defer_until(JOB, job_id, self.chain_time() + 3600)
             return 0
         return self.settle(job_id, view)
 
     def _verify(self, job_id: int, c: int, sure: bool = False) -> int:
         key = f"job:{job_id}:cycle:{c}:verify"
-        if self.in_flight(key):
+        if self.txs.in_flight(key):
             return 0
         t = self.store.cycle(job_id, JOB_ROLE, c)
         if t is not None and t.p is not None and t.top_k and "out_token" in t.top_k:
@@ -271,11 +273,11 @@ class VerifierNode(PartyNode):
                 info["true_p"] = list(true_p)
             self.store.save_cycle(job_id, JOB_ROLE, c, proposals=list(tokens), q=list(q), p=p, top_k=info,
                                   reveal=reveal, accepted=v.accepted, emitted_tokens=list(v.emitted))
-        call = self.encode_call(self.market, "submitVerification", job_id, c, list(tokens), list(q), list(p), reveal,
-                                out_token)
+        call = self.txs.encode_call(self.market, "submitVerification", job_id, c, list(tokens), list(q), list(p),
+                                    reveal, out_token)
         sent = self.transact(key, call, sure=sure)
         if sent:  # the hash is in the sent-transaction record already; the transcript gets it at the next flush
-            hashes = {"verify": self.tx_hash_of(key)}
+            hashes = {"verify": self.txs.tx_hash_of(key)}
             self.later(lambda: self.store.save_cycle(job_id, JOB_ROLE, c, tx_hashes=hashes))
             if job_id in self.jobs:
                 # guess the next draft at once: the drafter needs its notice and a draft (γ forwards) before it
@@ -301,7 +303,7 @@ class VerifierNode(PartyNode):
             return 0
         return sum(self._try_speculate(vj) for vj in list(self.jobs.values()))
 
-    def _try_speculate(self, vj: VerifierJob) -> int:
+    def _try_speculate(self, vj: VerifierJobState) -> int:
         if not self.speculate or not vj.speculate or vj.spec is not None:
             return 0
         try:
@@ -312,7 +314,7 @@ class VerifierNode(PartyNode):
             vj.session, vj.verified_cycle = None, None  # rebuilt from chain data when the draft comes
             return 0
 
-    def _speculate(self, vj: VerifierJob) -> int:
+    def _speculate(self, vj: VerifierJobState) -> int:
         s = vj.session
         if s is None:
             if not (vj.accepted and not vj.drafts and not vj.outputs):
@@ -344,7 +346,7 @@ class VerifierNode(PartyNode):
         vj.verified_cycle = c
         return 1
 
-    def _predictor_at(self, vj: VerifierJob, c: int):
+    def _predictor_at(self, vj: VerifierJobState, c: int):
         """The job's mirror of an honest drafter's DraftSession, ready to propose cycle c: a session started at
         cycle 0 and taken through every cycle as the drafter's is (propose, then advance with the cycle's output),
         so that its proposals are the drafter's bit for bit; None if that cannot be done now."""
@@ -353,7 +355,7 @@ class VerifierNode(PartyNode):
             if c > PREDICTOR_CATCH_UP:
                 vj.speculate = False  # (e.g. after a restart) replaying that far is not worth it
                 return None
-            p = vj.predictor = behaviors.draft_session("honest", self.draft_model, vj.job)
+            p = vj.predictor = behaviors.draft_session(DrafterBehavior.HONEST, self.draft_model, vj.job)
             vj.predicted_cycle = None
         while p.cycle < c:
             k = p.cycle
@@ -369,7 +371,7 @@ class VerifierNode(PartyNode):
             return None
         return p
 
-    def _speculated(self, vj: VerifierJob, c: int, tokens, q) -> Verification | None:
+    def _speculated(self, vj: VerifierJobState, c: int, tokens, q) -> Verification | None:
         """The verification computed ahead for cycle c if the committed draft is the one guessed, else None (the
         session is then put back as it was before the guess)."""
         spec, vj.spec = vj.spec, None
@@ -407,13 +409,13 @@ class VerifierNode(PartyNode):
             return s
         return backup[1]
 
-    def _stop_speculating(self, vj: VerifierJob) -> None:
+    def _stop_speculating(self, vj: VerifierJobState) -> None:
         if vj.spec is not None:  # the guess is dropped: the session goes back to before it
             vj.session, vj.verified_cycle = self._restore(vj.session, vj.spec.backup), None
         vj.spec, vj.predictor, vj.predicted_cycle, vj.speculate = None, None, None, False
         vj.assumed.clear()
 
-    def _verify_invalid_draft(self, vj: VerifierJob, c: int, tokens, q, invalid: int) -> Verification | None:
+    def _verify_invalid_draft(self, vj: VerifierJobState, c: int, tokens, q, invalid: int) -> Verification | None:
         """Verify a draft whose proposal `invalid` is not a token of the vocabulary (the contract takes any uint32).
 
         Such a token has probability 0 under the target, so p_invalid = 0 (truthfully) and the rule rejects
@@ -451,7 +453,7 @@ class VerifierNode(PartyNode):
                             emitted=tuple(emitted), done=done, p_rows=np.vstack([p_rows, padding]),
                             draft_faults=(DraftFault(invalid, "x", tokens[invalid], -1),))
 
-    def _session_at(self, vj: VerifierJob, c: int):
+    def _session_at(self, vj: VerifierJobState, c: int):
         s = vj.session
         if s is not None and s.cycle == c and vj.verified_cycle is None:
             return s

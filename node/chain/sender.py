@@ -12,42 +12,30 @@ One `TxSender` per key and process: the nonce is tracked locally (resynced from 
 count at start and after any nonce error), so a second process signing with the same key would fight it.
 """
 
+
 from __future__ import annotations
 
-import base64
 import hashlib
-import http.client
-import socket
-import ssl
 import threading
 import time
-from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator, TypeVar
-from urllib.parse import unquote, urlsplit
+from typing import Any, Callable, TypeVar
 
-import requests
 import rlp as _rlp
-from eth_abi import decode as abi_decode
-from eth_hash.auto import keccak
 from eth_account.signers.local import LocalAccount
+from eth_hash.auto import keccak
 from eth_utils import to_checksum_address, to_hex
-from eth_utils.abi import function_abi_to_4byte_selector, get_abi_input_names, get_abi_input_types
 from web3 import Web3
 from web3.contract.contract import ContractFunction
-from web3.exceptions import (
-    ContractLogicError,
-    ProviderConnectionError,
-    RequestTimedOut,
-    TimeExhausted,
-    TooManyRequests,
-    TransactionNotFound,
-    Web3RPCError,
-)
+from web3.exceptions import ContractLogicError, TimeExhausted, TransactionNotFound, Web3RPCError
 from web3.types import RPCEndpoint, TxReceipt
 
-from node.store import (
-    TX_MINED, TX_REJECTED, TX_SENT, TX_SIGNED, TX_SUPERSEDED, IdempotencyConflict, NodeStore, SentTx,
+from node.chain.errors import (
+    ChainUnavailable, IdempotencyError, ReceiptTimeout, TransactionRejected, TransactionReverted,
+    TransactionSuperseded,
 )
+from node.chain.revert_decoder import RevertDecoder, revert_data
+from node.chain.rpc import RetryPolicy, rpc_url_of, with_retries
+from node.store import TX_MINED, TX_REJECTED, TX_SENT, TX_SIGNED, TX_SUPERSEDED, IdempotencyConflict, NodeStore, SentTx
 
 T = TypeVar("T")
 
@@ -66,311 +54,11 @@ _NONCE_TOO_LOW = ("nonce too low", "oldnonce", "nonce has already been used", "n
 _NONCE_CONFLICT = ("replacement transaction underpriced", "nonce too high", "replacement fee too low")
 
 
-class ChainError(RuntimeError):
-    """Base of everything the chain client raises on purpose."""
-
-
-class ChainUnavailable(ChainError):
-    """The RPC endpoint did not answer within the retry budget."""
-
-    def __init__(self, url: str, reason: str = ""):
-        super().__init__(f"chain RPC at {url} is unavailable" + (f": {reason}" if reason else ""))
-        self.url = url
-        self.reason = reason
-
-
-class TransactionRejected(ChainError):
-    """The node refused the transaction outright (not a revert): e.g. insufficient funds."""
-
-    def __init__(self, key: str, reason: str):
-        super().__init__(f"{key}: transaction rejected by the node: {reason}")
-        self.key = key
-        self.reason = reason
-
-
-class TransactionReverted(ChainError):
-    """The call reverts (at gas estimation) or a mined transaction reverted; carries the decoded error."""
-
-    def __init__(self, key: str, error_name: str | None, error_args: dict[str, Any], data: bytes,
-                 tx_hash: str | None = None):
-        shown = error_name or (f"unknown error 0x{data[:4].hex()}" if data else "no revert data")
-        args = ", ".join(f"{name}={value!r}" for name, value in error_args.items())
-        where = f" in {tx_hash}" if tx_hash else ""
-        super().__init__(f"{key}: reverted{where} with {shown}({args})")
-        self.key = key
-        self.error_name = error_name
-        self.error_args = error_args
-        self.data = data
-        self.tx_hash = tx_hash
-
-
-class ReceiptTimeout(ChainError):
-    """No receipt within the timeout; the transaction is recorded, so a later send with the key resumes it."""
-
-    def __init__(self, key: str, tx_hash: str, timeout: float):
-        super().__init__(f"{key}: no receipt for {tx_hash} after {timeout:.1f}s "
-                         "(it stays recorded: send the key again to resume)")
-        self.key = key
-        self.tx_hash = tx_hash
-
-
-class TransactionSuperseded(ChainError):
-    """The key's transaction can never land (its nonce went to another transaction); submit the key again."""
-
-    def __init__(self, key: str, tx_hash: str):
-        super().__init__(f"{key}: {tx_hash} was superseded by another transaction with its nonce")
-        self.key = key
-        self.tx_hash = tx_hash
-
-
-class IdempotencyError(ChainError):
-    """The key's transaction kept losing its nonce to other transactions: another signer uses this key."""
-
-
-# --- retries -----------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """Exponential backoff for transient RPC errors: `attempts` tries in all, delays doubling up to a cap."""
-
-    attempts: int = 8
-    first_delay: float = 0.2
-    max_delay: float = 5.0
-
-    def delays(self) -> Iterator[float]:
-        delay = self.first_delay
-        for _ in range(self.attempts - 1):
-            yield delay
-            delay = min(delay * 2, self.max_delay)
-
-
-def is_transient(exc: BaseException) -> bool:
-    """Errors worth retrying: the endpoint is down, slow, overloaded or restarting."""
-    if isinstance(exc, (requests.ConnectionError, requests.Timeout, ConnectionError, TimeoutError,
-                        ProviderConnectionError, TooManyRequests, RequestTimedOut)):
-        return True
-    if isinstance(exc, requests.HTTPError) and exc.response is not None:
-        return exc.response.status_code >= 500 or exc.response.status_code == 429
-    return False
-
-
-def with_retries(call: Callable[[], T], policy: RetryPolicy, url: str) -> T:
-    delays = policy.delays()
-    while True:
-        try:
-            return call()
-        except Exception as exc:
-            if not is_transient(exc):
-                raise
-            delay = next(delays, None)
-            if delay is None:
-                raise ChainUnavailable(url, f"{type(exc).__name__}: {exc}") from exc
-            time.sleep(delay)
-
-
-def rpc_url_of(w3: Web3) -> str:
-    return str(getattr(w3.provider, "endpoint_uri", None) or w3.provider)
-
-
-def cache_chain_id(w3: Web3) -> Web3:
-    """Let the provider answer eth_chainId from its cache after the first call.
-
-    web3's validation middleware asks the node for its chain id before *every* eth_call and
-    eth_estimateGas (to check a transaction's chainId), which doubles those round trips. An endpoint's
-    chain id does not change (nodes check it against the deployment at start), so it is cached; no
-    other request is (a provider that already caches keeps its own settings, plus this one).
-    """
-    provider = w3.provider
-    if not hasattr(provider, "cacheable_requests"):
-        return w3
-    if getattr(provider, "cache_allowed_requests", False):
-        provider.cacheable_requests = set(provider.cacheable_requests) | {RPCEndpoint("eth_chainId")}
-    else:
-        provider.cacheable_requests = {RPCEndpoint("eth_chainId")}
-        provider.cache_allowed_requests = True
-    return w3
-
-
-class KeepAliveHTTPProvider(Web3.HTTPProvider):
-    """web3's HTTPProvider, but each JSON-RPC request goes over one persistent `http.client` connection per
-    thread instead of through requests/urllib3, whose per-request work (session merging, environment and
-    proxy lookups, pool bookkeeping) costs ~0.5 ms, five times a local round trip; a node makes thousands.
-
-    Errors keep requests' types, so callers and `is_transient` see what they saw before: a refused, reset
-    or timed-out connection raises `requests.ConnectionError` / `requests.Timeout`, an HTTP error status
-    `requests.HTTPError` (with the status code). A kept-alive connection that the server closed while idle
-    is reopened and the request sent once more (nothing was processed: no response had started). Used by
-    `connect` only for http(s) URLs that no proxy or .netrc entry applies to; batches go the usual way.
-    """
-
-    def __init__(self, endpoint_uri: str, request_kwargs: dict | None = None, **kwargs: Any):
-        super().__init__(endpoint_uri, request_kwargs=request_kwargs, exception_retry_configuration=None, **kwargs)
-        parts = urlsplit(str(endpoint_uri))
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"not an http(s) URL: {endpoint_uri}")
-        self._https = parts.scheme == "https"
-        self._host, self._port = parts.hostname, parts.port
-        self._path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        self._timeout = float((request_kwargs or {}).get("timeout", 10.0))
-        headers = dict((request_kwargs or {}).get("headers") or self.get_request_headers())
-        if parts.username is not None:  # credentials in the URL, as requests sends them
-            userinfo = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode("latin-1")
-            headers["Authorization"] = "Basic " + base64.b64encode(userinfo).decode()
-        self._headers = headers
-        self._local = threading.local()
-
-    @staticmethod
-    def usable_for(url: str) -> bool:
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            return False
-        return not requests.utils.get_environ_proxies(url) and requests.utils.get_netrc_auth(url) is None
-
-    def _connection(self) -> tuple[http.client.HTTPConnection, bool]:
-        conn = getattr(self._local, "conn", None)
-        if conn is not None:
-            return conn, True
-        if self._https:
-            conn = http.client.HTTPSConnection(self._host, self._port, timeout=self._timeout,
-                                               context=ssl.create_default_context())
-        else:
-            conn = http.client.HTTPConnection(self._host, self._port, timeout=self._timeout)
-        self._local.conn = conn
-        return conn, False
-
-    def _drop_connection(self) -> None:
-        conn = getattr(self._local, "conn", None)
-        self._local.conn = None
-        if conn is not None:
-            conn.close()
-
-    def _make_request(self, method: RPCEndpoint, request_data: bytes) -> bytes:
-        for _ in range(2):
-            conn, reused = self._connection()
-            try:
-                conn.request("POST", self._path, body=request_data, headers=self._headers)
-                response = conn.getresponse()
-            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError,
-                    ConnectionAbortedError) as exc:
-                self._drop_connection()
-                if reused:
-                    continue  # the server closed the idle kept-alive connection: reopen, send again
-                raise requests.ConnectionError(f"{type(exc).__name__}: {exc}") from exc
-            except (TimeoutError, socket.timeout) as exc:
-                self._drop_connection()
-                raise requests.Timeout(f"{self.endpoint_uri}: no answer within {self._timeout}s") from exc
-            except (OSError, http.client.HTTPException) as exc:
-                self._drop_connection()
-                raise requests.ConnectionError(f"{type(exc).__name__}: {exc}") from exc
-            try:
-                body = response.read()
-            except (OSError, http.client.HTTPException) as exc:
-                self._drop_connection()
-                raise requests.ConnectionError(f"{type(exc).__name__}: {exc}") from exc
-            if response.will_close:
-                self._drop_connection()
-            if response.status >= 400:
-                error = requests.Response()
-                error.status_code, error.reason, error._content = response.status, response.reason, body
-                error.url = str(self.endpoint_uri)
-                raise requests.HTTPError(f"{response.status} {response.reason} for {self.endpoint_uri}",
-                                         response=error)
-            return body
-        raise requests.ConnectionError(f"{self.endpoint_uri} closed the connection twice")
-
-
-def connect(url: str, *, wait: float = 10.0, request_timeout: float = 10.0) -> Web3:
-    """A Web3 over HTTP(S) `url` that answered eth_chainId within `wait` seconds, else ChainUnavailable.
-
-    The provider's own retry loop is switched off, so `RetryPolicy` is the one place retries happen;
-    the chain id is cached (`cache_chain_id`); requests go over a kept-alive connection
-    (`KeepAliveHTTPProvider`) unless a proxy or .netrc entry applies to the URL.
-    """
-    if KeepAliveHTTPProvider.usable_for(url):
-        provider = KeepAliveHTTPProvider(url, request_kwargs={"timeout": request_timeout})
-    else:
-        provider = Web3.HTTPProvider(url, request_kwargs={"timeout": request_timeout},
-                                     exception_retry_configuration=None)
-    w3 = cache_chain_id(Web3(provider))
-    deadline = time.monotonic() + wait
-    while True:
-        try:
-            w3.eth.chain_id
-            return w3
-        except Exception as exc:
-            if not is_transient(exc):
-                raise ChainUnavailable(url, f"{type(exc).__name__}: {exc}") from exc
-            if time.monotonic() >= deadline:
-                raise ChainUnavailable(url, f"no answer within {wait:.1f}s ({type(exc).__name__})") from None
-            time.sleep(min(0.25, max(0.0, deadline - time.monotonic())))
-
-
-# --- revert decoding ---------------------------------------------------------------------------------
-
-_BUILTIN_ERRORS = [
-    {"type": "error", "name": "Error", "inputs": [{"name": "message", "type": "string"}]},
-    {"type": "error", "name": "Panic", "inputs": [{"name": "code", "type": "uint256"}]},
-]
-
-
-@dataclass(frozen=True)
-class DecodedError:
-    name: str | None  # None when no ABI knows the selector
-    args: dict[str, Any]
-    data: bytes
-
-
-class RevertDecoder:
-    """Maps a revert's 4-byte selector to the custom error (name, args) declared in the given ABIs."""
-
-    def __init__(self, abis: Iterable[list[dict]] = ()):
-        self._errors: dict[bytes, dict] = {}
-        for entry in _BUILTIN_ERRORS + [e for abi in abis for e in abi if e.get("type") == "error"]:
-            self._errors[function_abi_to_4byte_selector(entry)] = entry
-
-    @classmethod
-    def from_artifacts(cls, artifacts: dict[str, dict]) -> RevertDecoder:
-        return cls(artifact["abi"] for artifact in artifacts.values())
-
-    def decode(self, data: bytes) -> DecodedError:
-        entry = self._errors.get(data[:4]) if len(data) >= 4 else None
-        if entry is None:
-            return DecodedError(None, {}, data)
-        try:
-            values = abi_decode(get_abi_input_types(entry), data[4:])
-        except Exception:  # malformed payload: report the name we know, without args
-            return DecodedError(entry["name"], {}, data)
-        names = [name or f"arg{i}" for i, name in enumerate(get_abi_input_names(entry))]
-        types = get_abi_input_types(entry)
-        # eth_abi gives lowercase addresses; web3 gives checksummed ones everywhere else
-        values = [to_checksum_address(v) if t == "address" else v for t, v in zip(types, values)]
-        return DecodedError(entry["name"], dict(zip(names, values)), data)
-
-
-def revert_data(exc: BaseException) -> bytes:
-    """The raw revert bytes web3 attached to a ContractLogicError (or an RPC error), b"" if none."""
-    data: Any = getattr(exc, "data", None)
-    if data is None and isinstance(exc, Web3RPCError) and isinstance(exc.rpc_response, dict):
-        data = (exc.rpc_response.get("error") or {}).get("data")
-    if isinstance(data, dict):
-        data = data.get("data") or data.get("result")
-    if isinstance(data, (bytes, bytearray)):
-        return bytes(data)
-    if isinstance(data, str):
-        data = data.removeprefix("Reverted ").strip()
-        if data.startswith("0x"):
-            try:
-                return bytes.fromhex(data[2:])
-            except ValueError:
-                return b""
-    return b""
-
-
 def sign_transaction(account: LocalAccount, tx: dict[str, Any]) -> tuple[bytes, bytes]:
     """(raw signed transaction, its hash). An EIP-1559 transaction (type 2, no access list) is encoded and signed
     here with coincurve (libsecp256k1, what eth-keys uses when installed): the same bytes as
-    `account.sign_transaction` (RFC 6979 nonces, low s), without its ~0.7 ms of dict validation and formatting.
+    `account.sign_transaction` (RFC 6979 nonces, low s), without its dict validation and formatting (its cost:
+    docs/node.md, "Measured costs").
     Anything else, or without coincurve, goes through eth-account."""
     fields = ("chainId", "nonce", "maxPriorityFeePerGas", "maxFeePerGas", "gas", "to", "value", "data")
     if _coincurve is None or tx.get("type") not in (2, "0x2") or set(tx) - set(fields) - {"type"} or \
@@ -449,9 +137,9 @@ class TxSender:
 
     def _request(self, method: str, params: list) -> Any:
         """One JSON-RPC request straight to the provider, for the two calls of every transaction (eth_estimateGas,
-        eth_sendRawTransaction): web3's request pipeline (formatters, validation middleware) costs ~1 ms of Python
-        around an eth_estimateGas, four times a local round trip. An error answer raises Web3RPCError carrying
-        the response, as web3 does (the revert data and message are read from it the same way)."""
+        eth_sendRawTransaction): web3's request pipeline (formatters, validation middleware) costs several local
+        round trips of Python around each (docs/node.md, "Measured costs"). An error answer raises Web3RPCError
+        carrying the response, as web3 does (the revert data and message are read from it the same way)."""
         response = self._rpc(lambda: self.w3.provider.make_request(RPCEndpoint(method), params))
         error = response.get("error") if isinstance(response, dict) else None
         if error:

@@ -1,0 +1,62 @@
+"""The local checkpoints a requester or watchdog names, and a prompt as every node tokenizes it.
+
+A checkpoint directory gives its model id (docs/protocol.md §2), its context window and its tokenizer; a failure
+is a `RequesterError` naming the path. A prompt is refused before it is submitted when it does not fit the pair's
+context window (docs/node.md, "Conventions": prompt tokens + maxTokens + γ), as the nodes would refuse it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from node.roles.errors import RequesterError
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    path: Path
+    model_id: bytes
+    max_positions: int | None
+
+
+def load_model_info(path: str | Path) -> ModelInfo:
+    from node.decoding import model_id  # lazy: pulls in torch
+    from node.decoding.loading import max_positions
+
+    path = Path(path)
+    if not path.is_dir():
+        raise RequesterError(f"model directory {path} does not exist")
+    try:
+        mid = model_id(path)
+    except (FileNotFoundError, ValueError, OSError) as exc:
+        raise RequesterError(f"{path} is not a usable model checkpoint: {exc}") from None
+    return ModelInfo(path, mid, max_positions(path))
+
+
+def load_tokenizer(path: str | Path):
+    from node.decoding.loading import load_tokenizer as load
+
+    try:
+        return load(str(path))
+    except Exception as exc:
+        raise RequesterError(f"cannot load the tokenizer of {path}: {exc}") from None
+
+
+def tokenize_prompt(tokenizer, prompt: str) -> list[int]:
+    """The prompt's tokens exactly as every node computes them (node/roles/jobs.py)."""
+    from node.roles import jobs
+
+    return list(jobs.prompt_tokens(tokenizer, prompt.encode("utf-8")))
+
+
+def check_fits(prompt_tokens: int, max_tokens: int, gamma: int, max_positions: int | None) -> None:
+    """docs/node.md: refuse a prompt with prompt tokens + maxTokens + γ > the model's max positions."""
+    from node.roles import jobs
+
+    needed = jobs.positions_needed(prompt_tokens, max_tokens, gamma)
+    if max_positions is not None and needed > max_positions:
+        raise RequesterError(
+            f"the prompt does not fit the context window: {prompt_tokens} prompt tokens + {max_tokens} max tokens "
+            f"+ gamma {gamma} = {needed} > {max_positions} positions "
+            f"(shorten the prompt or lower --max-tokens)")

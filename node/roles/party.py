@@ -1,0 +1,167 @@
+"""What a job's two parties, the drafter and the verifier nodes, share on top of the node loop (`NodeBase`).
+
+Each party serves the jobs that name it and whose models are the ones it loaded (`take_submitted_job`; any other
+job is recorded refused, with the reason, and never touched), acts on the turns events announce to it
+(`act_on_announced_turn`), claims the other side's timeout or finalizes after the challenge window (`settle`),
+notices the end of its jobs (finished, a dispute closed, finalized) and retires them, and answers the disputes
+opened against it with its claimed value and top-k at the disputed position (`answer_values`) until they are
+resolved. The challenger of a dispute draws its referees at once; an accused whose answer comes when the seed
+block's hash has left the EVM's 256-block window has the draw rescheduled first.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from node.chain.enums import DisputeStatus, JobStatus, Outcome, Phase, solidity_name
+from node.chain.events import ChainEvent
+from node.roles import chaindata
+from node.roles.base import NodeBase
+from node.roles.jobs import JobRefused, job_from_record
+from node.roles.schedule import DISPUTE, JOB
+
+
+class PartyNode(NodeBase):
+    """The drafter's and the verifier's common part (see the module doc); their store rows (jobs, disputes, cycles)
+    are under their `role`, `own_phase` is the phase in which they act."""
+
+    own_phase: Phase  # the job phase in which this party acts: AwaitDraft (drafter) or AwaitVerify (verifier)
+
+    jobs: dict[int, Any]  # job id -> the subclass's in-memory state of the job
+
+    def take_submitted_job(self, event: ChainEvent):
+        """A `JobSubmitted` that names this node as its `role`: (record, engine DecodingJob) to serve, or None when the
+        job is not this node's, already known, or refused (other models, a prompt that does not fit: the
+        reason is logged and recorded in the store, and the node never acts on the job)."""
+        record = chaindata.job_from_event(event, self.market)
+        if getattr(record, self.role) != self.address or self.store.job(record.job_id, self.role) is not None:
+            return None
+        reason = None
+        if record.draft_model != self.draft_id or record.target_model != self.target_id:
+            reason = (f"models (draft {record.draft_model.hex()[:16]}, target {record.target_model.hex()[:16]}) are "
+                      f"not mine (draft {self.draft_id.hex()[:16]}, target {self.target_id.hex()[:16]})")
+        else:
+            try:
+                return record, job_from_record(record, self.tokenizer, self.max_positions)
+            except JobRefused as exc:
+                reason = str(exc)
+        self.log.warning("job %d: refused: %s", record.job_id, reason)
+        self.store.save_job(record.job_id, self.role, "refused", {"reason": reason})
+        return None
+
+    def act_on_announced_turn(self, job_id: int, act: Callable[[int, bool], int]) -> int | None:
+        """Take the turn an event announced for the job (`note_turn`) without reading its view: on this party's
+        own phase `act(cycle, sure)` (see `sure`); on the other party's, nothing (the periodic recheck reads the
+        view and watches the deadline). None when there is no announced turn or acting sent nothing (e.g. the
+        call would revert, or the session is not ready): the caller then decides from the job's view."""
+        turn = self.schedule.take_turn(job_id)
+        if turn is None:
+            return None
+        phase, cycle, deadline = turn
+        self.schedule.set_active(job_id, True)
+        if phase != self.own_phase:
+            return 0
+        return act(cycle, self.sure(deadline)) or None
+
+    # ------------------------------------------------------------------ the job's view
+
+    def job_view(self, job_id: int) -> dict[str, Any]:
+        return chaindata.job_view(self.market, job_id)
+
+    def settle(self, job_id: int, view: dict[str, Any]) -> int:
+        """Deadlines and settlement for a party of the job: claimTimeout when the other side (or nobody)
+        missed its deadline, finalize after the challenge window. Safe to call on every check."""
+        status, now = view["status"], self.chain_time()
+        if now <= view["deadline"]:
+            # until then only the other side's events matter
+            self.schedule.defer_until(JOB, job_id, view["deadline"] + 1)
+            return 0
+        fn = self.market.functions
+        if status == JobStatus.Open:
+            return self.transact(f"job:{job_id}:timeout:accept", fn.claimTimeout(job_id))
+        if status == JobStatus.Running:
+            waiting_for_other = view["phase"] != self.own_phase
+            if waiting_for_other:
+                key = f"job:{job_id}:timeout:{view['cycle']}:{view['phase']}"
+                self.log.warning("job %d: the other party missed its deadline (cycle %d); claiming the timeout",
+                                 job_id, view["cycle"])
+                return self.transact(key, fn.claimTimeout(job_id))
+            return 0
+        if status == JobStatus.Finished and view["openDisputes"] == 0:
+            return self.transact(f"job:{job_id}:finalize", fn.finalize(job_id))
+        return 0
+
+    # ------------------------------------------------------------------ events
+
+    def on_market_JobFinished(self, event: ChainEvent) -> None:
+        self.schedule.note_turn(event.args["jobId"], None)
+        self.schedule.mark_dirty(JOB, event.args["jobId"])
+
+    def on_market_DisputeClosed(self, event: ChainEvent) -> None:
+        self.schedule.note_turn(event.args["jobId"], None)
+        self.schedule.mark_dirty(JOB, event.args["jobId"])  # maybe finalizable now
+
+    def on_market_JobFinalized(self, event: ChainEvent) -> None:
+        self.schedule.note_turn(event.args["jobId"], None)
+        self.schedule.mark_dirty(JOB, event.args["jobId"])
+
+    def on_disputes_DisputeOpened(self, event: ChainEvent) -> None:
+        a = event.args
+        if a["challenger"] == self.address:  # mine (a verifier disputing a draft): draw its referees at once
+            self.schedule.track(DISPUTE, int(a["disputeId"]))
+        if a["accused"] != self.address:
+            return
+        dispute_id = int(a["disputeId"])
+        if self.store.dispute(dispute_id, self.role) is None:
+            self.log.warning("dispute %d opened against me: job %d cycle %d index %d", dispute_id, a["jobId"],
+                             a["cycle"], a["index"])
+            self.store.save_dispute(dispute_id, self.role, "open",
+                                {"job": int(a["jobId"]), "cycle": int(a["cycle"]), "index": int(a["index"]),
+                                 "kind": int(a["kind"]), "token": int(a["token"])})
+        self.schedule.track(DISPUTE, dispute_id)
+
+    def on_disputes_DisputeResolved(self, event: ChainEvent) -> None:
+        self.schedule.mark_dirty(DISPUTE, event.args["disputeId"])
+
+    on_disputes_DrawRescheduled = on_disputes_DisputeResolved  # an accused answers once the rescheduled draw can run
+
+    # ------------------------------------------------------------------ work
+
+    def retire_job(self, job_id: int) -> int:
+        """The job is finalized (or gone): mark it done in the store and stop tracking it."""
+        self.store.save_job(job_id, self.role, "done")
+        self.jobs.pop(job_id, None)
+        self.schedule.forget(JOB, job_id)
+        return 0
+
+    def work_dispute(self, dispute_id: int) -> int:
+        d = chaindata.dispute_view(self.disputes, dispute_id)
+        if d["status"] == DisputeStatus.Resolved:
+            self.store.save_dispute(dispute_id, self.role, "done")
+            self.schedule.forget(DISPUTE, dispute_id)
+            self.log.info("dispute %d resolved: %s", dispute_id, solidity_name(Outcome(d["outcome"])))
+            return 0
+        if d["status"] != DisputeStatus.AwaitingAnswer or self.chain_time() > d["answerDeadline"]:
+            # answered (or too late): what is left happens through events (DisputeResolved wakes it)
+            self.schedule.defer_until(DISPUTE, dispute_id, max(d["revealDeadline"], d["answerDeadline"]) + 1)
+            return 0
+        if not d["drawn"] and (d["challenger"] == self.address or self._draw_seed_gone(d)):
+            # The challenger draws at once, so that an accused cannot wait for the seed block's hash to leave
+            # the 256-block window and get a second draw; an accused whose answer comes that late must have
+            # the draw rescheduled first (its answer would revert PanelNotDrawn).
+            return self.transact(f"dispute:{dispute_id}:draw:{d['drawBlock']}",
+                                 self.disputes.functions.drawReferees(dispute_id))
+        if d["accused"] != self.address:
+            self.schedule.defer_until(DISPUTE, dispute_id, d["answerDeadline"] + 1)  # DisputeResolved wakes it earlier
+            return 0
+        claimed, top = self.answer_values(int(d["jobId"]), int(d["cycle"]), int(d["index"]))
+        call = self.disputes.functions.answer(dispute_id, claimed, [t for t, _ in top], [w for _, w in top])
+        return self.transact(f"dispute:{dispute_id}:answer", call)
+
+    def _draw_seed_gone(self, d: dict) -> bool:
+        """Whether the next block can no longer see the hash of the dispute's seed block (EVM: last 256 only)."""
+        return self.w3.eth.block_number + 1 - int(d["drawBlock"]) > 256
+
+    def answer_values(self, job_id: int, c: int, index: int) -> tuple[int, list[tuple[int, int]]]:
+        """(claimed value of the disputed position, top-k of my distribution there): each party's own."""
+        raise NotImplementedError(f"{type(self).__name__} must define answer_values (drafter: q, verifier: p)")

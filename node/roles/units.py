@@ -1,0 +1,54 @@
+"""Amounts and times as people type and read them: wei / gwei / ETH, WAD fractions, UTC timestamps.
+
+Amounts are parsed exactly (Decimal), never through a float: '1.5', '0.1eth', '20 gwei', '1e12', '1000wei'.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from decimal import Decimal, InvalidOperation
+
+from node.protocol import WAD
+from node.roles.errors import RequesterError
+
+ETHER = 10**18
+GWEI = 10**9
+
+
+def parse_amount(text: str | int, default_unit: str = "wei") -> int:
+    """'1.5' (in default_unit), '1.5eth', '20 gwei', '1e12', '1000wei' -> wei. Exact (Decimal), never a float."""
+    if isinstance(text, int):
+        return text
+    raw = str(text).strip().lower().replace("_", "")
+    units = {"eth": ETHER, "ether": ETHER, "gwei": GWEI, "wei": 1}
+    unit = default_unit
+    for name in sorted(units, key=len, reverse=True):
+        if raw.endswith(name):
+            raw, unit = raw[: -len(name)].strip(), name
+            break
+    try:
+        value = Decimal(raw) * units[unit]
+    except (InvalidOperation, KeyError):
+        raise RequesterError(f"not an amount: {text!r} (examples: 1.5, 0.1eth, 20gwei, 1000wei)") from None
+    if value < 0 or value != value.to_integral_value():
+        raise RequesterError(f"{text!r} is not a whole number of wei")
+    return int(value)
+
+
+def to_wad(value: float | str, name: str) -> int:
+    try:
+        wad = Decimal(str(value)) * WAD
+    except InvalidOperation:
+        raise RequesterError(f"{name} must be a number, got {value!r}") from None
+    return int(wad)
+
+
+def format_eth(wei: int) -> str:
+    if 0 < abs(wei) < 10**10:  # below 1e-8 ETH the decimals would round it away
+        return f"{wei} wei"
+    text = f"{Decimal(wei) / ETHER:.8f}".rstrip("0").rstrip(".")
+    return f"{text} ETH"
+
+
+def format_time(timestamp: int) -> str:
+    return datetime.fromtimestamp(timestamp, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
