@@ -67,7 +67,7 @@ JobArg = Annotated[int, typer.Argument(help="Job id.", show_default=False)]
 
 def _parse_params(items: list[str]):
     from node.chain.deploy import DEFAULT_PARAMS
-    from node.roles.requester import parse_amount
+    from node.roles.units import parse_amount
 
     names = {f.name for f in dataclasses.fields(DEFAULT_PARAMS)}
     changes = {}
@@ -167,7 +167,7 @@ def register(ctx: typer.Context,
                                                             "in [0,1] (default 0.6).")] = None,
              as_json: JsonOpt = False):
     """Stake and register as a drafter, verifier or referee for the given model(s)."""
-    from node.roles.requester import format_eth, parse_amount
+    from node.roles.units import format_eth, parse_amount
 
     with closing(ctx.obj.requester()) as requester:
         result = requester.register(role, list(model), parse_amount(stake, "eth"), alpha, target_model)
@@ -186,7 +186,7 @@ def register(ctx: typer.Context,
 @session_options(*KEY, *CHAIN)
 def unbond(ctx: typer.Context, as_json: JsonOpt = False):
     """Start unbonding your stake (inactive at once); run again after the unbonding period to withdraw it."""
-    from node.roles.requester import format_eth, format_time
+    from node.roles.units import format_eth, format_time
 
     with closing(ctx.obj.requester()) as requester:
         result = requester.unbond()
@@ -208,7 +208,7 @@ def unbond(ctx: typer.Context, as_json: JsonOpt = False):
 @session_options(*KEY, *CHAIN)
 def withdraw(ctx: typer.Context, as_json: JsonOpt = False):
     """Withdraw everything you are owed: market earnings and refunds, dispute credits, unbonded stake."""
-    from node.roles.requester import format_eth
+    from node.roles.units import format_eth
 
     with closing(ctx.obj.requester()) as requester:
         result = requester.withdraw()
@@ -253,7 +253,8 @@ def submit(ctx: typer.Context,
            timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait for the job to finish.")] = 1800.0,
            as_json: JsonOpt = False):
     """Submit a job with escrow, wait for it with a progress bar, and print the text, cycles, α, gas and cost."""
-    from node.roles.requester import load_tokenizer, parse_amount
+    from node.roles.checkpoints import load_tokenizer
+    from node.roles.units import parse_amount
 
     with closing(ctx.obj.requester()) as requester:
         job = requester.submit(
@@ -289,7 +290,7 @@ def status(ctx: typer.Context, job: JobArg,
                                                                 "when it is the job's).", show_default=False)] = None,
            as_json: JsonOpt = False):
     """Show a job from chain data: status, cycles and acceptance per cycle, α, payments, disputes, text."""
-    from node.roles.requester import load_model_info, load_tokenizer
+    from node.roles.checkpoints import load_model_info, load_tokenizer
 
     if target_model is not None and not target_model.is_dir():
         raise CliError(f"model directory {target_model} does not exist")
@@ -322,7 +323,7 @@ def audit(ctx: typer.Context, job: JobArg,
     """Replay a job from chain data as a watchdog and list what a dispute would prove: per verified cycle the first
     proposal an honest drafter could not have made (--kind draft), or every binding p and outToken the target model
     contradicts (--kind target, by the referees' own rule)."""
-    from node.roles.requester import replay_draft, replay_target
+    from node.roles.audit import replay_draft, replay_target
 
     with closing(ctx.obj.requester(need_key=False)) as requester:  # it refuses a missing or wrong model
         faults = (replay_draft(requester, job, draft_model) if kind == DisputeKind.DraftReplay.label
@@ -365,7 +366,7 @@ def dispute(ctx: typer.Context, job: JobArg,
 @session_options(*KEY, *CHAIN)
 def finalize(ctx: typer.Context, job: JobArg, as_json: JsonOpt = False):
     """Settle a finished job after its challenge window: pay drafter and verifier, refund the rest."""
-    from node.roles.requester import format_eth
+    from node.roles.units import format_eth
 
     with closing(ctx.obj.requester()) as requester:
         tx, payments = requester.finalize(job)
@@ -397,12 +398,19 @@ def claim_timeout(ctx: typer.Context, job: JobArg, as_json: JsonOpt = False):
 NODE_CLASSES = {"drafter": "DrafterNode", "verifier": "VerifierNode", "referee": "RefereeNode"}  # in node.roles
 
 
-def behaviors_of(role: str) -> tuple[str, ...]:
-    """The --behavior values a node of `role` accepts; a referee has only the one every role has (honest)."""
-    from node.roles.behaviors import DRAFTER_BEHAVIORS, VERIFIER_BEHAVIORS
+def _behavior(role: str, name: str | None):
+    """The role's behaviour called `name` (None: a referee's one way of working); behaviors.py holds the names."""
+    from node.roles.behaviors import BEHAVIORS
 
-    every_role = tuple(b for b in DRAFTER_BEHAVIORS if b in VERIFIER_BEHAVIORS)
-    return {"drafter": DRAFTER_BEHAVIORS, "verifier": VERIFIER_BEHAVIORS}.get(role, every_role)
+    kinds = BEHAVIORS.get(role)
+    if kinds is None:
+        if name not in (None, "honest"):
+            raise CliError(f"a {role} has no --behavior (only drafters and verifiers misbehave)")
+        return None
+    try:
+        return kinds.parse(name if name is not None else kinds.HONEST)
+    except ValueError as exc:
+        raise CliError(f"--behavior: {exc}") from None
 
 
 @app.command()
@@ -416,8 +424,9 @@ def serve(ctx: typer.Context,
                                                               "model (to replay drafts).")] = None,
           target_model: Annotated[Optional[Path], typer.Option("--target-model", help="Drafter: the target model "
                                                                "of its pair.")] = None,
-          behavior: Annotated[str, typer.Option("--behavior", help="honest | biased (drafter) | retaliate "
-                                                "(verifier): misbehave, for demos and tests.")] = "honest",
+          behavior: Annotated[Optional[str], typer.Option("--behavior", help="Misbehave, for demos and tests: one "
+                                                          "of the role's behaviours in node/roles/behaviors.py "
+                                                          "(default: honest).", show_default=False)] = None,
           store: Annotated[Optional[Path], typer.Option("--store", help="SQLite store of this node (default: "
                                                         "<home>/nodes/<role>-<address>.db).")] = None,
           poll_interval: Annotated[float, typer.Option("--poll-interval", help="Seconds between chain polls.")] = 0.2,
@@ -426,9 +435,7 @@ def serve(ctx: typer.Context,
           threads: Annotated[Optional[int], typer.Option("--threads", help="torch CPU threads.")] = None,
           log_level: Annotated[str, typer.Option("--log-level", help="debug | info | warning | error")] = "info"):
     """Run a drafter, verifier or referee node until Ctrl-C / SIGTERM (register it first with `register`)."""
-    allowed = behaviors_of(role)
-    if behavior not in allowed:
-        raise CliError(f"--behavior for a {role} must be one of: {', '.join(allowed)}")
+    behavior = _behavior(role, behavior)
     if role == "drafter" and target_model is None:
         raise CliError("a drafter needs --target-model PATH")
     if role != "drafter" and draft_model is None:
@@ -439,10 +446,10 @@ def serve(ctx: typer.Context,
         if not Path(path).is_dir():
             raise CliError(f"{name} model directory {path} does not exist")
     if device is not None:
-        from node.roles.base import resolve_device
+        from node.roles.models import node_device
 
         try:
-            resolve_device(device)
+            node_device(device)
         except ValueError as exc:
             raise CliError(f"--device: {exc}") from None
     import logging
@@ -462,11 +469,11 @@ def serve(ctx: typer.Context,
         import torch
 
         torch.set_num_threads(threads)
-    kwargs = {"behavior": behavior} if role != "referee" else {}
+    kwargs = {"behavior": behavior} if behavior is not None else {}
     node = node_class(w3, deployment, account, store, *models.values(), poll_interval=poll_interval, device=device,
                       **kwargs)
     stop = stop_on_signals()
-    err.print(f"{role} node {account.address} ({behavior}) serving on {deployment.rpc_url}; store {store}. "
+    err.print(f"{role} node {account.address}{f' ({behavior})' if behavior else ''} serving on {deployment.rpc_url}; store {store}. "
               "Ctrl-C to stop.")
     try:
         node.run(stop)

@@ -32,14 +32,15 @@ class CliError(RuntimeError):
 
 def user_message(exc: BaseException) -> str | None:
     """The one-line message of an error a user can cause; None for a bug."""
-    from node.chain.client import (ChainUnavailable, IdempotencyError, ReceiptTimeout, TransactionRejected,
-                                   TransactionReverted, is_transient)
+    from node.chain.errors import ChainUnavailable, IdempotencyError, ReceiptTimeout, TransactionRejected, TransactionReverted
+    from node.chain.rpc import is_transient
     from node.chain.deployment import DeploymentFileError
     from node.chain.keys import KeySourceError
     from node.chain.local import LocalChainError
     from node.demo import DemoError
     from node.processes import NodeProcessError
-    from node.roles.requester import RequesterError, explain_revert
+    from node.roles.errors import RequesterError
+    from node.roles.reverts import explain_revert
     from node.store import StoreError
 
     if isinstance(exc, ChainUnavailable):
@@ -128,7 +129,7 @@ class Session:
 
     def connect(self):
         """(w3, deployment, home): the home's deployment file, over --rpc or the file's own URL."""
-        from node.chain.client import connect
+        from node.chain.rpc import connect
         from node.chain.deployment import Deployment
 
         home = self.home_dir()

@@ -76,7 +76,7 @@ def cycle_table(report, tokenizer=None, title: str | None = None) -> Table:
 
 
 def summary_lines(report) -> list[str]:
-    from node.roles.requester import format_eth
+    from node.roles.units import format_eth
 
     n = len(report.tokens)
     passes = len(report.cycles)
@@ -92,7 +92,7 @@ def summary_lines(report) -> list[str]:
 
 
 def print_report(report, tokenizer=None) -> None:
-    from node.roles.requester import format_eth, format_time
+    from node.roles.units import format_eth, format_time
 
     console.print("[bold]prompt[/]: " + repr(report.prompt))
     if report.text is not None:
@@ -143,7 +143,7 @@ def wait_with_progress(requester, job_id: int, max_tokens: int, quiet: bool = Fa
 
 
 def print_dispute(info) -> None:
-    from node.roles.requester import format_eth
+    from node.roles.units import format_eth
 
     console.print(f"dispute {info.dispute_id}: {info.status}, outcome [bold]{info.outcome}[/] "
                   f"({info.cheated_votes} cheated / {info.faithful_votes} faithful); accused slashed "
@@ -154,7 +154,7 @@ def print_dispute(info) -> None:
 
 def print_audit(job: int, kind: str, faults: list) -> None:
     """The faults of `verispec audit`, and the dispute command for the first binding one."""
-    from node.roles.requester import WAD
+    from node.protocol import WAD
 
     if not faults:
         who = "drafter" if kind == "draft" else "verifier"

@@ -67,7 +67,7 @@ def _step(text: str) -> None:
 
 
 def step1_chain(demo: Demo) -> None:
-    from node.chain.client import connect
+    from node.chain.rpc import connect
     from node.chain.local import chain_up
 
     _step("1. a local chain with the protocol deployed")
@@ -78,7 +78,7 @@ def step1_chain(demo: Demo) -> None:
 
 
 def step2_register(demo: Demo) -> None:
-    from node.roles.requester import ETHER, format_eth
+    from node.roles.units import ETHER, format_eth
 
     _step("2. operators stake and register (model ids from the bundled checkpoints)")
     roles = [("drafter", DRAFTER, 2 * ETHER), ("drafter (biased)", BIASED, 2 * ETHER),
@@ -118,7 +118,7 @@ def step3_nodes(demo: Demo) -> None:
 
 
 def _run_job(demo: Demo, prompt: str, drafter_index: int, label: str):
-    from node.roles.requester import format_eth
+    from node.roles.units import format_eth
 
     requester = demo.requester
     job = requester.submit(prompt, draft_model=BUNDLED_DRAFT, target_model=BUNDLED_TARGET,
@@ -138,7 +138,7 @@ def _run_job(demo: Demo, prompt: str, drafter_index: int, label: str):
 
 
 def step4_honest_job(demo: Demo) -> None:
-    from node.roles.requester import load_tokenizer
+    from node.roles.checkpoints import load_tokenizer
 
     demo.requester = demo.actor(REQUESTER)
     demo.tokenizer = load_tokenizer(BUNDLED_TARGET)
@@ -147,7 +147,7 @@ def step4_honest_job(demo: Demo) -> None:
 
 
 def step5_biased_job(demo: Demo) -> None:
-    from node.roles.requester import replay_draft
+    from node.roles.audit import replay_draft
 
     _step("5. a job with the biased drafter, and a watchdog's replay of its drafts")
     honest = demo.honest
@@ -177,8 +177,8 @@ def step5_biased_job(demo: Demo) -> None:
 
 def _open_or_follow(demo: Demo):
     """Open the DraftReplay dispute on the fault, or follow the one a node opened on it first."""
-    from node.chain.client import TransactionReverted
-    from node.roles.requester import format_eth
+    from node.chain.errors import TransactionReverted
+    from node.roles.units import format_eth
 
     watchdog, job_id, fault = demo.watchdog, demo.biased.job_id, demo.fault
     try:
@@ -200,7 +200,7 @@ def _open_or_follow(demo: Demo):
 
 
 def step6_dispute(demo: Demo) -> None:
-    from node.roles.requester import format_eth
+    from node.roles.units import format_eth
 
     _step(f"6. dispute: draft replay of job {demo.biased.job_id}, cycle {demo.fault.cycle}, index {demo.fault.index}")
     watchdog = demo.watchdog = demo.actor(WATCHDOG)
@@ -234,18 +234,18 @@ def step6_dispute(demo: Demo) -> None:
 
 def _finalize_or_read(requester, job_id: int) -> dict[str, int]:
     """Finalize `job_id`, or read its settlement if a node finalized it first."""
-    from node.chain.client import TransactionReverted
+    from node.chain.errors import TransactionReverted
 
     try:
         return requester.finalize(job_id)[1]
     except TransactionReverted as exc:
-        if exc.error_name != "WrongStatus":
+        if exc.error_name != "JobWrongStatus":
             raise
         return requester.report(job_id, with_gas=False).payments
 
 
 def step7_settle(demo: Demo) -> None:
-    from node.roles.requester import format_eth
+    from node.roles.units import format_eth
 
     _step("7. settlement after the challenge window (local chain: time skipped with evm_increaseTime)")
     window = demo.deployment.deployment_params.challenge_window

@@ -37,7 +37,7 @@ at once). `--profile DIR` writes a cProfile of each node process; `--active-poll
 `--poll-interval` override the nodes' defaults. On a shared machine run it several times: the figures
 move with the load (the e2e/engine ratio moves less, engine and nodes being measured in the same run).
 
-Signing: the nodes sign EIP-1559 transactions with coincurve (a dependency; node.chain.client.sign_transaction,
+Signing: the nodes sign EIP-1559 transactions with coincurve (a dependency; node.chain.sender.sign_transaction,
 ~0.15 ms; eth-keys' pure-Python backend took ~6 ms). `--no-speculate` turns the verifier's speculation off
 (VerifierNode(speculate=False): it then verifies each draft only once it is on chain), to measure what it brings.
 """
@@ -151,12 +151,9 @@ def install_probes() -> None:
 
     rpc_group, web3_group = (lambda c: "rpc"), (lambda c: "web3")
     # the HTTP round trip itself (answers from web3's request cache never get here)
-    from node.chain import client
+    from node.chain import rpc, sender
 
-    providers = [HTTPProvider]
-    if hasattr(client, "KeepAliveHTTPProvider"):
-        providers.append(client.KeepAliveHTTPProvider)
-    for cls in providers:
+    for cls in (HTTPProvider, rpc.KeepAliveHTTPProvider):
         cls._make_request = _timed(cls._make_request, lambda self, method, data: f"rpc:{method}", rpc_group)
     if hasattr(HTTPProvider, "make_batch_request"):
         HTTPProvider.make_batch_request = _timed(HTTPProvider.make_batch_request, "rpc:batch", rpc_group)
@@ -165,8 +162,7 @@ def install_probes() -> None:
     if hasattr(RequestManager, "_make_batch_request"):
         RequestManager._make_batch_request = _timed(RequestManager._make_batch_request, "web3:batch", web3_group)
     LocalAccount.sign_transaction = _timed(LocalAccount.sign_transaction, "sign")
-    if hasattr(client, "sign_transaction"):  # the TxSender's own EIP-1559 signing (coincurve)
-        client.sign_transaction = _timed(client.sign_transaction, "sign")
+    sender.sign_transaction = _timed(sender.sign_transaction, "sign")  # the TxSender's EIP-1559 signing (coincurve)
     for name in ("record_tx", "set_tx_status", "set_cursor", "save_cycle", "save_job", "mark_seen"):
         setattr(NodeStore, name, _timed(getattr(NodeStore, name), f"store-write:{name}", lambda c: "store"))
     for name in ("sent_tx", "cycle", "job", "cursor", "outstanding_txs", "jobs", "cycles", "seen"):
@@ -240,7 +236,7 @@ def run_probed(node, stop: threading.Event, probe: Probe, profile_path: str | No
 
 def make_node(role: str, index: int, rpc_url: str, deployment, store_dir: pathlib.Path, poll_interval, artifacts,
               device, active_poll_interval=None):
-    from node.chain.client import connect
+    from node.chain.rpc import connect
     from node.chain.keys import dev_account
     from node.roles import DrafterNode, RefereeNode, VerifierNode
 
@@ -563,18 +559,18 @@ def run(args) -> dict:
 
     from node import protocol
     from node.chain.anvil import running_anvil
-    from node.chain.client import connect
+    from node.chain.rpc import connect
     from node.chain.compile import compile_contracts
     from node.chain.deploy import deploy_system
     from node.chain.deployment import Deployment
     from node.chain.keys import dev_account
     from node.decoding import SpeculativeDecoder
     from node.roles import chaindata
-    from node.roles.base import load_model, load_tokenizer, model_id, resolve_device
+    from node.roles.models import load_model, load_tokenizer, model_id, node_device
     from node.roles.jobs import prompt_tokens, verifier_seed
 
     torch.set_num_threads(args.threads)
-    device, dtype = resolve_device(args.device)
+    device, dtype = node_device(args.device)
     tokenizer = load_tokenizer(TARGET, DRAFT)
     prompt_ids = prompt_tokens(tokenizer, args.prompt.encode())
     ids = {"draft": model_id(DRAFT), "target": model_id(TARGET)}

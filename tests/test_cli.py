@@ -375,7 +375,8 @@ def _log_tail(home: Path) -> str:
 
 def test_end_to_end_through_the_cli_with_node_processes(home, w3, deployment):
     """register → serve (6 processes) → submit → status → dispute → (nodes stopped) finalize → withdraw."""
-    from node.roles.requester import Requester, replay_draft
+    from node.roles.audit import replay_draft
+    from node.roles.requester import Requester
 
     nodes = _start_nodes(home)
     try:
@@ -459,7 +460,7 @@ def test_end_to_end_through_the_cli_with_node_processes(home, w3, deployment):
     before = chain_state(w3, deployment, who)
     clean_error(cli("dispute", job_id, "--cycle", "0", "--index", "0", "--kind", "draft", "--dev-account",
                     REQUESTER, home=home), "JobNotDisputable", "Finalized")
-    clean_error(cli("finalize", job_id, "--dev-account", REQUESTER, home=home), "WrongStatus", "Finalized")
+    clean_error(cli("finalize", job_id, "--dev-account", REQUESTER, home=home), "JobWrongStatus", "Finalized")
     assert chain_state(w3, deployment, who) == before
 
     market = deployment.system(w3).market

@@ -52,6 +52,9 @@ class VerifierBehavior(_Behavior):
     RETALIATE = "retaliate"  # RetaliatingVerifySession
 
 
+BEHAVIORS = {"drafter": DrafterBehavior, "verifier": VerifierBehavior}  # role -> what `serve --behavior` takes
+
+
 # --------------------------------------------------------------------------- biased drafter
 
 

@@ -512,7 +512,7 @@ class Requester:
         try:
             self._send("drawReferees", disputes.functions.drawReferees(dispute_id))
         except TransactionReverted as exc:
-            if exc.error_name in ("AlreadyDrawn", "WrongStatus"):  # the accused's answer came first
+            if exc.error_name in ("AlreadyDrawn", "DisputeWrongStatus"):  # the accused's answer came first
                 return False
             if exc.error_name == "DrawTooEarly":  # the opening is on chain either way; the answer will draw
                 return False

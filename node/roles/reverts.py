@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from node.chain.enums import JobStatus, solidity_name
+from node.chain.enums import DisputeStatus, JobStatus, solidity_name
 from node.chain.errors import TransactionReverted
 from node.roles.units import format_eth, format_time
 
@@ -32,8 +32,9 @@ def explain_revert(exc: TransactionReverted, now: int | None = None) -> str:
     hints = {
         "JobNotDisputable": lambda: f"job {args.get('jobId')} is {status_name}: disputes can be opened only while "
                                     "a job is Running or Finished (before finalize)",
-        "WrongStatus": lambda: (f"job {args.get('jobId')} is {status_name}" if "jobId" in args
-                                else "the job or dispute is not in a state that allows this"),
+        "JobWrongStatus": lambda: f"job {args.get('jobId')} is {status_name}",
+        "DisputeWrongStatus": lambda: f"dispute {args.get('disputeId')} is "
+                                      f"{_name_of(DisputeStatus, status)}",
         "DeadlineNotPassed": lambda: f"too early: that waits until {format_time(args['deadline'])}"
                                      + (f" ({_in(args['deadline'], now)})" if now else ""),
         "DeadlinePassed": lambda: f"too late: the deadline was {format_time(args['deadline'])}",
