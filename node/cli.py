@@ -13,17 +13,25 @@ import os
 import sys
 from contextlib import closing
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")  # its warnings are not the user's business here
 
-import typer  # noqa: E402
+import typer
 
-from node import BUNDLED_DRAFT, BUNDLED_TARGET  # noqa: E402
-from node.chain.enums import DisputeKind, Role  # noqa: E402
-from node.cli_context import CHAIN, KEY, CliError, CommandGroup, Session, one_of, session_options  # noqa: E402
-from node.console import console, emit_json, err, print_addresses, print_audit, print_dispute  # noqa: E402
-from node.console import print_report, wait_with_progress  # noqa: E402
+from node import BUNDLED_DRAFT, BUNDLED_TARGET
+from node.chain.enums import DisputeKind, Role
+from node.cli_context import CHAIN, KEY, CliError, CommandGroup, Session, one_of, session_options
+from node.console import (
+    console,
+    emit_json,
+    err,
+    print_addresses,
+    print_audit,
+    print_dispute,
+    print_report,
+    wait_with_progress,
+)
 
 HELP = (
     "verispec — verifiable speculative decoding on a blockchain.\n\n"
@@ -40,24 +48,37 @@ HELP = (
 )
 
 
-app = typer.Typer(cls=CommandGroup, help=HELP, no_args_is_help=True, add_completion=False,
-                  pretty_exceptions_enable=False, rich_markup_mode="rich")
+app = typer.Typer(
+    cls=CommandGroup,
+    help=HELP,
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+)
 chain_app = typer.Typer(help="Start or stop a local anvil chain with the protocol deployed.", no_args_is_help=True)
 app.add_typer(chain_app, name="chain")
 
 
 @app.callback()
-def main(ctx: typer.Context,
-         rpc: Annotated[Optional[str], typer.Option("--rpc", envvar="VERISPEC_RPC",
-                                                    help="EVM JSON-RPC URL for every command.")] = None,
-         home: Annotated[Optional[Path], typer.Option("--home", envvar="VERISPEC_HOME",
-                                                      help="Home directory (deployment file, stores).")] = None):
+def main(
+    ctx: typer.Context,
+    rpc: Annotated[
+        str | None, typer.Option("--rpc", envvar="VERISPEC_RPC", help="EVM JSON-RPC URL for every command.")
+    ] = None,
+    home: Annotated[
+        Path | None, typer.Option("--home", envvar="VERISPEC_HOME", help="Home directory (deployment file, stores).")
+    ] = None,
+):
     ctx.obj = Session(rpc=rpc, home=home)
 
 
 STAKED_ROLES = [role.label for role in Role.staked()]
-ROLES, SERVE_ROLES, KINDS = one_of("--role", STAKED_ROLES), one_of("role", STAKED_ROLES), one_of("--kind",
-                                                                                           DisputeKind.labels())
+ROLES, SERVE_ROLES, KINDS = (
+    one_of("--role", STAKED_ROLES),
+    one_of("role", STAKED_ROLES),
+    one_of("--kind", DisputeKind.labels()),
+)
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of text.")]
 JobArg = Annotated[int, typer.Argument(help="Job id.", show_default=False)]
 
@@ -87,38 +108,57 @@ def _parse_params(items: list[str]):
 
 @chain_app.command("up")
 @session_options("home", before="param")
-def chain_up(ctx: typer.Context,
-             port: Annotated[Optional[int], typer.Option("--port", help="anvil's port (default: a free one).")] = None,
-             param: Annotated[list[str], typer.Option("--param", help="Deployment parameter NAME=VALUE "
-                                                      "(e.g. challenge_window=3600); repeatable.")] = [],
-             as_json: JsonOpt = False):
+def chain_up(
+    ctx: typer.Context,
+    port: Annotated[int | None, typer.Option("--port", help="anvil's port (default: a free one).")] = None,
+    param: Annotated[
+        list[str],
+        typer.Option("--param", help="Deployment parameter NAME=VALUE (e.g. challenge_window=3600); repeatable."),
+    ] = [],
+    as_json: JsonOpt = False,
+):
     """Start anvil in the background (pid file in the home), deploy the contracts, write the deployment file."""
     from node.chain.local import chain_up as up
 
     params = _parse_params(param) if param else None
     chain = up(ctx.obj.home_dir(), port, params)
     if as_json:
-        emit_json({"rpc_url": chain.rpc_url, "pid": chain.pid, "deployment": str(chain.deployment_path),
-                   "addresses": chain.deployment.addresses, "chain_id": chain.deployment.chain_id})
+        emit_json(
+            {
+                "rpc_url": chain.rpc_url,
+                "pid": chain.pid,
+                "deployment": str(chain.deployment_path),
+                "addresses": chain.deployment.addresses,
+                "chain_id": chain.deployment.chain_id,
+            }
+        )
         return
-    console.print(f"[green]chain up[/]: anvil pid {chain.pid} at {chain.rpc_url} "
-                  f"(chain id {chain.deployment.chain_id})")
+    console.print(
+        f"[green]chain up[/]: anvil pid {chain.pid} at {chain.rpc_url} (chain id {chain.deployment.chain_id})"
+    )
     print_addresses(chain.deployment.addresses)
     console.print(f"  deployment file  {chain.deployment_path}")
     console.print(f"  log              {chain.log_path}")
-    console.print("Dev accounts 0..19 are funded (account 0 deployed); use --dev-account N. "
-                  "Stop with `verispec chain down`.")
+    console.print(
+        "Dev accounts 0..19 are funded (account 0 deployed); use --dev-account N. Stop with `verispec chain down`."
+    )
 
 
 @chain_app.command("deploy")
 @session_options("home", before="param")
-def chain_deploy(ctx: typer.Context,
-                 rpc: Annotated[Optional[str], typer.Option(
-                     "--rpc", help="RPC of a running dev chain (anvil, hardhat) whose first account is unlocked.",
-                     show_default=False)] = None,
-                 param: Annotated[list[str], typer.Option("--param", help="Deployment parameter NAME=VALUE; "
-                                                          "repeatable.")] = [],
-                 as_json: JsonOpt = False):
+def chain_deploy(
+    ctx: typer.Context,
+    rpc: Annotated[
+        str | None,
+        typer.Option(
+            "--rpc",
+            help="RPC of a running dev chain (anvil, hardhat) whose first account is unlocked.",
+            show_default=False,
+        ),
+    ] = None,
+    param: Annotated[list[str], typer.Option("--param", help="Deployment parameter NAME=VALUE; repeatable.")] = [],
+    as_json: JsonOpt = False,
+):
     """Deploy the contracts onto an already running dev chain and write the deployment file."""
     from node.chain.local import deploy_to
 
@@ -128,11 +168,18 @@ def chain_deploy(ctx: typer.Context,
     home = ctx.obj.home_dir()
     deployment = deploy_to(url, home, _parse_params(param) if param else None)
     if as_json:
-        emit_json({"rpc_url": url, "deployment": str(home / "deployment.json"), "addresses": deployment.addresses,
-                   "chain_id": deployment.chain_id})
+        emit_json(
+            {
+                "rpc_url": url,
+                "deployment": str(home / "deployment.json"),
+                "addresses": deployment.addresses,
+                "chain_id": deployment.chain_id,
+            }
+        )
         return
-    console.print(f"[green]deployed[/] on {url} (chain id {deployment.chain_id}); deployment file "
-                  f"{home / 'deployment.json'}")
+    console.print(
+        f"[green]deployed[/] on {url} (chain id {deployment.chain_id}); deployment file {home / 'deployment.json'}"
+    )
     print_addresses(deployment.addresses)
 
 
@@ -155,17 +202,27 @@ def chain_down(ctx: typer.Context):
 
 @app.command()
 @session_options(*KEY, *CHAIN)
-def register(ctx: typer.Context,
-             role: Annotated[str, typer.Option("--role", help="drafter | verifier | referee", show_default=False,
-                                               callback=ROLES)],
-             stake: Annotated[str, typer.Option("--stake", help="Stake in ETH (e.g. 1.5).", show_default=False)],
-             model: Annotated[list[Path], typer.Option("--model", help="Model directory to serve (a drafter: its "
-                                                       "draft model; verifier/referee: repeat for each model).")] = [],
-             target_model: Annotated[Optional[Path], typer.Option("--target-model", help="Drafters: the target "
-                                                                  "model its drafts are verified with.")] = None,
-             alpha: Annotated[Optional[float], typer.Option("--alpha", help="Drafters: claimed acceptance rate α* "
-                                                            "in [0,1] (default 0.6).")] = None,
-             as_json: JsonOpt = False):
+def register(
+    ctx: typer.Context,
+    role: Annotated[
+        str, typer.Option("--role", help="drafter | verifier | referee", show_default=False, callback=ROLES)
+    ],
+    stake: Annotated[str, typer.Option("--stake", help="Stake in ETH (e.g. 1.5).", show_default=False)],
+    model: Annotated[
+        list[Path],
+        typer.Option(
+            "--model",
+            help="Model directory to serve (a drafter: its draft model; verifier/referee: repeat for each model).",
+        ),
+    ] = [],
+    target_model: Annotated[
+        Path | None, typer.Option("--target-model", help="Drafters: the target model its drafts are verified with.")
+    ] = None,
+    alpha: Annotated[
+        float | None, typer.Option("--alpha", help="Drafters: claimed acceptance rate α* in [0,1] (default 0.6).")
+    ] = None,
+    as_json: JsonOpt = False,
+):
     """Stake and register as a drafter, verifier or referee for the given model(s)."""
     from node.roles.units import format_eth, parse_amount
 
@@ -174,8 +231,10 @@ def register(ctx: typer.Context,
     if as_json:
         emit_json(result)
         return
-    console.print(f"[green]registered[/] {result.address} as {result.role} with {format_eth(result.stake_wei)} "
-                  f"stake (tx {result.tx.tx_hash}, gas {result.tx.gas_used:,})")
+    console.print(
+        f"[green]registered[/] {result.address} as {result.role} with {format_eth(result.stake_wei)} "
+        f"stake (tx {result.tx.tx_hash}, gas {result.tx.gas_used:,})"
+    )
     for model_id in result.model_ids:
         console.print(f"  model {model_id}")
     if result.alpha_star is not None:
@@ -195,8 +254,10 @@ def unbond(ctx: typer.Context, as_json: JsonOpt = False):
         return
     when = format_time(result.withdrawable_at) if result.withdrawable_at else "?"
     if result.action == "requested":
-        console.print(f"[green]unbonding[/] {format_eth(result.stake_wei)}: withdrawable from {when} "
-                      f"(then `verispec unbond` or `verispec withdraw` again)")
+        console.print(
+            f"[green]unbonding[/] {format_eth(result.stake_wei)}: withdrawable from {when} "
+            f"(then `verispec unbond` or `verispec withdraw` again)"
+        )
     elif result.action == "withdrawn":
         console.print(f"[green]withdrew[/] the stake of {format_eth(result.stake_wei)}")
     else:
@@ -215,9 +276,11 @@ def withdraw(ctx: typer.Context, as_json: JsonOpt = False):
     if as_json:
         emit_json({**result.__dict__, "total_wei": result.total_wei})
         return
-    console.print(f"[green]withdrew[/] {format_eth(result.total_wei)} to {result.address} (market "
-                  f"{format_eth(result.market_wei)}, disputes {format_eth(result.disputes_wei)}, stake "
-                  f"{format_eth(result.stake_wei)})")
+    console.print(
+        f"[green]withdrew[/] {format_eth(result.total_wei)} to {result.address} (market "
+        f"{format_eth(result.market_wei)}, disputes {format_eth(result.disputes_wei)}, stake "
+        f"{format_eth(result.stake_wei)})"
+    )
 
 
 # ---------------------------------------------------------------- jobs
@@ -225,56 +288,88 @@ def withdraw(ctx: typer.Context, as_json: JsonOpt = False):
 
 @app.command()
 @session_options(*KEY, *CHAIN)
-def submit(ctx: typer.Context,
-           prompt: Annotated[str, typer.Argument(help="The prompt (UTF-8 text).", show_default=False)],
-           max_tokens: Annotated[int, typer.Option("--max-tokens", help="Tokens to generate.")] = 64,
-           gamma: Annotated[int, typer.Option("--gamma", help="Proposals per cycle γ (1..16).")] = 4,
-           temperature: Annotated[float, typer.Option("--temperature", help="0 = greedy.")] = 1.0,
-           top_k: Annotated[int, typer.Option("--top-k", help="0 = off.")] = 0,
-           top_p: Annotated[float, typer.Option("--top-p", help="1 = off.")] = 1.0,
-           drafter: Annotated[Optional[str], typer.Option("--drafter", help="Drafter address (default: an "
-                                                          "active one serving the model pair).")] = None,
-           verifier: Annotated[Optional[str], typer.Option("--verifier", help="Verifier address (default: an "
-                                                           "active one serving the target).")] = None,
-           price_token: Annotated[str, typer.Option("--price-token", help="Price per accepted token (wei; "
-                                                    "or e.g. 2gwei, 0.001eth).")] = "1000000000000",
-           price_pass: Annotated[str, typer.Option("--price-pass",
-                                                   help="Price per target pass (wei).")] = "3000000000000",
-           escrow: Annotated[Optional[str], typer.Option("--escrow", help="Escrow to send (wei or 0.1eth; default: "
-                                                         "exactly what the market requires).")] = None,
-           draft_model: Annotated[Path, typer.Option("--draft-model", help="Draft model (its id names the job's "
-                                                     "draft model).")] = BUNDLED_DRAFT,
-           target_model: Annotated[Path, typer.Option("--target-model",
-                                                      help="Target model (tokenizer and id).")] = BUNDLED_TARGET,
-           no_eos: Annotated[bool, typer.Option("--no-eos", help="Do not stop at the end-of-text token.")] = False,
-           no_wait: Annotated[bool, typer.Option("--no-wait", help="Print the job id and return at once.")] = False,
-           accept_timeout: Annotated[float, typer.Option("--accept-timeout", help="Seconds to wait for a verifier "
-                                                         "to accept.")] = 120.0,
-           timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait for the job to finish.")] = 1800.0,
-           as_json: JsonOpt = False):
+def submit(
+    ctx: typer.Context,
+    prompt: Annotated[str, typer.Argument(help="The prompt (UTF-8 text).", show_default=False)],
+    max_tokens: Annotated[int, typer.Option("--max-tokens", help="Tokens to generate.")] = 64,
+    gamma: Annotated[int, typer.Option("--gamma", help="Proposals per cycle γ (1..16).")] = 4,
+    temperature: Annotated[float, typer.Option("--temperature", help="0 = greedy.")] = 1.0,
+    top_k: Annotated[int, typer.Option("--top-k", help="0 = off.")] = 0,
+    top_p: Annotated[float, typer.Option("--top-p", help="1 = off.")] = 1.0,
+    drafter: Annotated[
+        str | None, typer.Option("--drafter", help="Drafter address (default: an active one serving the model pair).")
+    ] = None,
+    verifier: Annotated[
+        str | None, typer.Option("--verifier", help="Verifier address (default: an active one serving the target).")
+    ] = None,
+    price_token: Annotated[
+        str, typer.Option("--price-token", help="Price per accepted token (wei; or e.g. 2gwei, 0.001eth).")
+    ] = "1000000000000",
+    price_pass: Annotated[str, typer.Option("--price-pass", help="Price per target pass (wei).")] = "3000000000000",
+    escrow: Annotated[
+        str | None,
+        typer.Option("--escrow", help="Escrow to send (wei or 0.1eth; default: exactly what the market requires)."),
+    ] = None,
+    draft_model: Annotated[
+        Path, typer.Option("--draft-model", help="Draft model (its id names the job's draft model).")
+    ] = BUNDLED_DRAFT,
+    target_model: Annotated[
+        Path, typer.Option("--target-model", help="Target model (tokenizer and id).")
+    ] = BUNDLED_TARGET,
+    no_eos: Annotated[bool, typer.Option("--no-eos", help="Do not stop at the end-of-text token.")] = False,
+    no_wait: Annotated[bool, typer.Option("--no-wait", help="Print the job id and return at once.")] = False,
+    accept_timeout: Annotated[
+        float, typer.Option("--accept-timeout", help="Seconds to wait for a verifier to accept.")
+    ] = 120.0,
+    timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait for the job to finish.")] = 1800.0,
+    as_json: JsonOpt = False,
+):
     """Submit a job with escrow, wait for it with a progress bar, and print the text, cycles, α, gas and cost."""
     from node.roles.checkpoints import load_tokenizer
     from node.roles.units import parse_amount
 
     with closing(ctx.obj.requester()) as requester:
         job = requester.submit(
-            prompt, draft_model=draft_model, target_model=target_model, max_tokens=max_tokens, gamma=gamma,
-            temperature=temperature, top_k=top_k, top_p=top_p, drafter=drafter, verifier=verifier,
-            price_token_wei=parse_amount(price_token), price_pass_wei=parse_amount(price_pass),
-            escrow_wei=parse_amount(escrow, "wei") if escrow is not None else None, eos=not no_eos)
+            prompt,
+            draft_model=draft_model,
+            target_model=target_model,
+            max_tokens=max_tokens,
+            gamma=gamma,
+            temperature=temperature,
+            top_k=top_k,
+            top_p=top_p,
+            drafter=drafter,
+            verifier=verifier,
+            price_token_wei=parse_amount(price_token),
+            price_pass_wei=parse_amount(price_pass),
+            escrow_wei=parse_amount(escrow, "wei") if escrow is not None else None,
+            eos=not no_eos,
+        )
         if no_wait:
             if as_json:
-                emit_json({"job_id": job.job_id, "drafter": job.drafter, "verifier": job.verifier,
-                           "escrow_wei": job.escrow_wei, "tx": job.tx})
+                emit_json(
+                    {
+                        "job_id": job.job_id,
+                        "drafter": job.drafter,
+                        "verifier": job.verifier,
+                        "escrow_wei": job.escrow_wei,
+                        "tx": job.tx,
+                    }
+                )
             else:
-                console.print(f"submitted job {job.job_id} (drafter {job.drafter}, verifier {job.verifier}, "
-                              f"escrow {job.escrow_wei} wei)")
+                console.print(
+                    f"submitted job {job.job_id} (drafter {job.drafter}, verifier {job.verifier}, "
+                    f"escrow {job.escrow_wei} wei)"
+                )
             return
         if not as_json:
-            err.print(f"job {job.job_id} submitted ({job.prompt_tokens} prompt tokens; drafter {job.drafter}, "
-                      f"verifier {job.verifier}); waiting…")
-        wait_with_progress(requester, job.job_id, max_tokens, quiet=as_json, accept_timeout=accept_timeout,
-                           timeout=timeout)
+            err.print(
+                f"job {job.job_id} submitted ({job.prompt_tokens} prompt tokens; drafter {job.drafter}, "
+                f"verifier {job.verifier}); waiting…"
+            )
+        wait_with_progress(
+            requester, job.job_id, max_tokens, quiet=as_json, accept_timeout=accept_timeout, timeout=timeout
+        )
         report = requester.report(job.job_id, tokenizer_path=target_model)
     if as_json:
         emit_json({**report.to_json(), "cycle_count": len(report.cycles)})
@@ -284,11 +379,19 @@ def submit(ctx: typer.Context,
 
 @app.command()
 @session_options(*CHAIN)
-def status(ctx: typer.Context, job: JobArg,
-           target_model: Annotated[Optional[Path], typer.Option("--target-model", help="Model whose tokenizer "
-                                                                "decodes the output (default: the bundled target, "
-                                                                "when it is the job's).", show_default=False)] = None,
-           as_json: JsonOpt = False):
+def status(
+    ctx: typer.Context,
+    job: JobArg,
+    target_model: Annotated[
+        Path | None,
+        typer.Option(
+            "--target-model",
+            help="Model whose tokenizer decodes the output (default: the bundled target, when it is the job's).",
+            show_default=False,
+        ),
+    ] = None,
+    as_json: JsonOpt = False,
+):
     """Show a job from chain data: status, cycles and acceptance per cycle, α, payments, disputes, text."""
     from node.roles.checkpoints import load_model_info, load_tokenizer
 
@@ -310,24 +413,46 @@ def status(ctx: typer.Context, job: JobArg,
 
 @app.command()
 @session_options(*CHAIN)
-def audit(ctx: typer.Context, job: JobArg,
-          kind: Annotated[str, typer.Option("--kind", help="draft: replay the drafter's proposals and q; target: the "
-                                            "verifier's p and outToken.", callback=KINDS)] = "draft",
-          draft_model: Annotated[Path, typer.Option("--draft-model", help="The job's draft model (checked against "
-                                                    "its model id; default: the bundled draft).",
-                                                    show_default=False)] = BUNDLED_DRAFT,
-          target_model: Annotated[Path, typer.Option("--target-model", help="The job's target model, for --kind "
-                                                     "target (default: the bundled target).",
-                                                     show_default=False)] = BUNDLED_TARGET,
-          as_json: JsonOpt = False):
+def audit(
+    ctx: typer.Context,
+    job: JobArg,
+    kind: Annotated[
+        str,
+        typer.Option(
+            "--kind",
+            help="draft: replay the drafter's proposals and q; target: the verifier's p and outToken.",
+            callback=KINDS,
+        ),
+    ] = "draft",
+    draft_model: Annotated[
+        Path,
+        typer.Option(
+            "--draft-model",
+            help="The job's draft model (checked against its model id; default: the bundled draft).",
+            show_default=False,
+        ),
+    ] = BUNDLED_DRAFT,
+    target_model: Annotated[
+        Path,
+        typer.Option(
+            "--target-model",
+            help="The job's target model, for --kind target (default: the bundled target).",
+            show_default=False,
+        ),
+    ] = BUNDLED_TARGET,
+    as_json: JsonOpt = False,
+):
     """Replay a job from chain data as a watchdog and list what a dispute would prove: per verified cycle the first
     proposal an honest drafter could not have made (--kind draft), or every binding p and outToken the target model
     contradicts (--kind target, by the referees' own rule)."""
     from node.roles.audit import replay_draft, replay_target
 
     with closing(ctx.obj.requester(need_key=False)) as requester:  # it refuses a missing or wrong model
-        faults = (replay_draft(requester, job, draft_model) if kind == DisputeKind.DraftReplay.label
-                  else replay_target(requester, job, target_model, draft_model))
+        faults = (
+            replay_draft(requester, job, draft_model)
+            if kind == DisputeKind.DraftReplay.label
+            else replay_target(requester, job, target_model, draft_model)
+        )
     if as_json:
         emit_json({"job_id": job, "kind": kind, "faults": faults})
         return
@@ -336,23 +461,33 @@ def audit(ctx: typer.Context, job: JobArg,
 
 @app.command()
 @session_options(*KEY, *CHAIN)
-def dispute(ctx: typer.Context, job: JobArg,
-            cycle: Annotated[int, typer.Option("--cycle", help="Verified cycle.", show_default=False)],
-            index: Annotated[int, typer.Option("--index", help="Position: 0..γ-1 a proposal, γ the outToken.",
-                                               show_default=False)],
-            kind: Annotated[str, typer.Option("--kind", help="draft (accuse the drafter) | target (the verifier).",
-                                              show_default=False, callback=KINDS)],
-            wait: Annotated[bool, typer.Option("--wait", help="Wait until the referees resolve it.")] = False,
-            timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait with --wait.")] = 600.0,
-            as_json: JsonOpt = False):
+def dispute(
+    ctx: typer.Context,
+    job: JobArg,
+    cycle: Annotated[int, typer.Option("--cycle", help="Verified cycle.", show_default=False)],
+    index: Annotated[
+        int, typer.Option("--index", help="Position: 0..γ-1 a proposal, γ the outToken.", show_default=False)
+    ],
+    kind: Annotated[
+        str,
+        typer.Option(
+            "--kind", help="draft (accuse the drafter) | target (the verifier).", show_default=False, callback=KINDS
+        ),
+    ],
+    wait: Annotated[bool, typer.Option("--wait", help="Wait until the referees resolve it.")] = False,
+    timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait with --wait.")] = 600.0,
+    as_json: JsonOpt = False,
+):
     """Open a dispute on one position of a verified cycle, posting the bond (record and proof from chain data)."""
     if cycle < 0 or index < 0:
         raise CliError("--cycle and --index must be >= 0")
     with closing(ctx.obj.requester()) as requester:
         info = requester.open_dispute(job, cycle, index, kind)
         if not as_json:
-            console.print(f"[green]dispute {info.dispute_id} opened[/] on job {job} cycle {cycle} index {index} "
-                          f"({kind} replay) against {info.accused}; referees: {', '.join(info.referees) or 'none drawn'}")
+            console.print(
+                f"[green]dispute {info.dispute_id} opened[/] on job {job} cycle {cycle} index {index} "
+                f"({kind} replay) against {info.accused}; referees: {', '.join(info.referees) or 'none drawn'}"
+            )
         if wait:
             info = requester.wait_dispute(info.dispute_id, timeout=timeout)
     if as_json:
@@ -373,9 +508,11 @@ def finalize(ctx: typer.Context, job: JobArg, as_json: JsonOpt = False):
     if as_json:
         emit_json({"job_id": job, "tx": tx, "payments": payments})
         return
-    console.print(f"[green]finalized[/] job {job}: drafter {format_eth(payments['drafter'])}, verifier "
-                  f"{format_eth(payments['verifier'])}, refund {format_eth(payments['refund'])} "
-                  f"(credited; `verispec withdraw` pays out)")
+    console.print(
+        f"[green]finalized[/] job {job}: drafter {format_eth(payments['drafter'])}, verifier "
+        f"{format_eth(payments['verifier'])}, refund {format_eth(payments['refund'])} "
+        f"(credited; `verispec withdraw` pays out)"
+    )
 
 
 @app.command("claim-timeout")
@@ -415,25 +552,42 @@ def _behavior(role: str, name: str | None):
 
 @app.command()
 @session_options(*KEY, *CHAIN)
-def serve(ctx: typer.Context,
-          role: Annotated[str, typer.Argument(help="drafter | verifier | referee", show_default=False,
-                                              callback=SERVE_ROLES)],
-          model: Annotated[Path, typer.Option("--model", help="The model this node runs: a drafter's draft model, "
-                                              "a verifier's or referee's target model.", show_default=False)],
-          draft_model: Annotated[Optional[Path], typer.Option("--draft-model", help="Verifier/referee: the draft "
-                                                              "model (to replay drafts).")] = None,
-          target_model: Annotated[Optional[Path], typer.Option("--target-model", help="Drafter: the target model "
-                                                               "of its pair.")] = None,
-          behavior: Annotated[Optional[str], typer.Option("--behavior", help="Misbehave, for demos and tests: one "
-                                                          "of the role's behaviours in node/roles/behaviors.py "
-                                                          "(default: honest).", show_default=False)] = None,
-          store: Annotated[Optional[Path], typer.Option("--store", help="SQLite store of this node (default: "
-                                                        "<home>/nodes/<role>-<address>.db).")] = None,
-          poll_interval: Annotated[float, typer.Option("--poll-interval", help="Seconds between chain polls.")] = 0.2,
-          device: Annotated[Optional[str], typer.Option("--device",
-                                                        help="cpu | cuda (default: cuda if present).")] = None,
-          threads: Annotated[Optional[int], typer.Option("--threads", help="torch CPU threads.")] = None,
-          log_level: Annotated[str, typer.Option("--log-level", help="debug | info | warning | error")] = "info"):
+def serve(
+    ctx: typer.Context,
+    role: Annotated[str, typer.Argument(help="drafter | verifier | referee", show_default=False, callback=SERVE_ROLES)],
+    model: Annotated[
+        Path,
+        typer.Option(
+            "--model",
+            help="The model this node runs: a drafter's draft model, a verifier's or referee's target model.",
+            show_default=False,
+        ),
+    ],
+    draft_model: Annotated[
+        Path | None, typer.Option("--draft-model", help="Verifier/referee: the draft model (to replay drafts).")
+    ] = None,
+    target_model: Annotated[
+        Path | None, typer.Option("--target-model", help="Drafter: the target model of its pair.")
+    ] = None,
+    behavior: Annotated[
+        str | None,
+        typer.Option(
+            "--behavior",
+            help="Misbehave, for demos and tests: one "
+            "of the role's behaviours in node/roles/behaviors.py "
+            "(default: honest).",
+            show_default=False,
+        ),
+    ] = None,
+    store: Annotated[
+        Path | None,
+        typer.Option("--store", help="SQLite store of this node (default: <home>/nodes/<role>-<address>.db)."),
+    ] = None,
+    poll_interval: Annotated[float, typer.Option("--poll-interval", help="Seconds between chain polls.")] = 0.2,
+    device: Annotated[str | None, typer.Option("--device", help="cpu | cuda (default: cuda if present).")] = None,
+    threads: Annotated[int | None, typer.Option("--threads", help="torch CPU threads.")] = None,
+    log_level: Annotated[str, typer.Option("--log-level", help="debug | info | warning | error")] = "info",
+):
     """Run a drafter, verifier or referee node until Ctrl-C / SIGTERM (register it first with `register`)."""
     behavior = _behavior(role, behavior)
     if role == "drafter" and target_model is None:
@@ -470,11 +624,15 @@ def serve(ctx: typer.Context,
 
         torch.set_num_threads(threads)
     kwargs = {"behavior": behavior} if behavior is not None else {}
-    node = node_class(w3, deployment, account, store, *models.values(), poll_interval=poll_interval, device=device,
-                      **kwargs)
+    node = node_class(
+        w3, deployment, account, store, *models.values(), poll_interval=poll_interval, device=device, **kwargs
+    )
     stop = stop_on_signals()
-    err.print(f"{role} node {account.address}{f' ({behavior})' if behavior else ''} serving on {deployment.rpc_url}; store {store}. "
-              "Ctrl-C to stop.")
+    err.print(
+        f"{role} node {account.address}{f' ({behavior})' if behavior else ''} serving on {deployment.rpc_url}; "
+        f"store {store}. "
+        "Ctrl-C to stop."
+    )
     try:
         node.run(stop)
     finally:
@@ -486,10 +644,16 @@ def serve(ctx: typer.Context,
 
 
 @app.command()
-def demo(home: Annotated[Optional[Path], typer.Option("--home", help="Keep the demo's chain logs, stores and "
-                                                      "plot here (default: a fresh temp directory).")] = None,
-         max_tokens: Annotated[int, typer.Option("--max-tokens", help="Tokens per job.")] = 48,
-         prompt: Annotated[str, typer.Option("--prompt", help="The honest job's prompt.")] = "def fibonacci(n):\n"):
+def demo(
+    home: Annotated[
+        Path | None,
+        typer.Option(
+            "--home", help="Keep the demo's chain logs, stores and plot here (default: a fresh temp directory)."
+        ),
+    ] = None,
+    max_tokens: Annotated[int, typer.Option("--max-tokens", help="Tokens per job.")] = 48,
+    prompt: Annotated[str, typer.Option("--prompt", help="The honest job's prompt.")] = "def fibonacci(n):\n",
+):
     """Everything end to end on a local chain: nodes as processes, an honest job, a biased drafter slashed.
 
     Starts anvil, deploys, registers and starts a drafter, a verifier and three referees as separate

@@ -14,14 +14,14 @@ import inspect
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Callable, Optional
+from typing import Annotated
 
 import typer
 from typer.core import TyperGroup
 
 from node.console import console, err, print_error
-
 
 # ---------------------------------------------------------------- errors
 
@@ -32,11 +32,17 @@ class CliError(RuntimeError):
 
 def user_message(exc: BaseException) -> str | None:
     """The one-line message of an error a user can cause; None for a bug."""
-    from node.chain.errors import ChainUnavailable, IdempotencyError, ReceiptTimeout, TransactionRejected, TransactionReverted
-    from node.chain.rpc import is_transient
     from node.chain.deployment import DeploymentFileError
+    from node.chain.errors import (
+        ChainUnavailable,
+        IdempotencyError,
+        ReceiptTimeout,
+        TransactionRejected,
+        TransactionReverted,
+    )
     from node.chain.keys import KeySourceError
     from node.chain.local import LocalChainError
+    from node.chain.rpc import is_transient
     from node.demo import DemoError
     from node.processes import NodeProcessError
     from node.roles.errors import RequesterError
@@ -51,8 +57,21 @@ def user_message(exc: BaseException) -> str | None:
         return explain_revert(exc, now=int(time.time()))
     if isinstance(exc, KeySourceError):
         return f"bad key: {exc}"
-    if isinstance(exc, (CliError, RequesterError, DeploymentFileError, LocalChainError, StoreError,
-                        TransactionRejected, ReceiptTimeout, IdempotencyError, NodeProcessError, DemoError)):
+    if isinstance(
+        exc,
+        (
+            CliError,
+            RequesterError,
+            DeploymentFileError,
+            LocalChainError,
+            StoreError,
+            TransactionRejected,
+            ReceiptTimeout,
+            IdempotencyError,
+            NodeProcessError,
+            DemoError,
+        ),
+    ):
         return str(exc)
     return None
 
@@ -74,7 +93,7 @@ class CommandGroup(TyperGroup):
         except KeyboardInterrupt:
             err.print("[yellow]interrupted[/]")
             raise typer.Exit(130) from None
-        except Exception as exc:  # noqa: BLE001 - the point is to never show a traceback to a user
+        except Exception as exc:
             if _is_usage_error(exc):
                 raise
             message = user_message(exc)
@@ -129,8 +148,8 @@ class Session:
 
     def connect(self):
         """(w3, deployment, home): the home's deployment file, over --rpc or the file's own URL."""
-        from node.chain.rpc import connect
         from node.chain.deployment import Deployment
+        from node.chain.rpc import connect
 
         home = self.home_dir()
         deployment = Deployment.load(home / "deployment.json")
@@ -150,15 +169,20 @@ class Session:
 
 
 SHARED_OPTIONS = {
-    "key": Annotated[Optional[str], typer.Option("--key", help="Private key (hex).", show_default=False)],
-    "key_file": Annotated[Optional[Path], typer.Option("--key-file", help="File holding the private key (hex).",
-                                                       show_default=False)],
-    "dev_account": Annotated[Optional[int], typer.Option("--dev-account", show_default=False,
-                                                         help="Use anvil's dev account N (local chains only).")],
-    "rpc": Annotated[Optional[str], typer.Option("--rpc", help="EVM JSON-RPC URL (default: the deployment file's).",
-                                                 show_default=False)],
-    "home": Annotated[Optional[Path], typer.Option("--home", help="Directory of the deployment file and stores.",
-                                                   show_default=False)],
+    "key": Annotated[str | None, typer.Option("--key", help="Private key (hex).", show_default=False)],
+    "key_file": Annotated[
+        Path | None, typer.Option("--key-file", help="File holding the private key (hex).", show_default=False)
+    ],
+    "dev_account": Annotated[
+        int | None,
+        typer.Option("--dev-account", show_default=False, help="Use anvil's dev account N (local chains only)."),
+    ],
+    "rpc": Annotated[
+        str | None, typer.Option("--rpc", help="EVM JSON-RPC URL (default: the deployment file's).", show_default=False)
+    ],
+    "home": Annotated[
+        Path | None, typer.Option("--home", help="Directory of the deployment file and stores.", show_default=False)
+    ],
 }
 KEY, CHAIN = ("key", "key_file", "dev_account"), ("rpc", "home")
 
@@ -172,8 +196,12 @@ def session_options(*names: str, before: str = "as_json") -> Callable:
         signature = inspect.signature(command, eval_str=True)
         own = list(signature.parameters.values())
         at = next((i for i, p in enumerate(own) if p.name == before), len(own))
-        shared = [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None,
-                                    annotation=SHARED_OPTIONS[name]) for name in names]
+        shared = [
+            inspect.Parameter(
+                name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None, annotation=SHARED_OPTIONS[name]
+            )
+            for name in names
+        ]
 
         @functools.wraps(command)
         def with_session(**kwargs):
@@ -192,7 +220,7 @@ def one_of(option: str, labels: list[str]) -> Callable:
     """An option's check: one of `labels` (any case). Anything else is refused as a command's own checks refuse a
     bad value (one line, exit 1), before the command runs."""
 
-    def check(value: Optional[str]) -> Optional[str]:
+    def check(value: str | None) -> str | None:
         if value is None:
             return None
         label = value.strip().lower()

@@ -82,8 +82,10 @@ def summary_lines(report) -> list[str]:
     passes = len(report.cycles)
     alpha = f"{report.alpha:.3f}" if report.alpha is not None else "–"
     return [
-        f"job {report.job_id}: {report.status}" + (f" ({report.finish_reason})" if report.finish_reason else "")
-        + f" — {n} tokens in {passes} cycles" + (f" ({n / passes:.2f} tokens/pass)" if passes else "")
+        f"job {report.job_id}: {report.status}"
+        + (f" ({report.finish_reason})" if report.finish_reason else "")
+        + f" — {n} tokens in {passes} cycles"
+        + (f" ({n / passes:.2f} tokens/pass)" if passes else "")
         + f", α = {alpha}, γ = {report.gamma}",
         f"gas {report.gas_used:,} over {report.tx_count} txs; cost {format_eth(report.cost_wei)} "
         f"(drafter {format_eth(report.payments['drafter'])}, verifier {format_eth(report.payments['verifier'])}), "
@@ -105,13 +107,16 @@ def print_report(report, tokenizer=None) -> None:
     for line in summary_lines(report):
         console.print(line)
     if report.status == "Finished":
-        console.print(f"challenge window until {format_time(report.deadline)}; "
-                      f"then `verispec finalize {report.job_id}`")
+        console.print(
+            f"challenge window until {format_time(report.deadline)}; then `verispec finalize {report.job_id}`"
+        )
     for d in report.disputes:
         votes = ", ".join(f"{v.referee[:10]}…={v.verdict}" for v in d.votes)
-        console.print(f"dispute {d.dispute_id}: {d.kind} replay of cycle {d.cycle} index {d.index} against "
-                      f"{d.accused[:10]}… — {d.status}/{d.outcome} ({votes}); "
-                      f"slashed {format_eth(d.accused_slashed_wei)}")
+        console.print(
+            f"dispute {d.dispute_id}: {d.kind} replay of cycle {d.cycle} index {d.index} against "
+            f"{d.accused[:10]}… — {d.status}/{d.outcome} ({votes}); "
+            f"slashed {format_eth(d.accused_slashed_wei)}"
+        )
 
 
 def wait_with_progress(requester, job_id: int, max_tokens: int, quiet: bool = False, **kwargs) -> str:
@@ -121,8 +126,15 @@ def wait_with_progress(requester, job_id: int, max_tokens: int, quiet: bool = Fa
     if quiet:
         return requester.wait(job_id, **kwargs)
     stats = {"accepted": 0, "rejected": 0}
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("tokens"),
-                  TimeElapsedColumn(), console=err, transient=False) as progress:
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("tokens"),
+        TimeElapsedColumn(),
+        console=err,
+        transient=False,
+    ) as progress:
         task = progress.add_task(f"job {job_id}: waiting for the verifier", total=max_tokens)
 
         def on_cycle(cycle, tokens):
@@ -130,9 +142,11 @@ def wait_with_progress(requester, job_id: int, max_tokens: int, quiet: bool = Fa
             stats["rejected"] += cycle.rejected
             seen = stats["accepted"] + stats["rejected"]
             alpha = stats["accepted"] / seen if seen else 1.0
-            progress.update(task, completed=len(tokens),
-                            description=f"job {job_id}: cycle {cycle.cycle} "
-                                        f"{cycle.accepted}/{cycle.gamma} accepted, α {alpha:.2f}")
+            progress.update(
+                task,
+                completed=len(tokens),
+                description=f"job {job_id}: cycle {cycle.cycle} {cycle.accepted}/{cycle.gamma} accepted, α {alpha:.2f}",
+            )
 
         reason = requester.wait(job_id, on_cycle=on_cycle, **kwargs)
         progress.update(task, total=max(progress.tasks[0].completed, 1))
@@ -145,9 +159,11 @@ def wait_with_progress(requester, job_id: int, max_tokens: int, quiet: bool = Fa
 def print_dispute(info) -> None:
     from node.roles.units import format_eth
 
-    console.print(f"dispute {info.dispute_id}: {info.status}, outcome [bold]{info.outcome}[/] "
-                  f"({info.cheated_votes} cheated / {info.faithful_votes} faithful); accused slashed "
-                  f"{format_eth(info.accused_slashed_wei)}")
+    console.print(
+        f"dispute {info.dispute_id}: {info.status}, outcome [bold]{info.outcome}[/] "
+        f"({info.cheated_votes} cheated / {info.faithful_votes} faithful); accused slashed "
+        f"{format_eth(info.accused_slashed_wei)}"
+    )
     for vote in info.votes:
         console.print(f"  referee {vote.referee}: {vote.verdict}")
 
@@ -162,13 +178,29 @@ def print_audit(job: int, kind: str, faults: list) -> None:
         return
     table = Table(box=None, header_style="bold")
     if kind == "draft":
-        for column in ("cycle", "index", "committed token", "committed q", "honest token", "replayed q", "binding",
-                       "why"):
+        for column in (
+            "cycle",
+            "index",
+            "committed token",
+            "committed q",
+            "honest token",
+            "replayed q",
+            "binding",
+            "why",
+        ):
             table.add_column(column)
         for f in faults:
             why = "not the inverse-CDF sample" if f.reason == "token" else "q is not the draft's probability"
-            table.add_row(str(f.cycle), str(f.index), str(f.committed_token), f"{f.committed_q / WAD:.4f}",
-                          str(f.replay_token), f"{f.replay_q / WAD:.4f}", "yes" if f.binding else "no", why)
+            table.add_row(
+                str(f.cycle),
+                str(f.index),
+                str(f.committed_token),
+                f"{f.committed_q / WAD:.4f}",
+                str(f.replay_token),
+                f"{f.replay_q / WAD:.4f}",
+                "yes" if f.binding else "no",
+                why,
+            )
         binding = [f for f in faults if f.binding]
     else:
         for column in ("cycle", "index", "posted", "why"):
@@ -179,7 +211,8 @@ def print_audit(job: int, kind: str, faults: list) -> None:
     console.print(table)
     if binding:
         f = binding[0]
-        console.print(f"dispute the first binding one: verispec dispute {job} --cycle {f.cycle} --index {f.index} "
-                      f"--kind {kind}")
+        console.print(
+            f"dispute the first binding one: verispec dispute {job} --cycle {f.cycle} --index {f.index} --kind {kind}"
+        )
     else:
         console.print("none binds (each lies after its cycle's first rejection): nothing to dispute")

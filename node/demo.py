@@ -58,8 +58,9 @@ class Demo:
         from node.roles.requester import Requester
 
         account = dev_account(index)
-        return Requester(self.w3, self.deployment, account,
-                         store_path=self.home / "cli" / f"{account.address.lower()}.db")
+        return Requester(
+            self.w3, self.deployment, account, store_path=self.home / "cli" / f"{account.address.lower()}.db"
+        )
 
 
 def _step(text: str) -> None:
@@ -67,8 +68,8 @@ def _step(text: str) -> None:
 
 
 def step1_chain(demo: Demo) -> None:
-    from node.chain.rpc import connect
     from node.chain.local import chain_up
+    from node.chain.rpc import connect
 
     _step("1. a local chain with the protocol deployed")
     chain = chain_up(demo.home)
@@ -81,8 +82,11 @@ def step2_register(demo: Demo) -> None:
     from node.roles.units import ETHER, format_eth
 
     _step("2. operators stake and register (model ids from the bundled checkpoints)")
-    roles = [("drafter", DRAFTER, 2 * ETHER), ("drafter (biased)", BIASED, 2 * ETHER),
-             ("verifier", VERIFIER, 2 * ETHER)]
+    roles = [
+        ("drafter", DRAFTER, 2 * ETHER),
+        ("drafter (biased)", BIASED, 2 * ETHER),
+        ("verifier", VERIFIER, 2 * ETHER),
+    ]
     roles += [(f"referee {i + 1}", n, ETHER) for i, n in enumerate(REFEREES)]
     table = Table(box=None, header_style="bold")
     for column in ("role", "dev account", "address", "stake", "models"):
@@ -97,8 +101,9 @@ def step2_register(demo: Demo) -> None:
             result = operator.register("referee", [BUNDLED_TARGET, BUNDLED_DRAFT], stake)
         operator.close()
         demo.addresses[index] = result.address
-        table.add_row(label, str(index), result.address, format_eth(stake),
-                      ", ".join(m[:10] + "…" for m in result.model_ids))
+        table.add_row(
+            label, str(index), result.address, format_eth(stake), ", ".join(m[:10] + "…" for m in result.model_ids)
+        )
     console.print(table)
 
 
@@ -108,8 +113,9 @@ def step3_nodes(demo: Demo) -> None:
     drafter = ["drafter", "--model", BUNDLED_DRAFT, "--target-model", BUNDLED_TARGET]
     judge = ["--model", BUNDLED_TARGET, "--draft-model", BUNDLED_DRAFT]  # a verifier's or a referee's models
     demo.nodes.start("drafter", serve_command(*drafter, "--dev-account", DRAFTER, *common))
-    demo.nodes.start("drafter-biased", serve_command(*drafter, "--behavior", "biased", "--dev-account", BIASED,
-                                                     *common))
+    demo.nodes.start(
+        "drafter-biased", serve_command(*drafter, "--behavior", "biased", "--dev-account", BIASED, *common)
+    )
     demo.nodes.start("verifier", serve_command("verifier", *judge, "--dev-account", VERIFIER, *common))
     for i, index in enumerate(REFEREES):
         demo.nodes.start(f"referee-{i + 1}", serve_command("referee", *judge, "--dev-account", index, *common))
@@ -121,11 +127,19 @@ def _run_job(demo: Demo, prompt: str, drafter_index: int, label: str):
     from node.roles.units import format_eth
 
     requester = demo.requester
-    job = requester.submit(prompt, draft_model=BUNDLED_DRAFT, target_model=BUNDLED_TARGET,
-                           max_tokens=demo.max_tokens, gamma=4, drafter=demo.addresses[drafter_index],
-                           verifier=demo.addresses[VERIFIER])
-    console.print(f"job {job.job_id} ({label}): {job.prompt_tokens} prompt tokens, escrow "
-                  f"{format_eth(job.escrow_wei)}, drafter {job.drafter}")
+    job = requester.submit(
+        prompt,
+        draft_model=BUNDLED_DRAFT,
+        target_model=BUNDLED_TARGET,
+        max_tokens=demo.max_tokens,
+        gamma=4,
+        drafter=demo.addresses[drafter_index],
+        verifier=demo.addresses[VERIFIER],
+    )
+    console.print(
+        f"job {job.job_id} ({label}): {job.prompt_tokens} prompt tokens, escrow "
+        f"{format_eth(job.escrow_wei)}, drafter {job.drafter}"
+    )
     wait_with_progress(requester, job.job_id, demo.max_tokens, accept_timeout=120, timeout=600)
     demo.nodes.check()
     report = requester.report(job.job_id, tokenizer_path=BUNDLED_TARGET)
@@ -154,15 +168,19 @@ def step5_biased_job(demo: Demo) -> None:
     for _ in range(BIASED_ATTEMPTS):
         biased = demo.biased = _run_job(demo, BIASED_PROMPT, BIASED, "biased drafter")
         checks = replay_draft(demo.requester, biased.job_id, BUNDLED_DRAFT)
-        console.print(f"α of this job {biased.alpha or 0:.2f} vs {honest.alpha or 0:.2f} for the honest drafter: "
-                      f"acceptance alone does not show the bias. The watchdog's replay of the draft model over "
-                      f"chain data does: {len(checks)} of {len(biased.cycles)} cycles hold a proposal an honest "
-                      f"drafter could not have made:")
+        console.print(
+            f"α of this job {biased.alpha or 0:.2f} vs {honest.alpha or 0:.2f} for the honest drafter: "
+            f"acceptance alone does not show the bias. The watchdog's replay of the draft model over "
+            f"chain data does: {len(checks)} of {len(biased.cycles)} cycles hold a proposal an honest "
+            f"drafter could not have made:"
+        )
         for check in checks:
             where = "binding" if check.binding else "after a rejection (binds nothing)"
-            console.print(f"  cycle {check.cycle} index {check.index}: committed token {check.committed_token} "
-                          f"(q = {check.committed_q / 1e18:.4f}), honest replay draws {check.replay_token} "
-                          f"(replayed q of the committed token = {check.replay_q / 1e18:.4f}) — {where}")
+            console.print(
+                f"  cycle {check.cycle} index {check.index}: committed token {check.committed_token} "
+                f"(q = {check.committed_q / 1e18:.4f}), honest replay draws {check.replay_token} "
+                f"(replayed q of the committed token = {check.replay_q / 1e18:.4f}) — {where}"
+            )
         demo.fault = next((c for c in checks if c.binding), None)
         if demo.fault is not None:
             break
@@ -171,8 +189,9 @@ def step5_biased_job(demo: Demo) -> None:
     if plot:
         console.print(f"per-cycle acceptance plot: {plot}")
     if demo.fault is None:
-        raise DemoError(f"the biased drafter never deviated on a binding position in {BIASED_ATTEMPTS} jobs; "
-                        "nothing to dispute")
+        raise DemoError(
+            f"the biased drafter never deviated on a binding position in {BIASED_ATTEMPTS} jobs; nothing to dispute"
+        )
 
 
 def _open_or_follow(demo: Demo):
@@ -190,12 +209,15 @@ def _open_or_follow(demo: Demo):
         if not existing:
             raise
         info = existing[-1]
-        console.print(f"a node already disputed this position (dispute {info.dispute_id} by {info.challenger}); "
-                      "following it")
+        console.print(
+            f"a node already disputed this position (dispute {info.dispute_id} by {info.challenger}); following it"
+        )
         return info
-    console.print(f"watchdog {watchdog.address} opened dispute {info.dispute_id} with a "
-                  f"{format_eth(watchdog.disputes.functions.bond().call())} bond; referees drawn: "
-                  f"{', '.join(info.referees) or 'none'}")
+    console.print(
+        f"watchdog {watchdog.address} opened dispute {info.dispute_id} with a "
+        f"{format_eth(watchdog.disputes.functions.bond().call())} bond; referees drawn: "
+        f"{', '.join(info.referees) or 'none'}"
+    )
     return info
 
 
@@ -204,8 +226,11 @@ def step6_dispute(demo: Demo) -> None:
 
     _step(f"6. dispute: draft replay of job {demo.biased.job_id}, cycle {demo.fault.cycle}, index {demo.fault.index}")
     watchdog = demo.watchdog = demo.actor(WATCHDOG)
-    names = {demo.addresses[BIASED]: "biased drafter", demo.requester.address: "requester",
-             watchdog.address: "watchdog"}
+    names = {
+        demo.addresses[BIASED]: "biased drafter",
+        demo.requester.address: "requester",
+        watchdog.address: "watchdog",
+    }
     names.update({demo.addresses[i]: f"referee {n + 1}" for n, i in enumerate(REFEREES)})
     before = {a: watchdog.balances(a) for a in names}
     info = _open_or_follow(demo)
@@ -214,21 +239,30 @@ def step6_dispute(demo: Demo) -> None:
         demo.nodes.check()
         committed = sum(v.committed for v in d.votes)
         revealed = sum(v.verdict != "None" for v in d.votes)
-        console.print(f"  {d.status}: answered={'yes' if d.answer else 'no'}, {committed}/{len(d.votes)} votes "
-                      f"committed, {revealed}/{len(d.votes)} revealed")
+        console.print(
+            f"  {d.status}: answered={'yes' if d.answer else 'no'}, {committed}/{len(d.votes)} votes "
+            f"committed, {revealed}/{len(d.votes)} revealed"
+        )
 
     info = watchdog.wait_dispute(info.dispute_id, timeout=300, on_change=on_change)
     if info.answer:
-        console.print(f"the accused answered: q = {info.answer['claimed_prob'] / 1e18:.4f} for token {info.token} "
-                      f"(committed {info.claimed_value / 1e18:.4f}); its top tokens {info.answer['top_tokens'][:5]}")
+        console.print(
+            f"the accused answered: q = {info.answer['claimed_prob'] / 1e18:.4f} for token {info.token} "
+            f"(committed {info.claimed_value / 1e18:.4f}); its top tokens {info.answer['top_tokens'][:5]}"
+        )
     print_dispute(info)
     after = {a: watchdog.balances(a) for a in names}
     table = Table(box=None, header_style="bold", title="balances (stake in the registry; credits withdrawable)")
     for column in ("who", "stake before", "stake after", "dispute credits", "market owed"):
         table.add_column(column)
     for address, name in names.items():
-        table.add_row(name, format_eth(before[address]["stake"]), format_eth(after[address]["stake"]),
-                      format_eth(after[address]["disputes"]), format_eth(after[address]["market"]))
+        table.add_row(
+            name,
+            format_eth(before[address]["stake"]),
+            format_eth(after[address]["stake"]),
+            format_eth(after[address]["disputes"]),
+            format_eth(after[address]["market"]),
+        )
     console.print(table)
 
 
@@ -253,8 +287,10 @@ def step7_settle(demo: Demo) -> None:
     demo.w3.provider.make_request("evm_mine", [])
     for report in (demo.honest, demo.biased):
         pay = _finalize_or_read(demo.requester, report.job_id)
-        console.print(f"job {report.job_id}: drafter {format_eth(pay['drafter'])}, verifier "
-                      f"{format_eth(pay['verifier'])}, refund to the requester {format_eth(pay['refund'])}")
+        console.print(
+            f"job {report.job_id}: drafter {format_eth(pay['drafter'])}, verifier "
+            f"{format_eth(pay['verifier'])}, refund to the requester {format_eth(pay['refund'])}"
+        )
     demo.requester.close()
     demo.watchdog.close()
 
@@ -276,8 +312,9 @@ def run_demo(home: Path | None = None, max_tokens: int = 48, prompt: str = "def 
     previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:
         # torch, transformers and the node code load now, so a broken install fails before anything starts
-        from node.roles import DrafterNode, RefereeNode, VerifierNode  # noqa: F401
         from transformers.utils import logging as hf_logging
+
+        from node.roles import DrafterNode, RefereeNode, VerifierNode  # noqa: F401
 
         hf_logging.disable_progress_bar()
         for step in STEPS:

@@ -19,13 +19,19 @@ def save_acceptance_plot(reports: list, path: Path) -> Path | None:
         xs = [c.cycle for c in report.cycles]
         ax.bar(xs, [c.acceptance for c in report.cycles], color="tab:blue", alpha=0.8, label="accepted / γ")
         if report.alpha is not None:
-            ax.axhline(report.alpha, color="tab:red", linestyle="--",
-                       label=f"α = {report.alpha:.2f} (Σ accepted / Σ (accepted + rejected))")
+            ax.axhline(
+                report.alpha,
+                color="tab:red",
+                linestyle="--",
+                label=f"α = {report.alpha:.2f} (Σ accepted / Σ (accepted + rejected))",
+            )
         ax.set_ylim(0, 1.35)
         ax.set_yticks([0, 0.25, 0.5, 0.75, 1.0])
         ax.set_ylabel("acceptance")
-        ax.set_title(f"job {report.job_id} ({label}): {len(report.tokens)} tokens in {len(report.cycles)} cycles, "
-                     f"γ = {report.gamma}")
+        ax.set_title(
+            f"job {report.job_id} ({label}): {len(report.tokens)} tokens in {len(report.cycles)} cycles, "
+            f"γ = {report.gamma}"
+        )
         ax.legend(loc="upper center", fontsize=8, ncol=2, frameon=False)
     axes[-1, 0].set_xlabel("cycle")
     fig.tight_layout()

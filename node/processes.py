@@ -8,6 +8,7 @@ goes to one log file per process, appended, so a node restarted on the same log 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -41,11 +42,23 @@ def start(command: list[str], log_path: Path, threads: int = 1) -> subprocess.Po
     """Start `command` in its own process group with stdout and stderr appended to `log_path`; `threads` caps the
     BLAS/OpenMP threads (several nodes share the machine's cores)."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads),
-               TOKENIZERS_PARALLELISM="false", PYTHONUNBUFFERED="1")
+    env = dict(
+        os.environ,
+        OMP_NUM_THREADS=str(threads),
+        MKL_NUM_THREADS=str(threads),
+        TOKENIZERS_PARALLELISM="false",
+        PYTHONUNBUFFERED="1",
+    )
     with open(log_path, "ab") as log:
-        return subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True, env=env, cwd=str(PROJECT_ROOT))
+        return subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=env,
+            cwd=str(PROJECT_ROOT),
+        )
 
 
 def stop(process: subprocess.Popen, timeout: float = 20.0) -> int:
@@ -72,10 +85,8 @@ def stop_all(processes: list[subprocess.Popen], timeout: float = 20.0) -> list[i
 def _signal_group(process: subprocess.Popen, sig: int) -> None:
     if process.poll() is not None:
         return
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def tail(log_path: Path, lines: int = 3) -> str:

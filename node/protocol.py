@@ -8,7 +8,8 @@ implementations together.
 
 from __future__ import annotations
 
-from typing import NamedTuple, Sequence
+from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -356,7 +357,8 @@ def truncate_emitted(tokens: Sequence[int], eos_token: int | None, remaining: in
     return out
 
 
-# ---------------------------------------------------------------- disputes (contracts/DisputeManager.sol, docs/disputes.md)
+# ---------------------------------------------------------- disputes (contracts/DisputeManager.sol, docs/disputes.md)
+
 
 def _address_word(address: str | bytes) -> bytes:
     raw = bytes.fromhex(address[2:] if address.startswith("0x") else address) if isinstance(address, str) else address

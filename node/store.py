@@ -19,9 +19,10 @@ import json
 import sqlite3
 import threading
 import time
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 SCHEMA_VERSION = 2  # v2: disputes have their own table (v1 kept them in `jobs` as role "<role>-dispute")
 # PRAGMA application_id marks the file as ours, so a foreign SQLite file is refused instead of mutated.
@@ -29,11 +30,11 @@ APPLICATION_ID = 0x76737063  # "vspc"
 
 # Transaction record states. A "dead" record can never land (its nonce went to another transaction, or
 # the node refused it), so a later send under the same key may build a fresh transaction.
-TX_SIGNED = "signed"          # recorded before broadcast; may or may not have reached a node
-TX_SENT = "sent"              # a node accepted it into its pool
-TX_MINED = "mined"            # a receipt was seen
+TX_SIGNED = "signed"  # recorded before broadcast; may or may not have reached a node
+TX_SENT = "sent"  # a node accepted it into its pool
+TX_MINED = "mined"  # a receipt was seen
 TX_SUPERSEDED = "superseded"  # its nonce was consumed by another transaction
-TX_REJECTED = "rejected"      # a node refused it outright
+TX_REJECTED = "rejected"  # a node refused it outright
 DEAD_TX_STATES = frozenset({TX_SUPERSEDED, TX_REJECTED})
 
 _SCHEMA = """
@@ -101,7 +102,7 @@ CREATE TABLE cycles (
 # How a store of an older schema is brought to SCHEMA_VERSION, one step per version, in one store transaction.
 _MIGRATIONS = {
     1: [  # v1 -> v2: disputes move out of `jobs`, where they were rows with role "<role>-dispute", keyed by dispute id
-        _SCHEMA[_SCHEMA.index("CREATE TABLE disputes"):].split(";")[0],
+        _SCHEMA[_SCHEMA.index("CREATE TABLE disputes") :].split(";")[0],
         "INSERT INTO disputes SELECT job_id, substr(role, 1, length(role) - length('-dispute')), status, params, "
         "updated_at FROM jobs WHERE role LIKE '%-dispute'",
         "DELETE FROM jobs WHERE role LIKE '%-dispute'",
@@ -206,10 +207,10 @@ def log_identity(log: Any) -> tuple[str, int]:
 
 # What a commit survives (`NodeStore(durability=...)`); both keep SQLite's WAL journal, so the file is never
 # corrupted, only how many of the last commits an OS crash or power cut may take back differs:
-DURABILITY_POWER = "power"      # synchronous=FULL: each commit is fsynced; it survives a power cut
+DURABILITY_POWER = "power"  # synchronous=FULL: each commit is fsynced; it survives a power cut
 DURABILITY_PROCESS = "process"  # synchronous=NORMAL: a commit is in the OS (WAL file) when it returns; it
-                                # survives the process being killed (kill -9, OOM, a crash) but an OS crash
-                                # or a power cut may lose the last commits (WAL checkpoints still fsync)
+# survives the process being killed (kill -9, OOM, a crash) but an OS crash
+# or a power cut may lose the last commits (WAL checkpoints still fsync)
 _SYNCHRONOUS = {DURABILITY_POWER: "FULL", DURABILITY_PROCESS: "NORMAL"}
 
 
@@ -310,8 +311,7 @@ class NodeStore:
 
     # --- sent transactions -------------------------------------------------------------------------
 
-    def record_tx(self, key: str, sender: str, request_digest: str, tx_hash: str, raw_tx: bytes,
-                  nonce: int) -> SentTx:
+    def record_tx(self, key: str, sender: str, request_digest: str, tx_hash: str, raw_tx: bytes, nonce: int) -> SentTx:
         """Durably record a signed transaction under `key` before it is broadcast.
 
         Replaces a dead record for the same key; refuses to replace a live one (that would risk sending
@@ -327,25 +327,42 @@ class NodeStore:
                     raise StoreError(f"key {key!r} already has a live transaction {existing.tx_hash}")
             self._db.execute(
                 "INSERT OR REPLACE INTO sent_txs VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?, ?)",
-                (key, sender.lower(), request_digest, tx_hash.lower(), bytes(raw_tx), _int64(nonce, "nonce"),
-                 TX_SIGNED, now, now),
+                (
+                    key,
+                    sender.lower(),
+                    request_digest,
+                    tx_hash.lower(),
+                    bytes(raw_tx),
+                    _int64(nonce, "nonce"),
+                    TX_SIGNED,
+                    now,
+                    now,
+                ),
             )
         return SentTx(key, sender.lower(), request_digest, tx_hash.lower(), bytes(raw_tx), nonce, TX_SIGNED, None)
 
     def set_tx_status(self, key: str, status: str, block_number: int | None = None) -> None:
-        self._write("UPDATE sent_txs SET status = ?, block_number = COALESCE(?, block_number), updated_at = ? "
-                    "WHERE idempotency_key = ?", (status, block_number, time.time(), key))
+        self._write(
+            "UPDATE sent_txs SET status = ?, block_number = COALESCE(?, block_number), updated_at = ? "
+            "WHERE idempotency_key = ?",
+            (status, block_number, time.time(), key),
+        )
 
     def sent_tx(self, key: str) -> SentTx | None:
-        rows = self._query("SELECT idempotency_key, sender, request_digest, tx_hash, raw_tx, nonce, status, "
-                           "block_number FROM sent_txs WHERE idempotency_key = ?", (key,))
+        rows = self._query(
+            "SELECT idempotency_key, sender, request_digest, tx_hash, raw_tx, nonce, status, "
+            "block_number FROM sent_txs WHERE idempotency_key = ?",
+            (key,),
+        )
         return SentTx(*rows[0]) if rows else None
 
     def outstanding_txs(self, sender: str) -> list[SentTx]:
         """Records of `sender` that may still be waiting to land, lowest nonce first."""
-        rows = self._query("SELECT idempotency_key, sender, request_digest, tx_hash, raw_tx, nonce, status, "
-                           "block_number FROM sent_txs WHERE sender = ? AND status IN (?, ?) ORDER BY nonce",
-                           (sender.lower(), TX_SIGNED, TX_SENT))
+        rows = self._query(
+            "SELECT idempotency_key, sender, request_digest, tx_hash, raw_tx, nonce, status, "
+            "block_number FROM sent_txs WHERE sender = ? AND status IN (?, ?) ORDER BY nonce",
+            (sender.lower(), TX_SIGNED, TX_SENT),
+        )
         return [SentTx(*row) for row in rows]
 
     # --- event cursors and processed logs -----------------------------------------------------------
@@ -356,15 +373,20 @@ class NodeStore:
         return rows[0][0] if rows else None
 
     def set_cursor(self, name: str, last_block: int) -> None:
-        self._write("INSERT INTO event_cursors VALUES (?, ?) "
-                    "ON CONFLICT(name) DO UPDATE SET last_block = excluded.last_block",
-                    (name, _int64(last_block, "block")))
+        self._write(
+            "INSERT INTO event_cursors VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET last_block = excluded.last_block",
+            (name, _int64(last_block, "block")),
+        )
 
     def seen(self, log: Any, consumer: str = "") -> bool:
         """Whether `consumer` already handled this log (keyed by tx hash and log index)."""
         tx_hash, log_index = log_identity(log)
-        return bool(self._query("SELECT 1 FROM processed_logs WHERE consumer = ? AND tx_hash = ? AND log_index = ?",
-                                (consumer, tx_hash, log_index)))
+        return bool(
+            self._query(
+                "SELECT 1 FROM processed_logs WHERE consumer = ? AND tx_hash = ? AND log_index = ?",
+                (consumer, tx_hash, log_index),
+            )
+        )
 
     def mark_seen(self, log: Any, consumer: str = "") -> None:
         """Record that `consumer` handled this log; call inside the handler's own `transaction()`."""
@@ -395,8 +417,9 @@ class NodeStore:
     def disputes(self, role: str | None = None, status: str | None = None) -> list[StoredDispute]:
         return [StoredDispute(*row) for row in self._rows("disputes", "dispute_id", role, status)]
 
-    def _save_row(self, table: str, key: str, what: str, item_id: int, role: str, status: str,
-                  params: Mapping[str, Any] | None) -> None:
+    def _save_row(
+        self, table: str, key: str, what: str, item_id: int, role: str, status: str, params: Mapping[str, Any] | None
+    ) -> None:
         now = time.time()
         _int64(item_id, what)
         with self.transaction():
@@ -411,22 +434,37 @@ class NodeStore:
 
     def _row(self, table: str, key: str, item_id: int, role: str) -> tuple | None:
         """The (id, role, status, params) row of `table` (jobs or disputes) for (item_id, role), params decoded."""
-        rows = self._query(f"SELECT {key}, role, status, params FROM {table} WHERE {key} = ? AND role = ?",
-                           (item_id, role))
+        rows = self._query(
+            f"SELECT {key}, role, status, params FROM {table} WHERE {key} = ? AND role = ?", (item_id, role)
+        )
         return (rows[0][0], rows[0][1], rows[0][2], json.loads(rows[0][3])) if rows else None
 
     def _rows(self, table: str, key: str, role: str | None, status: str | None) -> list[tuple]:
         """The rows of `table` with that role and status (None: any), in id order."""
-        rows = self._query(f"SELECT {key}, role, status, params FROM {table} WHERE (? IS NULL OR role = ?) "
-                           f"AND (? IS NULL OR status = ?) ORDER BY {key}, role", (role, role, status, status))
+        rows = self._query(
+            f"SELECT {key}, role, status, params FROM {table} WHERE (? IS NULL OR role = ?) "
+            f"AND (? IS NULL OR status = ?) ORDER BY {key}, role",
+            (role, role, status, status),
+        )
         return [(r[0], r[1], r[2], json.loads(r[3])) for r in rows]
 
     # --- cycle transcripts --------------------------------------------------------------------------
 
-    def save_cycle(self, job_id: int, role: str, cycle: int, *, proposals: list[int] | None = None,
-                   q: list[int] | None = None, p: list[int] | None = None, top_k: Any = None,
-                   reveal: bytes | None = None, accepted: int | None = None,
-                   emitted_tokens: list[int] | None = None, tx_hashes: Mapping[str, str] | None = None) -> None:
+    def save_cycle(
+        self,
+        job_id: int,
+        role: str,
+        cycle: int,
+        *,
+        proposals: list[int] | None = None,
+        q: list[int] | None = None,
+        p: list[int] | None = None,
+        top_k: Any = None,
+        reveal: bytes | None = None,
+        accepted: int | None = None,
+        emitted_tokens: list[int] | None = None,
+        tx_hashes: Mapping[str, str] | None = None,
+    ) -> None:
         """Merge the given fields into a cycle's transcript; fields left None keep their stored value and
         `tx_hashes` entries are added to the stored ones (a cycle is written as it progresses)."""
         _int64(job_id, "job id")
@@ -443,10 +481,20 @@ class NodeStore:
                 "reveal = COALESCE(excluded.reveal, reveal), accepted = COALESCE(excluded.accepted, accepted), "
                 "emitted_tokens = COALESCE(excluded.emitted_tokens, emitted_tokens), "
                 "tx_hashes = excluded.tx_hashes, updated_at = excluded.updated_at",
-                (_int64(job_id, "job id"), role, _int64(cycle, "cycle"), _json_or_none(proposals),
-                 _wads_to_json(q), _wads_to_json(p), _json_or_none(top_k),
-                 None if reveal is None else "0x" + bytes(reveal).hex(), accepted,
-                 _json_or_none(emitted_tokens), json.dumps(hashes), time.time()),
+                (
+                    _int64(job_id, "job id"),
+                    role,
+                    _int64(cycle, "cycle"),
+                    _json_or_none(proposals),
+                    _wads_to_json(q),
+                    _wads_to_json(p),
+                    _json_or_none(top_k),
+                    None if reveal is None else "0x" + bytes(reveal).hex(),
+                    accepted,
+                    _json_or_none(emitted_tokens),
+                    json.dumps(hashes),
+                    time.time(),
+                ),
             )
 
     def cycle(self, job_id: int, role: str, cycle: int) -> StoredCycle | None:
@@ -461,8 +509,15 @@ class NodeStore:
     def _cycle_from_row(row: tuple) -> StoredCycle:
         job_id, role, cycle, proposals, q, p, top_k, reveal, accepted, emitted, tx_hashes, _updated = row
         return StoredCycle(
-            job_id=job_id, role=role, cycle=cycle, proposals=_loads_or_none(proposals), q=_wads_from_json(q),
-            p=_wads_from_json(p), top_k=_loads_or_none(top_k),
-            reveal=None if reveal is None else bytes.fromhex(reveal[2:]), accepted=accepted,
-            emitted_tokens=_loads_or_none(emitted), tx_hashes=json.loads(tx_hashes),
+            job_id=job_id,
+            role=role,
+            cycle=cycle,
+            proposals=_loads_or_none(proposals),
+            q=_wads_from_json(q),
+            p=_wads_from_json(p),
+            top_k=_loads_or_none(top_k),
+            reveal=None if reveal is None else bytes.fromhex(reveal[2:]),
+            accepted=accepted,
+            emitted_tokens=_loads_or_none(emitted),
+            tx_hashes=json.loads(tx_hashes),
         )

@@ -69,7 +69,9 @@ def autoregressive(model, prompt, n, params, generator) -> tuple[list[int], floa
     out = []
     for i in range(n):
         probs = probabilities(logits, params)[0]
-        token = int(probs.argmax()) if params.temperature == 0 else int(torch.multinomial(probs, 1, generator=generator))
+        token = (
+            int(probs.argmax()) if params.temperature == 0 else int(torch.multinomial(probs, 1, generator=generator))
+        )
         out.append(token)
         if i + 1 < n:
             logits = lm.extend([token])
@@ -82,11 +84,21 @@ def assisted(target, draft, prompt, n, gamma, params) -> int:
     draft.generation_config.num_assistant_tokens = gamma
     draft.generation_config.num_assistant_tokens_schedule = "constant"
     draft.generation_config.assistant_confidence_threshold = 0.0  # no early stop: exactly gamma per round
-    sampling = dict(do_sample=False) if params.temperature == 0 else dict(
-        do_sample=True, temperature=params.temperature, top_k=params.top_k, top_p=params.top_p)
+    sampling = (
+        dict(do_sample=False)
+        if params.temperature == 0
+        else dict(do_sample=True, temperature=params.temperature, top_k=params.top_k, top_p=params.top_p)
+    )
     ids = torch.tensor([prompt], device=target.device)
-    out = target.generate(ids, attention_mask=torch.ones_like(ids), assistant_model=draft, max_new_tokens=n,
-                          num_assistant_tokens=gamma, num_assistant_tokens_schedule="constant", **sampling)
+    out = target.generate(
+        ids,
+        attention_mask=torch.ones_like(ids),
+        assistant_model=draft,
+        max_new_tokens=n,
+        num_assistant_tokens=gamma,
+        num_assistant_tokens_schedule="constant",
+        **sampling,
+    )
     return out.shape[1] - len(prompt)
 
 
@@ -102,8 +114,9 @@ def timed(fn):
 
 def bench_gamma(decoder, prompts, gamma, tokens, repeats, job_base):
     target, draft, params = decoder.target, decoder.draft, decoder.sampling
-    engine = SpeculativeDecoder(target, draft, gamma=gamma, temperature=params.temperature,
-                                top_k=params.top_k, top_p=params.top_p)
+    engine = SpeculativeDecoder(
+        target, draft, gamma=gamma, temperature=params.temperature, top_k=params.top_k, top_p=params.top_p
+    )
     generator = torch.Generator(device=target.device).manual_seed(gamma)
     time_ar = time_engine = time_hf = step_s = 0.0
     steps = 0
@@ -112,12 +125,18 @@ def bench_gamma(decoder, prompts, gamma, tokens, repeats, job_base):
     draft_s = draft_n = target_s = target_n = protocol_s = 0.0
     for r in range(repeats):
         for i, prompt in enumerate(prompts):
-            (out, forward_s, forwards), t = timed(lambda: autoregressive(target, prompt, tokens, params, generator))
+            (out, forward_s, forwards), t = timed(
+                lambda prompt=prompt: autoregressive(target, prompt, tokens, params, generator)
+            )
             time_ar, n_ar = time_ar + t, n_ar + len(out)
             step_s, steps = step_s + forward_s, steps + forwards
             job = job_base + 1000 * r + i
             seed = protocol.hash_chain(job.to_bytes(32, "big"), 1)
-            result, t = timed(lambda: engine.generate(prompt, tokens, job_id=job, verifier_seed=seed))
+            result, t = timed(
+                lambda prompt=prompt, job=job, seed=seed: engine.generate(
+                    prompt, tokens, job_id=job, verifier_seed=seed
+                )
+            )
             time_engine, n_engine = time_engine + t, n_engine + len(result.tokens)
             accepted += sum(c.accepted for c in result.cycles)
             rejected += sum(c.accepted < gamma for c in result.cycles)
@@ -128,7 +147,7 @@ def bench_gamma(decoder, prompts, gamma, tokens, repeats, job_base):
             target_s, target_n = target_s + tm.target_forward_s, target_n + tm.target_forwards
             protocol_s += tm.protocol_s
             torch.manual_seed(job)
-            n, t = timed(lambda: assisted(target, draft, prompt, tokens, gamma, params))
+            n, t = timed(lambda prompt=prompt: assisted(target, draft, prompt, tokens, gamma, params))
             time_hf, n_hf = time_hf + t, n_hf + n
     alpha = accepted / (accepted + rejected) if accepted + rejected else 1.0
     draft_step, target_pass, target_step = draft_s / draft_n, target_s / target_n, step_s / steps
@@ -162,12 +181,19 @@ def bench_gamma(decoder, prompts, gamma, tokens, repeats, job_base):
 
 
 COLUMNS = [  # (key, header, format)
-    ("gamma", "γ", "{:d}"), ("ar_tok_s", "AR tok/s", "{:.0f}"), ("engine_tok_s", "engine tok/s", "{:.0f}"),
-    ("assisted_tok_s", "HF assisted tok/s", "{:.0f}"), ("alpha", "α", "{:.3f}"),
-    ("omega_measured", "Ω meas", "{:.2f}"), ("omega_closed_form", "Ω(α,γ)", "{:.2f}"),
-    ("cost_ratio", "c", "{:.3f}"), ("speedup_predicted", "S pred", "{:.2f}"),
-    ("speedup_measured", "S meas", "{:.2f}"), ("pass_over_step", "pass/step", "{:.2f}"),
-    ("protocol_us_per_cycle", "protocol µs/cycle", "{:.0f}"), ("protocol_share", "protocol share", "{:.1%}"),
+    ("gamma", "γ", "{:d}"),
+    ("ar_tok_s", "AR tok/s", "{:.0f}"),
+    ("engine_tok_s", "engine tok/s", "{:.0f}"),
+    ("assisted_tok_s", "HF assisted tok/s", "{:.0f}"),
+    ("alpha", "α", "{:.3f}"),
+    ("omega_measured", "Ω meas", "{:.2f}"),
+    ("omega_closed_form", "Ω(α,γ)", "{:.2f}"),
+    ("cost_ratio", "c", "{:.3f}"),
+    ("speedup_predicted", "S pred", "{:.2f}"),
+    ("speedup_measured", "S meas", "{:.2f}"),
+    ("pass_over_step", "pass/step", "{:.2f}"),
+    ("protocol_us_per_cycle", "protocol µs/cycle", "{:.0f}"),
+    ("protocol_share", "protocol share", "{:.1%}"),
     ("speedup_accounted", "S accounted", "{:.2f}"),
 ]
 
@@ -205,8 +231,15 @@ def main():
             parser.error(f"{flag} {path}: no such model directory")
     dtype = getattr(torch, args.dtype) if args.dtype else None
     try:
-        decoder = SpeculativeDecoder.from_pretrained(args.target, args.draft, device=args.device, dtype=dtype,
-                                                     temperature=args.temperature, top_k=args.top_k, top_p=args.top_p)
+        decoder = SpeculativeDecoder.from_pretrained(
+            args.target,
+            args.draft,
+            device=args.device,
+            dtype=dtype,
+            temperature=args.temperature,
+            top_k=args.top_k,
+            top_p=args.top_p,
+        )
     except (ValueError, OSError) as exc:  # no such device, not a model pair, not a model directory
         parser.error(str(exc))
     for model in (decoder.target, decoder.draft):  # every run decodes exactly --tokens tokens
@@ -215,15 +248,23 @@ def main():
     prompts = [decoder.tokenizer(p)["input_ids"] for p in PROMPTS]
 
     bench_gamma(decoder, prompts[:1], 2, 16, 1, job_base=10**6)  # warm-up: kernels, allocator, caches
-    rows = [bench_gamma(decoder, prompts, g, args.tokens, args.repeats, job_base=10**4 * g)
-            for g in parse_gammas(args.gammas)]
+    rows = [
+        bench_gamma(decoder, prompts, g, args.tokens, args.repeats, job_base=10**4 * g)
+        for g in parse_gammas(args.gammas)
+    ]
     best = max(rows, key=lambda r: r["engine_tok_s"])
     report = dict(
-        device=str(decoder.target.device), dtype=str(decoder.target.dtype).replace("torch.", ""),
-        threads=torch.get_num_threads(), tokens=args.tokens, prompts=len(prompts), repeats=args.repeats,
+        device=str(decoder.target.device),
+        dtype=str(decoder.target.dtype).replace("torch.", ""),
+        threads=torch.get_num_threads(),
+        tokens=args.tokens,
+        prompts=len(prompts),
+        repeats=args.repeats,
         sampling=dict(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p),
-        target_id="0x" + decoder.target_id.hex(), draft_id="0x" + decoder.draft_id.hex(),
-        rows=rows, best_gamma=best["gamma"],
+        target_id="0x" + decoder.target_id.hex(),
+        draft_id="0x" + decoder.draft_id.hex(),
+        rows=rows,
+        best_gamma=best["gamma"],
         best_gamma_predicted=max(rows, key=lambda r: r["speedup_predicted"])["gamma"],
         engine_not_slower_than_assisted_at_every_gamma=all(r["engine_tok_s"] >= r["assisted_tok_s"] for r in rows),
         worst_speedup_gap=max(abs(r["speedup_measured"] / r["speedup_predicted"] - 1) for r in rows),
@@ -234,15 +275,21 @@ def main():
     if args.json:
         print(json.dumps(report, indent=1))
         return
-    print(f"device {report['device']} {report['dtype']}, {report['threads']} threads, {args.tokens} tokens x "
-          f"{len(prompts)} prompts x {args.repeats}, sampling {report['sampling']}")
+    print(
+        f"device {report['device']} {report['dtype']}, {report['threads']} threads, {args.tokens} tokens x "
+        f"{len(prompts)} prompts x {args.repeats}, sampling {report['sampling']}"
+    )
     print(table(rows))
     print(f"best γ (measured): {report['best_gamma']}   best γ (predicted): {report['best_gamma_predicted']}")
-    print(f"engine >= assisted at every γ: {report['engine_not_slower_than_assisted_at_every_gamma']}   "
-          f"worst |S meas / S pred - 1|: {report['worst_speedup_gap']:.1%}   peak RSS {report['peak_rss_mb']:.0f} MB")
-    print("c = mean draft forward / mean one-token target forward; S pred = Ω(α,γ) / (1 + γc); "
-          "S meas = engine tok/s / AR tok/s;\npass/step = verification pass / one-token AR forward (S pred assumes 1); "
-          "S accounted = Ω(α,γ) x AR time per token / (pass + draft steps + protocol per cycle)")
+    print(
+        f"engine >= assisted at every γ: {report['engine_not_slower_than_assisted_at_every_gamma']}   "
+        f"worst |S meas / S pred - 1|: {report['worst_speedup_gap']:.1%}   peak RSS {report['peak_rss_mb']:.0f} MB"
+    )
+    print(
+        "c = mean draft forward / mean one-token target forward; S pred = Ω(α,γ) / (1 + γc); "
+        "S meas = engine tok/s / AR tok/s;\npass/step = verification pass / one-token AR forward (S pred assumes 1); "
+        "S accounted = Ω(α,γ) x AR time per token / (pass + draft steps + protocol per cycle)"
+    )
 
 
 if __name__ == "__main__":

@@ -99,12 +99,17 @@ class Probe:
         Probe._local.probe = self
 
     @staticmethod
-    def current() -> "Probe | None":
+    def current() -> Probe | None:
         return getattr(Probe._local, "probe", None)
 
     def as_json(self) -> dict:
-        return {"name": self.name, "intervals": self.intervals, "marks": self.marks, "started": self.started,
-                "stopped": self.stopped}
+        return {
+            "name": self.name,
+            "intervals": self.intervals,
+            "marks": self.marks,
+            "started": self.started,
+            "stopped": self.stopped,
+        }
 
 
 def _timed(function, category, group=None):
@@ -157,8 +162,9 @@ def install_probes() -> None:
         cls._make_request = _timed(cls._make_request, lambda self, method, data: f"rpc:{method}", rpc_group)
     if hasattr(HTTPProvider, "make_batch_request"):
         HTTPProvider.make_batch_request = _timed(HTTPProvider.make_batch_request, "rpc:batch", rpc_group)
-    RequestManager.request_blocking = _timed(RequestManager.request_blocking,
-                                             lambda self, method, *a, **k: f"web3:{method}", web3_group)
+    RequestManager.request_blocking = _timed(
+        RequestManager.request_blocking, lambda self, method, *a, **k: f"web3:{method}", web3_group
+    )
     if hasattr(RequestManager, "_make_batch_request"):
         RequestManager._make_batch_request = _timed(RequestManager._make_batch_request, "web3:batch", web3_group)
     LocalAccount.sign_transaction = _timed(LocalAccount.sign_transaction, "sign")
@@ -180,8 +186,13 @@ def install_probes() -> None:
         probe = Probe.current()
         if probe is not None:
             a = event.args
-            probe.marks.append((time.monotonic(), "event",
-                                [event.name, int(a.get("jobId", a.get("disputeId", -1))), int(a.get("cycle", -1))]))
+            probe.marks.append(
+                (
+                    time.monotonic(),
+                    "event",
+                    [event.name, int(a.get("jobId", a.get("disputeId", -1))), int(a.get("cycle", -1))],
+                )
+            )
         return dispatch(self, event)
 
     def probed_transact(self, key, call, value=0, **options):
@@ -234,10 +245,19 @@ def run_probed(node, stop: threading.Event, probe: Probe, profile_path: str | No
 # ====================================================================== nodes
 
 
-def make_node(role: str, index: int, rpc_url: str, deployment, store_dir: pathlib.Path, poll_interval, artifacts,
-              device, active_poll_interval=None):
-    from node.chain.rpc import connect
+def make_node(
+    role: str,
+    index: int,
+    rpc_url: str,
+    deployment,
+    store_dir: pathlib.Path,
+    poll_interval,
+    artifacts,
+    device,
+    active_poll_interval=None,
+):
     from node.chain.keys import dev_account
+    from node.chain.rpc import connect
     from node.roles import DrafterNode, RefereeNode, VerifierNode
 
     options = {"artifacts": artifacts}
@@ -250,8 +270,9 @@ def make_node(role: str, index: int, rpc_url: str, deployment, store_dir: pathli
         return DrafterNode(w3, deployment, account, store, DRAFT, TARGET, device=device, **options)
     if role == "verifier":
         speculate = os.environ.get(NO_SPECULATE_ENV) != "1"  # --no-speculate (inherited by node processes)
-        return VerifierNode(w3, deployment, account, store, TARGET, DRAFT, device=device, speculate=speculate,
-                            **options)
+        return VerifierNode(
+            w3, deployment, account, store, TARGET, DRAFT, device=device, speculate=speculate, **options
+        )
     return RefereeNode(w3, deployment, account, store, TARGET, DRAFT, device=device, **options)
 
 
@@ -262,12 +283,21 @@ class ThreadNodes:
 
     def __init__(self, specs, rpc_url, deployment, store_dir, poll_interval, artifacts, device, active_poll_interval):
         install_probes()
-        self.nodes = [(role, make_node(role, i, rpc_url, deployment, store_dir, poll_interval, artifacts, device,
-                                       active_poll_interval)) for role, i in specs]
+        self.nodes = [
+            (
+                role,
+                make_node(
+                    role, i, rpc_url, deployment, store_dir, poll_interval, artifacts, device, active_poll_interval
+                ),
+            )
+            for role, i in specs
+        ]
         self.stop_event = ProbedStop()
         self.probes = [Probe(f"{role}{node.address[:8]}") for role, node in self.nodes]
-        self.threads = [threading.Thread(target=run_probed, args=(node, self.stop_event, probe), daemon=True)
-                        for (_, node), probe in zip(self.nodes, self.probes)]
+        self.threads = [
+            threading.Thread(target=run_probed, args=(node, self.stop_event, probe), daemon=True)
+            for (_, node), probe in zip(self.nodes, self.probes)
+        ]
         for thread in self.threads:
             thread.start()
 
@@ -291,17 +321,41 @@ class ProcessNodes:
 
     mode = "processes"
 
-    def __init__(self, groups, rpc_url, deployment_path, store_dir, poll_interval, device, threads, profile=None,
-                 active_poll_interval=None):
+    def __init__(
+        self,
+        groups,
+        rpc_url,
+        deployment_path,
+        store_dir,
+        poll_interval,
+        device,
+        threads,
+        profile=None,
+        active_poll_interval=None,
+    ):
         from node.processes import NodeProcesses
 
         self.nodes = NodeProcesses(store_dir / "logs")
         self.stats = {role: store_dir / f"{role}.stats.json" for role, _ in groups}
         for role, indices in groups:
-            cmd = [sys.executable, str(pathlib.Path(__file__).resolve()), "--_serve", role,
-                   "--_indices", ",".join(map(str, indices)), "--_rpc", rpc_url,
-                   "--_deployment", str(deployment_path), "--_store", str(store_dir), "--_stats",
-                   str(self.stats[role]), "--threads", str(threads)]
+            cmd = [
+                sys.executable,
+                str(pathlib.Path(__file__).resolve()),
+                "--_serve",
+                role,
+                "--_indices",
+                ",".join(map(str, indices)),
+                "--_rpc",
+                rpc_url,
+                "--_deployment",
+                str(deployment_path),
+                "--_store",
+                str(store_dir),
+                "--_stats",
+                str(self.stats[role]),
+                "--threads",
+                str(threads),
+            ]
             if poll_interval is not None:
                 cmd += ["--poll-interval", str(poll_interval)]
             if active_poll_interval is not None:
@@ -335,15 +389,30 @@ def serve(args) -> None:
     deployment = Deployment.load(pathlib.Path(args._deployment))
     store_dir = pathlib.Path(args._store)
     indices = [int(i) for i in args._indices.split(",")]
-    nodes = [make_node(args._serve, i, args._rpc, deployment, store_dir, args.poll_interval, None, args.device,
-                       args.active_poll_interval) for i in indices]
+    nodes = [
+        make_node(
+            args._serve,
+            i,
+            args._rpc,
+            deployment,
+            store_dir,
+            args.poll_interval,
+            None,
+            args.device,
+            args.active_poll_interval,
+        )
+        for i in indices
+    ]
     stop = stop_on_signals(ProbedStop())
     probes = [Probe(f"{args._serve}{i}") for i in indices]
+
     def profile(i):
         return str(pathlib.Path(args.profile) / f"{args._serve}{i}.prof") if args.profile else None
 
-    threads = [threading.Thread(target=run_probed, args=(n, stop, p, profile(i)), daemon=True)
-               for n, p, i in zip(nodes, probes, indices)]
+    threads = [
+        threading.Thread(target=run_probed, args=(n, stop, p, profile(i)), daemon=True)
+        for n, p, i in zip(nodes, probes, indices)
+    ]
     for thread in threads:
         thread.start()
     print("READY", flush=True)
@@ -372,8 +441,9 @@ class Rpc:
 
     def __call__(self, method: str, *params):
         self.id += 1
-        reply = self.session.post(self.url, json={"jsonrpc": "2.0", "id": self.id, "method": method,
-                                                  "params": list(params)}, timeout=30).json()
+        reply = self.session.post(
+            self.url, json={"jsonrpc": "2.0", "id": self.id, "method": method, "params": list(params)}, timeout=30
+        ).json()
         if "error" in reply:
             raise RuntimeError(f"{method}: {reply['error']}")
         return reply["result"]
@@ -482,12 +552,13 @@ def count_in(probe: dict, windows, prefix: str) -> dict[str, int]:
     out: dict[str, int] = defaultdict(int)
     for start, _, cat in probe["intervals"]:
         if cat.startswith(prefix) and any(lo <= start < hi for lo, hi in windows):
-            out[cat[len(prefix):]] += 1
+            out[cat[len(prefix) :]] += 1
     return out
 
 
-def node_breakdown(probe: dict, windows: list[tuple[float, float]], cycles: int,
-                   turns: list[tuple[float, float]]) -> dict:
+def node_breakdown(
+    probe: dict, windows: list[tuple[float, float]], cycles: int, turns: list[tuple[float, float]]
+) -> dict:
     """ms per cycle by exclusive category over the jobs' windows, and ms per turn over the node's own turns
     (from noticing the other party's transaction to having sent its own: its share of the critical path)."""
     parts, rpc, _ = exclusive(probe, windows)
@@ -510,9 +581,13 @@ def node_breakdown(probe: dict, windows: list[tuple[float, float]], cycles: int,
 def cycle_legs(drafter: dict, verifier: dict, job_id: int, n_cycles: int, t0: float):
     """Per cycle: the four legs of the critical path, in ms, from the nodes' marks; and each node's turns
     (noticed the other's transaction -> sent its own) as (start, end) windows."""
+
     def sent(probe, suffix):
-        return {m[2][0]: m[0] for m in probe["marks"] if m[1] == "sent" and m[2][0].startswith(f"job:{job_id}:")
-                and m[2][0].endswith(suffix)}
+        return {
+            m[2][0]: m[0]
+            for m in probe["marks"]
+            if m[1] == "sent" and m[2][0].startswith(f"job:{job_id}:") and m[2][0].endswith(suffix)
+        }
 
     def seen(probe, name):
         out = {}
@@ -559,32 +634,50 @@ def run(args) -> dict:
 
     from node import protocol
     from node.chain.anvil import running_anvil
-    from node.chain.rpc import connect
     from node.chain.compile import compile_contracts
     from node.chain.deploy import deploy_system
     from node.chain.deployment import Deployment
     from node.chain.keys import dev_account
+    from node.chain.rpc import connect
     from node.decoding import SpeculativeDecoder
     from node.roles import chaindata
-    from node.roles.models import load_model, load_tokenizer, model_id, node_device
     from node.roles.jobs import prompt_tokens, verifier_seed
+    from node.roles.models import load_model, load_tokenizer, model_id, node_device
 
     torch.set_num_threads(args.threads)
     device, dtype = node_device(args.device)
     tokenizer = load_tokenizer(TARGET, DRAFT)
     prompt_ids = prompt_tokens(tokenizer, args.prompt.encode())
     ids = {"draft": model_id(DRAFT), "target": model_id(TARGET)}
-    decoder = SpeculativeDecoder(load_model(TARGET, device, dtype), load_model(DRAFT, device, dtype), gamma=args.gamma,
-                                 temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, verify_draft=True)
+    decoder = SpeculativeDecoder(
+        load_model(TARGET, device, dtype),
+        load_model(DRAFT, device, dtype),
+        gamma=args.gamma,
+        temperature=args.temperature,
+        top_k=args.top_k,
+        top_p=args.top_p,
+        verify_draft=True,
+    )
     artifacts = compile_contracts()
-    report: dict = {"config": {
-        "tokens": args.tokens, "gamma": args.gamma, "prompt": args.prompt, "prompt_tokens": len(prompt_ids),
-        "sampling": {"temperature": args.temperature, "top_k": args.top_k, "top_p": args.top_p},
-        "repeats": args.repeats, "nodes": args.nodes, "poll_interval": args.poll_interval,
-        "active_poll_interval": args.active_poll_interval, "speculate": not args.no_speculate, "device": str(device),
-        "dtype": str(dtype).replace("torch.", ""), "torch_threads": args.threads,
-        "engine_runs_per_job": 2 * args.engine_runs, "dispute": not args.no_dispute,
-    }}
+    report: dict = {
+        "config": {
+            "tokens": args.tokens,
+            "gamma": args.gamma,
+            "prompt": args.prompt,
+            "prompt_tokens": len(prompt_ids),
+            "sampling": {"temperature": args.temperature, "top_k": args.top_k, "top_p": args.top_p},
+            "repeats": args.repeats,
+            "nodes": args.nodes,
+            "poll_interval": args.poll_interval,
+            "active_poll_interval": args.active_poll_interval,
+            "speculate": not args.no_speculate,
+            "device": str(device),
+            "dtype": str(dtype).replace("torch.", ""),
+            "torch_threads": args.threads,
+            "engine_runs_per_job": 2 * args.engine_runs,
+            "dispute": not args.no_dispute,
+        }
+    }
 
     with running_anvil() as anvil, tempfile.TemporaryDirectory(prefix="bench-e2e-") as tmp:
         tmp = pathlib.Path(tmp)
@@ -618,30 +711,54 @@ def run(args) -> dict:
         started = time.monotonic()
         if args.nodes == "threads":
             specs = [(role, i) for role, indices in groups for i in indices]
-            nodes = ThreadNodes(specs, rpc_url, deployment, tmp, args.poll_interval, artifacts, args.device,
-                                args.active_poll_interval)
+            nodes = ThreadNodes(
+                specs, rpc_url, deployment, tmp, args.poll_interval, artifacts, args.device, args.active_poll_interval
+            )
         else:
-            nodes = ProcessNodes(groups, rpc_url, deployment_path, tmp, args.poll_interval, args.device, args.threads,
-                                 args.profile, args.active_poll_interval)
+            nodes = ProcessNodes(
+                groups,
+                rpc_url,
+                deployment_path,
+                tmp,
+                args.poll_interval,
+                args.device,
+                args.threads,
+                args.profile,
+                args.active_poll_interval,
+            )
         report["config"]["node_start_s"] = time.monotonic() - started
 
         jobs = []
         try:
-            request = dict(draftModel=ids["draft"], targetModel=ids["target"], drafter=accounts[DRAFTER],
-                           verifier=accounts[VERIFIER], gamma=args.gamma,
-                           temperature=round(args.temperature * WAD), topK=args.top_k, topP=round(args.top_p * WAD),
-                           maxTokens=args.tokens, eosToken=NO_EOS, pricePerAcceptedToken=PRICE_ACCEPTED,
-                           pricePerPass=PRICE_PASS)
+            request = dict(
+                draftModel=ids["draft"],
+                targetModel=ids["target"],
+                drafter=accounts[DRAFTER],
+                verifier=accounts[VERIFIER],
+                gamma=args.gamma,
+                temperature=round(args.temperature * WAD),
+                topK=args.top_k,
+                topP=round(args.top_p * WAD),
+                maxTokens=args.tokens,
+                eosToken=NO_EOS,
+                pricePerAcceptedToken=PRICE_ACCEPTED,
+                pricePerPass=PRICE_PASS,
+            )
             escrow = args.tokens * (PRICE_ACCEPTED + PRICE_PASS)
             for job_id in job_ids:
                 # the engine alone right before and right after the job (the nodes idle meanwhile), so that
                 # both see the same machine load
                 engine[job_id] += engine_runs(decoder, prompt_ids, args.tokens, job_id, seeds[job_id], n_engine)
-                receipt = rpc.send(market.functions.submitJob(request, args.prompt.encode()), accounts[REQUESTER],
-                                   escrow)
+                receipt = rpc.send(
+                    market.functions.submitJob(request, args.prompt.encode()), accounts[REQUESTER], escrow
+                )
                 t0 = time.monotonic()  # submitJob mined (anvil mines on arrival; the receipt is there)
-                wait_until(lambda: market.functions.jobStatus(job_id).call() >= JobStatus.Finished, timeout=args.job_timeout,
-                           interval=0.05, what=f"job {job_id} finished")
+                wait_until(
+                    lambda job_id=job_id: market.functions.jobStatus(job_id).call() >= JobStatus.Finished,
+                    timeout=args.job_timeout,
+                    interval=0.05,
+                    what=f"job {job_id} finished",
+                )
                 jobs.append({"job_id": job_id, "t0": t0, "submit_tx": receipt["transactionHash"]})
                 engine[job_id] += engine_runs(decoder, prompt_ids, args.tokens, job_id, seeds[job_id], n_engine)
 
@@ -656,8 +773,12 @@ def run(args) -> dict:
             t_window = time.monotonic()
             finalized_by_nodes = True
             try:
-                wait_until(lambda: all(market.functions.jobStatus(j).call() == JobStatus.Finalized for j in job_ids),
-                           timeout=args.finalize_timeout, interval=0.1, what="finalization by the nodes")
+                wait_until(
+                    lambda: all(market.functions.jobStatus(j).call() == JobStatus.Finalized for j in job_ids),
+                    timeout=args.finalize_timeout,
+                    interval=0.1,
+                    what="finalization by the nodes",
+                )
             except TimeoutError:
                 finalized_by_nodes = False
                 for j in job_ids:
@@ -709,8 +830,9 @@ def run(args) -> dict:
             runs = engine[j]
             engine_tokens = runs[0][1].tokens
             identical = chain_tokens == engine_tokens and all(r.tokens == engine_tokens for _, r in runs)
-            same_cycles = [(c.tokens, c.q, c.accepted, c.out_token) for c in cycles] == \
-                [(r.proposals, r.q, r.accepted, r.out_token) for r in runs[0][1].cycles]
+            same_cycles = [(c.tokens, c.q, c.accepted, c.out_token) for c in cycles] == [
+                (r.proposals, r.q, r.accepted, r.out_token) for r in runs[0][1].cycles
+            ]
             last_verify = f"job:{j}:cycle:{len(cycles) - 1}:verify"
             t_end = next(m[0] for m in verifier_probe["marks"] if m[1] == "sent" and m[2][0] == last_verify)
             e2e_s = t_end - job["t0"]
@@ -721,8 +843,13 @@ def run(args) -> dict:
             commits = gas_of(rpc, tx_hashes(market.events.DraftCommitted, start_block, jobId=j))
             verifies = gas_of(rpc, tx_hashes(market.events.CycleVerified, start_block, jobId=j))
             finalize = gas_of(rpc, tx_hashes(market.events.JobFinalized, start_block, jobId=j))
-            for kind, g in (("submit", submit), ("accept", accept), ("commits", commits),
-                            ("verifications", verifies), ("finalize", finalize)):
+            for kind, g in (
+                ("submit", submit),
+                ("accept", accept),
+                ("commits", commits),
+                ("verifications", verifies),
+                ("finalize", finalize),
+            ):
                 add(kind, g)
             legs, turns = cycle_legs(drafter_probe, verifier_probe, j, len(cycles), job["t0"])
             for k, v in legs.items():
@@ -730,13 +857,25 @@ def run(args) -> dict:
             for k, v in turns.items():
                 all_turns[k].extend(v)
             job.update(
-                tokens=len(chain_tokens), cycles=len(cycles), accepted=sum(c.accepted for c in cycles),
-                identical_to_engine=identical, same_cycles_as_engine=same_cycles,
-                e2e_s=e2e_s, e2e_tok_s=len(chain_tokens) / e2e_s, engine_s=engine_s,
-                engine_tok_s=len(engine_tokens) / engine_s, engine_runs_s=[t for t, _ in runs],
-                ms_per_cycle_e2e=1e3 * e2e_s / len(cycles), ms_per_cycle_engine=1e3 * engine_s / len(cycles),
-                gas={"submit": submit, "accept": accept, "commits": commits, "verifications": verifies,
-                     "finalize": finalize},
+                tokens=len(chain_tokens),
+                cycles=len(cycles),
+                accepted=sum(c.accepted for c in cycles),
+                identical_to_engine=identical,
+                same_cycles_as_engine=same_cycles,
+                e2e_s=e2e_s,
+                e2e_tok_s=len(chain_tokens) / e2e_s,
+                engine_s=engine_s,
+                engine_tok_s=len(engine_tokens) / engine_s,
+                engine_runs_s=[t for t, _ in runs],
+                ms_per_cycle_e2e=1e3 * e2e_s / len(cycles),
+                ms_per_cycle_engine=1e3 * engine_s / len(cycles),
+                gas={
+                    "submit": submit,
+                    "accept": accept,
+                    "commits": commits,
+                    "verifications": verifies,
+                    "finalize": finalize,
+                },
             )
             job.pop("t0")
         add("withdrawals", gas_of(rpc, withdrawals))
@@ -752,21 +891,30 @@ def run(args) -> dict:
         eng = median(j["engine_tok_s"] for j in jobs)
         report["jobs"] = jobs
         report["summary"] = {
-            "e2e_tok_s": e2e, "engine_tok_s": eng, "e2e_over_engine": e2e / eng, "chain_overhead": eng / e2e,
-            "goal_e2e_over_engine": 0.5, "goal_met": e2e / eng >= 0.5,
+            "e2e_tok_s": e2e,
+            "engine_tok_s": eng,
+            "e2e_over_engine": e2e / eng,
+            "chain_overhead": eng / e2e,
+            "goal_e2e_over_engine": 0.5,
+            "goal_met": e2e / eng >= 0.5,
             "ms_per_cycle_e2e": median(j["ms_per_cycle_e2e"] for j in jobs),
             "ms_per_cycle_engine": median(j["ms_per_cycle_engine"] for j in jobs),
             "tokens_per_cycle": total_tokens / total_cycles,
             "all_identical_to_engine": all(j["identical_to_engine"] for j in jobs),
         }
         gas_price = int(rpc("eth_gasPrice"), 16)
-        per_job = {k: {kk: v / n_jobs for kk, v in cost[k].items()} for k in
-                   ("submit", "accept", "commits", "verifications", "finalize", "withdrawals")}
+        per_job = {
+            k: {kk: v / n_jobs for kk, v in cost[k].items()}
+            for k in ("submit", "accept", "commits", "verifications", "finalize", "withdrawals")
+        }
         per_job["total"] = {k: sum(per_job[x][k] for x in per_job) for k in ("txs", "gas", "wei")}
         report["gas"] = {
-            "cycle_txs_per_token": cycle_txs / total_tokens, "cycle_gas_per_token": cycle_gas / total_tokens,
-            "job_txs_per_token": job_txs / total_tokens, "job_gas_per_token": job_gas / total_tokens,
-            "gas_per_cycle": cycle_gas / total_cycles, "anvil_gas_price_wei": gas_price,
+            "cycle_txs_per_token": cycle_txs / total_tokens,
+            "cycle_gas_per_token": cycle_gas / total_tokens,
+            "job_txs_per_token": job_txs / total_tokens,
+            "job_gas_per_token": job_gas / total_tokens,
+            "gas_per_cycle": cycle_gas / total_cycles,
+            "anvil_gas_price_wei": gas_price,
             "job_cost": per_job,
         }
         if dispute is not None:
@@ -775,7 +923,8 @@ def run(args) -> dict:
         report["dispute"] = dispute
         mean_e2e = sum(j["e2e_s"] for j in jobs) / n_jobs
         report["time"] = {
-            "submission_to_last_cycle_s": mean_e2e, "challenge_window_s": params.challenge_window,
+            "submission_to_last_cycle_s": mean_e2e,
+            "challenge_window_s": params.challenge_window,
             "submission_to_finalizable_s": mean_e2e + params.challenge_window,
             "finalized_by": "nodes" if finalized_by_nodes else "requester",
             "finalize_wall_after_window_s": finalize_wall,
@@ -791,9 +940,10 @@ def run(args) -> dict:
         abi = next(e for e in market.abi if e.get("type") == "function" and e["name"] == "getJob")
         report["checks"] = {
             "view_decoding_equals_web3": all(
-                chaindata.job_view(market, j) == chaindata._struct(market.functions.getJob(j).call(),
-                                                                    abi["outputs"][0]["components"])
-                for j in job_ids),
+                chaindata.job_view(market, j)
+                == chaindata._struct(market.functions.getJob(j).call(), abi["outputs"][0]["components"])
+                for j in job_ids
+            ),
             "outputs_equal_engine": report["summary"]["all_identical_to_engine"],
         }
     return report
@@ -808,11 +958,18 @@ def run_dispute(rpc: Rpc, system, job_id: int, start_block: int, accounts, timeo
     record = chaindata.record_preimage(system, job_id, 0, from_block=start_block)
     proof = chaindata.leaf_proof(system, job_id, 0, 0, from_block=start_block)
     t0 = time.monotonic()
-    opened = rpc.send(dm.functions.openDispute(job_id, 0, 0, DisputeKind.TargetReplay, record, proof), accounts[CHALLENGER],
-                      system.params.dispute_bond)
+    opened = rpc.send(
+        dm.functions.openDispute(job_id, 0, 0, DisputeKind.TargetReplay, record, proof),
+        accounts[CHALLENGER],
+        system.params.dispute_bond,
+    )
     dispute_id = dm.functions.disputeCount().call()
-    wait_until(lambda: chaindata.dispute_view(dm, dispute_id)["status"] == DisputeStatus.Resolved, timeout,
-               interval=0.05, what=f"dispute {dispute_id} resolved")
+    wait_until(
+        lambda: chaindata.dispute_view(dm, dispute_id)["status"] == DisputeStatus.Resolved,
+        timeout,
+        interval=0.05,
+        what=f"dispute {dispute_id} resolved",
+    )
     wall = time.monotonic() - t0
     view = chaindata.dispute_view(dm, dispute_id)
     f = {"disputeId": dispute_id}
@@ -823,8 +980,15 @@ def run_dispute(rpc: Rpc, system, job_id: int, start_block: int, accounts, timeo
         "reveal votes": gas_of(rpc, tx_hashes(dm.events.VoteRevealed, start_block, **f)),
         "resolve": gas_of(rpc, tx_hashes(dm.events.DisputeResolved, start_block, **f)),
     }
-    return {"dispute_id": dispute_id, "job_id": job_id, "kind": DisputeKind.TargetReplay.name, "position": [0, 0],
-            "outcome": solidity_name(Outcome(view["outcome"])), "wall_s": wall, "cost": cost}
+    return {
+        "dispute_id": dispute_id,
+        "job_id": job_id,
+        "kind": DisputeKind.TargetReplay.name,
+        "position": [0, 0],
+        "outcome": solidity_name(Outcome(view["outcome"])),
+        "wall_s": wall,
+        "cost": cost,
+    }
 
 
 # ====================================================================== output
@@ -836,54 +1000,73 @@ def fmt_gas(g: dict) -> str:
 
 def print_table(r: dict) -> None:
     c, s = r["config"], r["summary"]
-    print(f"bench_e2e: {c['tokens']} tokens, γ={c['gamma']}, sampling {c['sampling']}, {c['repeats']} job(s), "
-          f"nodes as {c['nodes']}, {c['device']} {c['dtype']}, {c['torch_threads']} torch thread(s), "
-          f"poll interval {c['poll_interval'] or 'node default'}"
-          f"{'' if c.get('speculate', True) else ', verifier speculation off'}")
+    print(
+        f"bench_e2e: {c['tokens']} tokens, γ={c['gamma']}, sampling {c['sampling']}, {c['repeats']} job(s), "
+        f"nodes as {c['nodes']}, {c['device']} {c['dtype']}, {c['torch_threads']} torch thread(s), "
+        f"poll interval {c['poll_interval'] or 'node default'}"
+        f"{'' if c.get('speculate', True) else ', verifier speculation off'}"
+    )
     print()
-    print("| job | tokens | cycles | accepted | e2e s | e2e tok/s | engine tok/s | e2e/engine | ms/cycle e2e | "
-          "ms/cycle engine | output = engine |")
-    print("|-----|--------|--------|----------|-------|-----------|--------------|------------|--------------|"
-          "-----------------|-----------------|")
+    print(
+        "| job | tokens | cycles | accepted | e2e s | e2e tok/s | engine tok/s | e2e/engine | ms/cycle e2e | "
+        "ms/cycle engine | output = engine |"
+    )
+    print(
+        "|-----|--------|--------|----------|-------|-----------|--------------|------------|--------------|"
+        "-----------------|-----------------|"
+    )
     for j in r["jobs"]:
-        print(f"| {j['job_id']:>3} | {j['tokens']:>6} | {j['cycles']:>6} | {j['accepted']:>8} | {j['e2e_s']:>5.2f} | "
-              f"{j['e2e_tok_s']:>9.1f} | {j['engine_tok_s']:>12.0f} | {j['e2e_tok_s'] / j['engine_tok_s']:>10.3f} | "
-              f"{j['ms_per_cycle_e2e']:>12.1f} | {j['ms_per_cycle_engine']:>15.2f} | "
-              f"{str(j['identical_to_engine'] and j['same_cycles_as_engine']):>15} |")
+        print(
+            f"| {j['job_id']:>3} | {j['tokens']:>6} | {j['cycles']:>6} | {j['accepted']:>8} | {j['e2e_s']:>5.2f} | "
+            f"{j['e2e_tok_s']:>9.1f} | {j['engine_tok_s']:>12.0f} | {j['e2e_tok_s'] / j['engine_tok_s']:>10.3f} | "
+            f"{j['ms_per_cycle_e2e']:>12.1f} | {j['ms_per_cycle_engine']:>15.2f} | "
+            f"{j['identical_to_engine'] and j['same_cycles_as_engine']!s:>15} |"
+        )
     print()
-    print(f"median: e2e {s['e2e_tok_s']:.1f} tok/s, engine alone {s['engine_tok_s']:.0f} tok/s -> "
-          f"e2e/engine {s['e2e_over_engine']:.3f} (chain overhead ×{s['chain_overhead']:.1f}); goal ≥ 0.5: "
-          f"{'met' if s['goal_met'] else 'NOT met'}; {s['ms_per_cycle_e2e']:.1f} ms per cycle on chain vs "
-          f"{s['ms_per_cycle_engine']:.2f} ms in the engine; {s['tokens_per_cycle']:.2f} tokens per cycle")
+    print(
+        f"median: e2e {s['e2e_tok_s']:.1f} tok/s, engine alone {s['engine_tok_s']:.0f} tok/s -> "
+        f"e2e/engine {s['e2e_over_engine']:.3f} (chain overhead ×{s['chain_overhead']:.1f}); goal ≥ 0.5: "
+        f"{'met' if s['goal_met'] else 'NOT met'}; {s['ms_per_cycle_e2e']:.1f} ms per cycle on chain vs "
+        f"{s['ms_per_cycle_engine']:.2f} ms in the engine; {s['tokens_per_cycle']:.2f} tokens per cycle"
+    )
     g = r["gas"]
-    print(f"per generated token: {g['cycle_txs_per_token']:.3f} cycle txs, {g['cycle_gas_per_token']:,.0f} cycle gas; "
-          f"whole job {g['job_txs_per_token']:.3f} txs, {g['job_gas_per_token']:,.0f} gas; "
-          f"{g['gas_per_cycle']:,.0f} gas per cycle (commit + verify)")
+    print(
+        f"per generated token: {g['cycle_txs_per_token']:.3f} cycle txs, {g['cycle_gas_per_token']:,.0f} cycle gas; "
+        f"whole job {g['job_txs_per_token']:.3f} txs, {g['job_gas_per_token']:,.0f} gas; "
+        f"{g['gas_per_cycle']:,.0f} gas per cycle (commit + verify)"
+    )
     print()
-    print(f"what a job costs (mean per job, anvil gas price {g['anvil_gas_price_wei'] / 1e9:.3f} gwei, "
-          "wei = gasUsed × "
-          "effectiveGasPrice):")
+    print(
+        f"what a job costs (mean per job, anvil gas price {g['anvil_gas_price_wei'] / 1e9:.3f} gwei, "
+        "wei = gasUsed × "
+        "effectiveGasPrice):"
+    )
     for k, v in g["job_cost"].items():
         note = f"  (one per party for all {c['repeats']} jobs, divided among them)" if k == "withdrawals" else ""
         print(f"  {k:<14} {fmt_gas(v)}{note}")
     d = r["dispute"]
     if d:
-        print(f"what a dispute costs ({d['kind']} on job {d['job_id']} cycle/index {d['position']}, outcome "
-              f"{d['outcome']}, {d['wall_s']:.1f} s wall):")
+        print(
+            f"what a dispute costs ({d['kind']} on job {d['job_id']} cycle/index {d['position']}, outcome "
+            f"{d['outcome']}, {d['wall_s']:.1f} s wall):"
+        )
         for k, v in d["cost"].items():
             print(f"  {k:<14} {fmt_gas(v)}")
     t = r["time"]
     rv = r.get("reverted_node_txs") or []
-    print(f"node transactions that reverted on chain (lost races): {len(rv)}" +
-          (f" ({', '.join(x['node'] + ' ' + x['key'] for x in rv)}; {sum(x['gas'] for x in rv):,} gas)" if rv else ""))
-    print(f"submission -> last cycle {t['submission_to_last_cycle_s']:.2f} s wall; + challenge window "
-          f"{t['challenge_window_s']} s ({t['challenge_window_s'] / 3600:.0f} h) -> finalizable after "
-          f"{t['submission_to_finalizable_s']:.0f} s; finalized by the {t['finalized_by']} "
-          f"{t['finalize_wall_after_window_s']:.1f} s (wall) after anvil's clock passed the window")
+    print(
+        f"node transactions that reverted on chain (lost races): {len(rv)}"
+        + (f" ({', '.join(x['node'] + ' ' + x['key'] for x in rv)}; {sum(x['gas'] for x in rv):,} gas)" if rv else "")
+    )
+    print(
+        f"submission -> last cycle {t['submission_to_last_cycle_s']:.2f} s wall; + challenge window "
+        f"{t['challenge_window_s']} s ({t['challenge_window_s'] / 3600:.0f} h) -> finalizable after "
+        f"{t['submission_to_finalizable_s']:.0f} s; finalized by the {t['finalized_by']} "
+        f"{t['finalize_wall_after_window_s']:.1f} s (wall) after anvil's clock passed the window"
+    )
     b = r["breakdown"]
     print()
-    print("critical path per cycle (median ms): " +
-          "; ".join(f"{k} {v:.1f}" for k, v in b["cycle_legs_ms"].items()))
+    print("critical path per cycle (median ms): " + "; ".join(f"{k} {v:.1f}" for k, v in b["cycle_legs_ms"].items()))
     print()
     cats = list(b["drafter"]["ms_per_cycle"])
     print("| ms | " + " | ".join(cats) + " | sum |")
@@ -895,11 +1078,16 @@ def print_table(r: dict) -> None:
     for role in ("drafter", "verifier"):
         for unit in ("turn", "cycle"):
             calls, ms = b[role][f"rpc_calls_per_{unit}"], b[role][f"rpc_ms_per_{unit}"]
-            print(f"{role} RPCs per {unit}: " + ", ".join(
-                f"{k} {calls.get(k, 0):.1f} ({v:.2f} ms)" for k, v in ms.items()))
-        print(f"{role} store writes per turn: " + ", ".join(
-            f"{k} {v:.1f}" for k, v in b[role]["store_writes_per_turn"].items()) + "; per cycle: " + ", ".join(
-            f"{k} {v:.1f}" for k, v in b[role]["store_writes_per_cycle"].items()))
+            print(
+                f"{role} RPCs per {unit}: "
+                + ", ".join(f"{k} {calls.get(k, 0):.1f} ({v:.2f} ms)" for k, v in ms.items())
+            )
+        print(
+            f"{role} store writes per turn: "
+            + ", ".join(f"{k} {v:.1f}" for k, v in b[role]["store_writes_per_turn"].items())
+            + "; per cycle: "
+            + ", ".join(f"{k} {v:.1f}" for k, v in b[role]["store_writes_per_cycle"].items())
+        )
 
 
 def main(argv=None) -> int:
@@ -912,18 +1100,29 @@ def main(argv=None) -> int:
     parser.add_argument("--engine-runs", type=int, default=3, help="engine runs right before and after each job")
     parser.add_argument("--nodes", choices=["processes", "threads"], default="processes")
     parser.add_argument("--poll-interval", type=float, default=None, help="the nodes' poll interval (node default)")
-    parser.add_argument("--active-poll-interval", type=float, default=None,
-                        help="the nodes' poll interval while a job is in progress (node default)")
+    parser.add_argument(
+        "--active-poll-interval",
+        type=float,
+        default=None,
+        help="the nodes' poll interval while a job is in progress (node default)",
+    )
     parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--top-k", type=int, default=0)
     parser.add_argument("--top-p", type=float, default=1.0)
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads per process")
     parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
     parser.add_argument("--no-dispute", action="store_true", help="skip the dispute (and the referee nodes)")
-    parser.add_argument("--no-speculate", action="store_true",
-                        help="the verifier does not verify the expected draft ahead (VerifierNode(speculate=False))")
-    parser.add_argument("--profile", default=None, metavar="DIR",
-                        help="(--nodes processes) write a cProfile of each node process's loop to DIR/<role><n>.prof")
+    parser.add_argument(
+        "--no-speculate",
+        action="store_true",
+        help="the verifier does not verify the expected draft ahead (VerifierNode(speculate=False))",
+    )
+    parser.add_argument(
+        "--profile",
+        default=None,
+        metavar="DIR",
+        help="(--nodes processes) write a cProfile of each node process's loop to DIR/<role><n>.prof",
+    )
     parser.add_argument("--job-timeout", type=float, default=300.0)
     parser.add_argument("--finalize-timeout", type=float, default=20.0)
     for hidden in ("--_serve", "--_indices", "--_rpc", "--_deployment", "--_store", "--_stats"):

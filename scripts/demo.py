@@ -11,7 +11,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from node.cli import app  # noqa: E402
+from node.cli import app
 
 if __name__ == "__main__":
     app(args=["demo", *sys.argv[1:]], prog_name="demo.py")

@@ -50,10 +50,17 @@ EOS, OUT_TOKEN = 2, 777  # proposals and outToken are never EOS, so no job ends 
 def forced_p(n: int):
     """p values (full width) for which the accept rule accepts exactly n proposals: p_i ≥ q_i always accepts,
     p_n = ⌊u_n·q_n / WAD⌋ rejects."""
+
     def p(reveal: bytes, root: bytes, q: list[int]) -> list[int]:
-        return [min(WAD, x + WAD // 7 + 12345) if i < n
-                else P.accept_uniform(reveal, root, i) * x // WAD if i == n
-                else WAD // 3 + 987654321 * i for i, x in enumerate(q)]
+        return [
+            min(WAD, x + WAD // 7 + 12345)
+            if i < n
+            else P.accept_uniform(reveal, root, i) * x // WAD
+            if i == n
+            else WAD // 3 + 987654321 * i
+            for i, x in enumerate(q)
+        ]
+
     return p
 
 
@@ -76,8 +83,9 @@ class Chain:
         self.send(registry.registerDrafter(DRAFT_MODEL, TARGET_MODEL, WAD // 2), self.drafter, 5 * ETHER)
         self.send(registry.register(ROLE_VERIFIER, [TARGET_MODEL]), self.verifier, 5 * ETHER)
         for referee in a[5:10]:
-            self.send(registry.register(ROLE_REFEREE, [DRAFT_MODEL, TARGET_MODEL]), referee,
-                      self.params.min_referee_stake)
+            self.send(
+                registry.register(ROLE_REFEREE, [DRAFT_MODEL, TARGET_MODEL]), referee, self.params.min_referee_stake
+            )
 
     def send(self, fn, sender: str, value: int = 0) -> dict:
         # an explicit gas limit skips eth_estimateGas (gasUsed does not depend on it)
@@ -96,10 +104,23 @@ class Job:
 
     def __init__(self, chain: Chain, gamma: int, max_tokens: int):
         self.chain, self.gamma, m = chain, gamma, chain.market.functions
-        request = (DRAFT_MODEL, TARGET_MODEL, chain.drafter, chain.verifier, gamma, WAD, 0, WAD, max_tokens, EOS,
-                   10**12, 3 * 10**12)
-        self.submit_gas = chain.send(m.submitJob(request, bytes(range(1, 33))), chain.requester,
-                                     max_tokens * 4 * 10**12).gasUsed
+        request = (
+            DRAFT_MODEL,
+            TARGET_MODEL,
+            chain.drafter,
+            chain.verifier,
+            gamma,
+            WAD,
+            0,
+            WAD,
+            max_tokens,
+            EOS,
+            10**12,
+            3 * 10**12,
+        )
+        self.submit_gas = chain.send(
+            m.submitJob(request, bytes(range(1, 33))), chain.requester, max_tokens * 4 * 10**12
+        ).gasUsed
         self.id = m.jobCount().call()
         self.seed = keccak(b"verispec.gas-report.seed" + self.id.to_bytes(32, "big"))
         length = P.hash_chain_length(max_tokens)
@@ -123,9 +144,16 @@ class Job:
         verify = chain.send(m.submitVerification(self.id, cycle, tokens, q, p, reveal, OUT_TOKEN), chain.verifier)
         (event,) = chain.market.events.CycleVerified().process_receipt(verify, errors=DISCARD)
         assert event.args.accepted == accepted, "the contract's accept count differs from node.protocol's"
-        return {"commitDraft": commit.gasUsed, "submitVerification": verify.gasUsed,
-                "total": commit.gasUsed + verify.gasUsed, "accepted": accepted,
-                "tokens": tokens, "q": q, "p": p, "root": root}
+        return {
+            "commitDraft": commit.gasUsed,
+            "submitVerification": verify.gasUsed,
+            "total": commit.gasUsed + verify.gasUsed,
+            "accepted": accepted,
+            "tokens": tokens,
+            "q": q,
+            "p": p,
+            "root": root,
+        }
 
 
 def cycle_gas(chain: Chain) -> list[dict]:
@@ -154,11 +182,18 @@ def per_token_gas(chain: Chain, cycles: dict[int, dict], n_cycles: int) -> list[
             sampler = Job(chain, gamma, max_tokens=n_cycles * (gamma + 1) + 1)
             runs = [sampler.cycle(c, alpha_p(alpha)) for c in range(n_cycles)]
             tokens = sum(r["accepted"] + 1 for r in runs)
-            rows.append({"gamma": gamma, "alpha": alpha, "tokensPerCycleModel": round(omega, 3),
-                         "tokensPerCycleSampled": round(tokens / n_cycles, 3), "sampledCycles": n_cycles,
-                         "gasPerTokenModel": round(cycles[gamma]["total"] / omega),
-                         "gasPerTokenMeasured": round(expected / omega),
-                         "gasPerTokenSampled": round(sum(r["total"] for r in runs) / tokens)})
+            rows.append(
+                {
+                    "gamma": gamma,
+                    "alpha": alpha,
+                    "tokensPerCycleModel": round(omega, 3),
+                    "tokensPerCycleSampled": round(tokens / n_cycles, 3),
+                    "sampledCycles": n_cycles,
+                    "gasPerTokenModel": round(cycles[gamma]["total"] / omega),
+                    "gasPerTokenMeasured": round(expected / omega),
+                    "gasPerTokenSampled": round(sum(r["total"] for r in runs) / tokens),
+                }
+            )
     return rows
 
 
@@ -169,10 +204,15 @@ def job_overhead(chain: Chain, gamma: int = 4) -> dict:
     first, last = job.cycle(0, forced_p(gamma)), job.cycle(1, forced_p(gamma))
     chain.advance(chain.params.challenge_window + 1)
     m = chain.market.functions
-    gas = {"submitJob": job.submit_gas, "acceptJob": job.accept_gas, "finishExtra": last["total"] - first["total"],
-           "finalize": chain.send(m.finalize(job.id), chain.requester).gasUsed}
-    gas["withdraw"] = {who: chain.send(m.withdraw(), getattr(chain, who)).gasUsed
-                       for who in ("requester", "drafter", "verifier")}
+    gas = {
+        "submitJob": job.submit_gas,
+        "acceptJob": job.accept_gas,
+        "finishExtra": last["total"] - first["total"],
+        "finalize": chain.send(m.finalize(job.id), chain.requester).gasUsed,
+    }
+    gas["withdraw"] = {
+        who: chain.send(m.withdraw(), getattr(chain, who)).gasUsed for who in ("requester", "drafter", "verifier")
+    }
     gas["total"] = sum(v for k, v in gas.items() if k != "withdraw") + sum(gas["withdraw"].values())
     return gas
 
@@ -185,19 +225,27 @@ def dispute_gas(chain: Chain, gamma: int = 4, index: int = 1) -> dict:
     dm, verdict = chain.disputes.functions, Verdict.AccusedCheated
     record = (cyc["root"], cyc["p"], cyc["accepted"], OUT_TOKEN)
     leaf_proof = (cyc["tokens"][index], cyc["q"][index], P.proof(leaves, index))
-    gas = {"openDispute": chain.send(dm.openDispute(job.id, 0, index, DRAFT_REPLAY, record, leaf_proof),
-                                     chain.challenger, chain.params.dispute_bond).gasUsed}
+    gas = {
+        "openDispute": chain.send(
+            dm.openDispute(job.id, 0, index, DRAFT_REPLAY, record, leaf_proof),
+            chain.challenger,
+            chain.params.dispute_bond,
+        ).gasUsed
+    }
     dispute_id = dm.disputeCount().call()
     gas["answer"] = chain.send(dm.answer(dispute_id, WAD // 3, [12, 40], [WAD // 3, WAD // 4]), chain.drafter).gasUsed
     referees = dm.refereesOf(dispute_id).call()
     salts = {r: keccak(b"salt" + bytes.fromhex(r[2:])) for r in referees}
-    gas["commitVotes"] = [chain.send(dm.commitVote(dispute_id, P.vote_commitment(dispute_id, r, verdict, salts[r])),
-                                     r).gasUsed for r in referees]
+    gas["commitVotes"] = [
+        chain.send(dm.commitVote(dispute_id, P.vote_commitment(dispute_id, r, verdict, salts[r])), r).gasUsed
+        for r in referees
+    ]
     gas["revealVotes"] = [chain.send(dm.revealVote(dispute_id, verdict, salts[r]), r).gasUsed for r in referees]
     gas["resolve"] = chain.send(dm.resolve(dispute_id), chain.challenger).gasUsed
     gas["referees"] = len(referees)
-    gas["total"] = (gas["openDispute"] + gas["answer"] + sum(gas["commitVotes"]) + sum(gas["revealVotes"])
-                    + gas["resolve"])
+    gas["total"] = (
+        gas["openDispute"] + gas["answer"] + sum(gas["commitVotes"]) + sum(gas["revealVotes"]) + gas["resolve"]
+    )
     return gas
 
 
@@ -207,8 +255,12 @@ def measure(n_cycles: int) -> dict:
         chain = Chain(w3)
         cycles = cycle_gas(chain)
         by_gamma = {row["gamma"]: row for row in cycles}
-        report = {"cycle": cycles, "perToken": per_token_gas(chain, by_gamma, n_cycles),
-                  "jobOverhead": job_overhead(chain), "dispute": dispute_gas(chain)}
+        report = {
+            "cycle": cycles,
+            "perToken": per_token_gas(chain, by_gamma, n_cycles),
+            "jobOverhead": job_overhead(chain),
+            "dispute": dispute_gas(chain),
+        }
     goal = by_gamma[GOAL_GAMMA]["total"]
     report["goal"] = {"gamma": GOAL_GAMMA, "limit": GOAL_GAS, "total": goal, "met": goal <= GOAL_GAS}
     return report
@@ -216,39 +268,65 @@ def measure(n_cycles: int) -> dict:
 
 def render(r: dict) -> str:
     n = "{:,}".format
-    lines = ["Gas per cycle (commitDraft + submitVerification; receipt gasUsed, 21000 base and calldata included;",
-             "steady state, γ-1 of γ proposals accepted)", "",
-             "| γ | commitDraft | submitVerification | cycle total |", "|---|---:|---:|---:|"]
-    lines += [f"| {c['gamma']} | {n(c['commitDraft'])} | {n(c['submitVerification'])} | {n(c['total'])} |"
-              for c in r["cycle"]]
-    lines += ["", "Gas per generated token (a cycle emits n + 1 tokens, n geometric: E[n + 1] = Ω(α,γ) = "
-              "(1 - α^(γ+1)) / (1 - α);",
-              "model = cycle gas / Ω; measured = Σ P(n)·gas(n) / Ω with gas(n) measured for each n; "
-              f"sampled = Σ gas / Σ tokens over {r['perToken'][0]['sampledCycles']} cycles of the contract's "
-              "own geometric draws)", "",
-              "| γ | α | Ω | tokens/cycle sampled | gas/token model | gas/token measured | gas/token sampled |",
-              "|---|---|---:|---:|---:|---:|---:|"]
-    lines += [f"| {t['gamma']} | {t['alpha']} | {t['tokensPerCycleModel']:.2f} | {t['tokensPerCycleSampled']:.2f} "
-              f"| {n(t['gasPerTokenModel'])} | {n(t['gasPerTokenMeasured'])} | {n(t['gasPerTokenSampled'])} |"
-              for t in r["perToken"]]
+    lines = [
+        "Gas per cycle (commitDraft + submitVerification; receipt gasUsed, 21000 base and calldata included;",
+        "steady state, γ-1 of γ proposals accepted)",
+        "",
+        "| γ | commitDraft | submitVerification | cycle total |",
+        "|---|---:|---:|---:|",
+    ]
+    lines += [
+        f"| {c['gamma']} | {n(c['commitDraft'])} | {n(c['submitVerification'])} | {n(c['total'])} |" for c in r["cycle"]
+    ]
+    lines += [
+        "",
+        "Gas per generated token (a cycle emits n + 1 tokens, n geometric: E[n + 1] = Ω(α,γ) = "
+        "(1 - α^(γ+1)) / (1 - α);",
+        "model = cycle gas / Ω; measured = Σ P(n)·gas(n) / Ω with gas(n) measured for each n; "
+        f"sampled = Σ gas / Σ tokens over {r['perToken'][0]['sampledCycles']} cycles of the contract's "
+        "own geometric draws)",
+        "",
+        "| γ | α | Ω | tokens/cycle sampled | gas/token model | gas/token measured | gas/token sampled |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    lines += [
+        f"| {t['gamma']} | {t['alpha']} | {t['tokensPerCycleModel']:.2f} | {t['tokensPerCycleSampled']:.2f} "
+        f"| {n(t['gasPerTokenModel'])} | {n(t['gasPerTokenMeasured'])} | {n(t['gasPerTokenSampled'])} |"
+        for t in r["perToken"]
+    ]
     j = r["jobOverhead"]
-    lines += ["", "Fixed overhead of a job (γ = 4)", "",
-              "| step | gas |", "|---|---:|",
-              f"| submitJob (32-byte prompt) | {n(j['submitJob'])} |", f"| acceptJob | {n(j['acceptJob'])} |",
-              f"| finishing cycle's extra (JobFinished, α window) | {n(j['finishExtra'])} |",
-              f"| finalize | {n(j['finalize'])} |"]
+    lines += [
+        "",
+        "Fixed overhead of a job (γ = 4)",
+        "",
+        "| step | gas |",
+        "|---|---:|",
+        f"| submitJob (32-byte prompt) | {n(j['submitJob'])} |",
+        f"| acceptJob | {n(j['acceptJob'])} |",
+        f"| finishing cycle's extra (JobFinished, α window) | {n(j['finishExtra'])} |",
+        f"| finalize | {n(j['finalize'])} |",
+    ]
     lines += [f"| withdraw ({who}) | {n(g)} |" for who, g in j["withdraw"].items()]
     lines += [f"| **total** | **{n(j['total'])}** |"]
     d = r["dispute"]
-    lines += ["", f"A full dispute (DraftReplay, R = {d['referees']} referees, the accused loses)", "",
-              "| step | gas |", "|---|---:|", f"| openDispute | {n(d['openDispute'])} |",
-              f"| answer (incl. referee draw) | {n(d['answer'])} |",
-              f"| commitVote × {d['referees']} | {n(sum(d['commitVotes']))} |",
-              f"| revealVote × {d['referees']} | {n(sum(d['revealVotes']))} |",
-              f"| resolve | {n(d['resolve'])} |", f"| **total** | **{n(d['total'])}** |"]
+    lines += [
+        "",
+        f"A full dispute (DraftReplay, R = {d['referees']} referees, the accused loses)",
+        "",
+        "| step | gas |",
+        "|---|---:|",
+        f"| openDispute | {n(d['openDispute'])} |",
+        f"| answer (incl. referee draw) | {n(d['answer'])} |",
+        f"| commitVote × {d['referees']} | {n(sum(d['commitVotes']))} |",
+        f"| revealVote × {d['referees']} | {n(sum(d['revealVotes']))} |",
+        f"| resolve | {n(d['resolve'])} |",
+        f"| **total** | **{n(d['total'])}** |",
+    ]
     g = r["goal"]
-    lines += ["", f"Goal: γ={g['gamma']} cycle ≤ {g['limit'] // 1000}k: {'met' if g['met'] else 'not met'} "
-              f"({n(g['total'])} gas)"]
+    lines += [
+        "",
+        f"Goal: γ={g['gamma']} cycle ≤ {g['limit'] // 1000}k: {'met' if g['met'] else 'not met'} ({n(g['total'])} gas)",
+    ]
     return "\n".join(lines)
 
 

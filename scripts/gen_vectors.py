@@ -46,25 +46,56 @@ def _prob_pair(rng: random.Random, case: str) -> tuple[int, int]:
 
 
 def build(rng: random.Random) -> dict:
-    vectors: dict[str, list] = {k: [] for k in (
-        "leaf", "uniform", "draftUniform", "acceptUniform", "residualUniform",
-        "root", "rootReverts", "countAccepted", "countAcceptedReverts", "cycleRecord", "chainHash", "quantize",
-        "invcdf", "residualSample")}
+    vectors: dict[str, list] = {
+        k: []
+        for k in (
+            "leaf",
+            "uniform",
+            "draftUniform",
+            "acceptUniform",
+            "residualUniform",
+            "root",
+            "rootReverts",
+            "countAccepted",
+            "countAcceptedReverts",
+            "cycleRecord",
+            "chainHash",
+            "quantize",
+            "invcdf",
+            "residualSample",
+        )
+    }
 
     for _ in range(24):
         job, cycle, index = rng.getrandbits(256), rng.getrandbits(32), rng.getrandbits(32)
         token, q = rng.getrandbits(32), rng.randint(0, P.UINT64_MAX)
-        vectors["leaf"].append({"jobId": job, "cycle": cycle, "index": index, "token": token, "qWad": q,
-                                "expected": _hex(P.leaf(job, cycle, index, token, q))})
+        vectors["leaf"].append(
+            {
+                "jobId": job,
+                "cycle": cycle,
+                "index": index,
+                "token": token,
+                "qWad": q,
+                "expected": _hex(P.leaf(job, cycle, index, token, q)),
+            }
+        )
         h = _rand_hash(rng)
         vectors["uniform"].append({"h": _hex(h), "expected": P.uniform(h)})
-        vectors["draftUniform"].append({"jobId": job, "cycle": cycle, "index": index,
-                                        "expected": P.draft_uniform(job, cycle, index)})
+        vectors["draftUniform"].append(
+            {"jobId": job, "cycle": cycle, "index": index, "expected": P.draft_uniform(job, cycle, index)}
+        )
         reveal, root = _rand_hash(rng), _rand_hash(rng)
-        vectors["acceptUniform"].append({"reveal": _hex(reveal), "draftRoot": _hex(root), "index": index,
-                                         "expected": P.accept_uniform(reveal, root, index)})
-        vectors["residualUniform"].append({"reveal": _hex(reveal), "draftRoot": _hex(root),
-                                           "expected": P.residual_uniform(reveal, root)})
+        vectors["acceptUniform"].append(
+            {
+                "reveal": _hex(reveal),
+                "draftRoot": _hex(root),
+                "index": index,
+                "expected": P.accept_uniform(reveal, root, index),
+            }
+        )
+        vectors["residualUniform"].append(
+            {"reveal": _hex(reveal), "draftRoot": _hex(root), "expected": P.residual_uniform(reveal, root)}
+        )
     for extreme in (b"\x00" * 32, b"\xff" * 32):
         vectors["uniform"].append({"h": _hex(extreme), "expected": P.uniform(extreme)})
 
@@ -76,9 +107,17 @@ def build(rng: random.Random) -> dict:
         tree_root = P.root(leaves)
         assert tree_root == P.draft_root(job, cycle, tokens, q)
         # the draft (jobId, cycle, tokens, q) lets the calldata door (draftRootCalldata) replay the vector too
-        vectors["root"].append({"jobId": job, "cycle": cycle, "tokens": tokens, "q": q,
-                                "leaves": [_hex(x) for x in leaves], "expected": _hex(tree_root),
-                                "proofs": [[_hex(s) for s in P.proof(leaves, i)] for i in range(width)]})
+        vectors["root"].append(
+            {
+                "jobId": job,
+                "cycle": cycle,
+                "tokens": tokens,
+                "q": q,
+                "leaves": [_hex(x) for x in leaves],
+                "expected": _hex(tree_root),
+                "proofs": [[_hex(s) for s in P.proof(leaves, i)] for i in range(width)],
+            }
+        )
 
     cases = ("p>=q", "p<q", "p=0", "q~WAD", "mixed")
     for k in range(1, 17):
@@ -87,23 +126,40 @@ def build(rng: random.Random) -> dict:
                 pairs = [_prob_pair(rng, case if i % 2 == 0 else "mixed") for i in range(k)]
                 q, p = [a for a, _ in pairs], [b for _, b in pairs]
                 reveal, root = _rand_hash(rng), _rand_hash(rng)
-                vectors["countAccepted"].append({
-                    "case": case, "reveal": _hex(reveal), "draftRoot": _hex(root), "q": q, "p": p,
-                    "expected": P.count_accepted(reveal, root, q, p)})
+                vectors["countAccepted"].append(
+                    {
+                        "case": case,
+                        "reveal": _hex(reveal),
+                        "draftRoot": _hex(root),
+                        "q": q,
+                        "p": p,
+                        "expected": P.count_accepted(reveal, root, q, p),
+                    }
+                )
     reveal, root = _rand_hash(rng), _rand_hash(rng)
-    for name, q, p in (("SpecMathLengthMismatch", [P.WAD // 2] * 3, [P.WAD // 2] * 2),
-                       ("SpecMathZeroDraftProbability", [P.WAD // 2, 0], [1, 1]),
-                       ("SpecMathProbabilityAboveWad", [P.WAD + 1], [0]),
-                       ("SpecMathProbabilityAboveWad", [1], [P.WAD + 1])):
-        vectors["countAcceptedReverts"].append({"reveal": _hex(reveal), "draftRoot": _hex(root),
-                                                "q": q, "p": p, "error": name})
+    for name, q, p in (
+        ("SpecMathLengthMismatch", [P.WAD // 2] * 3, [P.WAD // 2] * 2),
+        ("SpecMathZeroDraftProbability", [P.WAD // 2, 0], [1, 1]),
+        ("SpecMathProbabilityAboveWad", [P.WAD + 1], [0]),
+        ("SpecMathProbabilityAboveWad", [1], [P.WAD + 1]),
+    ):
+        vectors["countAcceptedReverts"].append(
+            {"reveal": _hex(reveal), "draftRoot": _hex(root), "q": q, "p": p, "error": name}
+        )
 
     for k in (1, 4, 16):
         root = _rand_hash(rng)
         p = [rng.randint(0, P.WAD) for _ in range(k)]
         accepted, out = rng.randint(0, k), rng.getrandbits(32)
-        vectors["cycleRecord"].append({"draftRoot": _hex(root), "p": p, "accepted": accepted, "outToken": out,
-                                       "expected": _hex(P.cycle_record_hash(root, p, accepted, out))})
+        vectors["cycleRecord"].append(
+            {
+                "draftRoot": _hex(root),
+                "p": p,
+                "accepted": accepted,
+                "outToken": out,
+                "expected": _hex(P.cycle_record_hash(root, p, accepted, out)),
+            }
+        )
 
     # Drafts the root rejects (Python raises ValueError): no proposals, and tokens / q of different lengths.
     for tokens, q, error in (([], [], "SpecMathEmptyTree"), ([5, 6], [P.WAD], "SpecMathLengthMismatch")):

@@ -61,8 +61,9 @@ def main():
     tokenizer = load_tokenizer(args.target)
     engine = SpeculativeDecoder(reference["target"], reference["draft"], gamma=4)
     texts = [tokenizer(p)["input_ids"] for p in PROMPTS]
-    sequences = [ids + engine.generate(ids, args.tokens, job_id=i, verifier_seed=bytes(32)).tokens
-                 for i, ids in enumerate(texts)]
+    sequences = [
+        ids + engine.generate(ids, args.tokens, job_id=i, verifier_seed=bytes(32)).tokens for i, ids in enumerate(texts)
+    ]
     expected = {name: [wad_rows(model, ids) for ids in sequences] for name, model in reference.items()}
 
     variants = [(cpu, torch.float32, True), (cpu, torch.bfloat16, False)]  # (device, dtype, stepwise)
@@ -78,22 +79,33 @@ def main():
                 gap = np.abs(wad_rows(model, ids, stepwise) - want)
                 vocab_gap = max(vocab_gap, int(gap.max()))
                 token_gap = max(token_gap, int(gap[np.arange(len(ids) - 1), ids[1:]].max()))
-            rows.append(dict(model=name, device=device.type, dtype=str(dtype).replace("torch.", ""),
-                             replay="token by token" if stepwise else "one forward",
-                             positions=sum(len(s) for s in sequences), max_gap=vocab_gap / protocol.WAD,
-                             max_gap_at_token=token_gap / protocol.WAD,
-                             within_fp32_tolerance=vocab_gap <= default_tolerance_wad(torch.float32)))
+            rows.append(
+                dict(
+                    model=name,
+                    device=device.type,
+                    dtype=str(dtype).replace("torch.", ""),
+                    replay="token by token" if stepwise else "one forward",
+                    positions=sum(len(s) for s in sequences),
+                    max_gap=vocab_gap / protocol.WAD,
+                    max_gap_at_token=token_gap / protocol.WAD,
+                    within_fp32_tolerance=vocab_gap <= default_tolerance_wad(torch.float32),
+                )
+            )
     if args.json:
         print(json.dumps(dict(fp32_tolerance=default_tolerance_wad(torch.float32) / protocol.WAD, rows=rows), indent=1))
         return
-    print(f"gap to an fp32 CPU replay, {len(sequences)} generations of {args.tokens} tokens; "
-          f"fp32 tolerance {default_tolerance_wad(torch.float32) / protocol.WAD:.0e}")
+    print(
+        f"gap to an fp32 CPU replay, {len(sequences)} generations of {args.tokens} tokens; "
+        f"fp32 tolerance {default_tolerance_wad(torch.float32) / protocol.WAD:.0e}"
+    )
     print("| model | device | dtype | replay | max gap (any token) | max gap (sampled token) | within fp32 tolerance |")
     print("|---|---|---|---|---:|---:|---|")
     for r in rows:
-        print(f"| {r['model']} | {r['device']} | {r['dtype']} | {r['replay']} | {r['max_gap']:.1e} "
-              f"| {r['max_gap_at_token']:.1e} "
-              f"| {'yes' if r['within_fp32_tolerance'] else 'no'} |")
+        print(
+            f"| {r['model']} | {r['device']} | {r['dtype']} | {r['replay']} | {r['max_gap']:.1e} "
+            f"| {r['max_gap_at_token']:.1e} "
+            f"| {'yes' if r['within_fp32_tolerance'] else 'no'} |"
+        )
 
 
 if __name__ == "__main__":

@@ -117,7 +117,10 @@ def train(model, loss_fn, tokens, steps, peak_lr, generator, label):
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         if step % 50 == 0 or step == steps - 1:
-            print(f"{label} step {step:4d}/{steps}  loss {loss.item():.3f}  lr {lr:.2e}  {time.time() - start:.0f}s", flush=True)
+            print(
+                f"{label} step {step:4d}/{steps}  loss {loss.item():.3f}  lr {lr:.2e}  {time.time() - start:.0f}s",
+                flush=True,
+            )
     model.eval()
 
 
@@ -178,8 +181,11 @@ def main():
     train_texts, heldout_texts = read(train_files), read(heldout_files)
     tokenizer = train_tokenizer(train_texts)
     train_tokens, heldout_tokens = encode(tokenizer, train_texts), encode(tokenizer, heldout_texts)
-    print(f"corpus: {len(train_files)} train files ({len(train_tokens)} tokens), "
-          f"{len(heldout_files)} held-out files ({len(heldout_tokens)} tokens)", flush=True)
+    print(
+        f"corpus: {len(train_files)} train files ({len(train_tokens)} tokens), "
+        f"{len(heldout_files)} held-out files ({len(heldout_tokens)} tokens)",
+        flush=True,
+    )
 
     target = make_model(tokenizer, TARGET_SHAPE)
     draft = make_model(tokenizer, DRAFT_SHAPE)
@@ -207,12 +213,23 @@ def main():
         },
         "tokenizer": {"kind": "byte-level BPE", "vocab_size": len(tokenizer), "eos_token": EOS},
         "context_window": CONTEXT,
-        "target": {"params": count_params(target), **TARGET_SHAPE, "steps": args.target_steps,
-                   "heldout_loss": figures["target_loss"]},
-        "draft": {"params": count_params(draft), **DRAFT_SHAPE, "steps": args.draft_steps,
-                  "heldout_loss": figures["draft_loss"]},
-        "alpha": {"temperature_1": figures["alpha_t1"], "temperature_0": figures["alpha_t0"],
-                  "heldout_positions": figures["positions"]},
+        "target": {
+            "params": count_params(target),
+            **TARGET_SHAPE,
+            "steps": args.target_steps,
+            "heldout_loss": figures["target_loss"],
+        },
+        "draft": {
+            "params": count_params(draft),
+            **DRAFT_SHAPE,
+            "steps": args.draft_steps,
+            "heldout_loss": figures["draft_loss"],
+        },
+        "alpha": {
+            "temperature_1": figures["alpha_t1"],
+            "temperature_0": figures["alpha_t0"],
+            "heldout_positions": figures["positions"],
+        },
         "training_seconds": round(elapsed, 1),
         # CPU time of both threads: unlike wall time, it does not grow when other
         # processes compete for the cores.

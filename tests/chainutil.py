@@ -52,10 +52,11 @@ class Actors:
     spare: list[str]
 
     @classmethod
-    def of(cls, w3: Web3) -> "Actors":
+    def of(cls, w3: Web3) -> Actors:
         a = w3.eth.accounts
-        return cls(deployer=a[0], requester=a[1], drafter=a[2], verifier=a[3], referees=a[4:7], outsider=a[7],
-                   spare=a[8:16])
+        return cls(
+            deployer=a[0], requester=a[1], drafter=a[2], verifier=a[3], referees=a[4:7], outsider=a[7], spare=a[8:16]
+        )
 
 
 @dataclass
@@ -83,19 +84,20 @@ def transact(w3: Web3, fn, sender: str, value: int = 0):
     return receipt
 
 
-def build_env(w3: Web3, params: DeploymentParams | None = None, register: bool = True,
-              with_disputes: bool = True) -> Env:
+def build_env(
+    w3: Web3, params: DeploymentParams | None = None, register: bool = True, with_disputes: bool = True
+) -> Env:
     actors = Actors.of(w3)
     system = deploy_system(w3, actors.deployer, params, with_disputes=with_disputes)
     env = Env(w3, system, actors, system.params)
     if register:
         reg = system.registry.functions
-        transact(w3, reg.registerDrafter(DRAFT_MODEL, TARGET_MODEL, ALPHA_STAR), actors.drafter,
-                 env.params.min_drafter_stake)
+        transact(
+            w3, reg.registerDrafter(DRAFT_MODEL, TARGET_MODEL, ALPHA_STAR), actors.drafter, env.params.min_drafter_stake
+        )
         transact(w3, reg.register(ROLE_VERIFIER, [TARGET_MODEL]), actors.verifier, env.params.min_verifier_stake)
         for referee in actors.referees:
-            transact(w3, reg.register(ROLE_REFEREE, [DRAFT_MODEL, TARGET_MODEL]), referee,
-                     env.params.min_referee_stake)
+            transact(w3, reg.register(ROLE_REFEREE, [DRAFT_MODEL, TARGET_MODEL]), referee, env.params.min_referee_stake)
     return env
 
 
@@ -129,8 +131,7 @@ def decode_error(data, *contracts) -> tuple[str, tuple]:
     return name, tuple(Web3.to_checksum_address(v) if t == "address" else v for t, v in zip(types, values))
 
 
-def expect_revert(env: Env, fn, sender: str, error: str, args: tuple | None = None, value: int = 0,
-                  state=None):
+def expect_revert(env: Env, fn, sender: str, error: str, args: tuple | None = None, value: int = 0, state=None):
     """Assert that sending `fn` from `sender` reverts with custom error `error` (and `args`, when given),
     and that `state()` (a snapshot of views, default: balances and job counters) is unchanged."""
     state = state or (lambda: default_state(env))
@@ -153,10 +154,12 @@ def default_state(env: Env) -> tuple:
     count = env.market.functions.jobCount().call()
     jobs = tuple(tuple(env.market.functions.getJob(i).call()) for i in range(1, count + 1))
     return (
-        w3.eth.get_balance(env.market.address), w3.eth.get_balance(env.registry.address),
+        w3.eth.get_balance(env.market.address),
+        w3.eth.get_balance(env.registry.address),
         tuple(env.market.functions.owed(p).call() for p in people),
         tuple(tuple(env.registry.functions.accountOf(p).call()) for p in people),
-        count, jobs,
+        count,
+        jobs,
     )
 
 
@@ -193,9 +196,20 @@ def now(w3: Web3) -> int:
 
 
 def job_request(env: Env, **overrides) -> dict:
-    req = dict(draftModel=DRAFT_MODEL, targetModel=TARGET_MODEL, drafter=env.actors.drafter,
-               verifier=env.actors.verifier, gamma=4, temperature=WAD, topK=0, topP=WAD, maxTokens=32,
-               eosToken=EOS, pricePerAcceptedToken=PRICE_ACCEPTED, pricePerPass=PRICE_PASS)
+    req = dict(
+        draftModel=DRAFT_MODEL,
+        targetModel=TARGET_MODEL,
+        drafter=env.actors.drafter,
+        verifier=env.actors.verifier,
+        gamma=4,
+        temperature=WAD,
+        topK=0,
+        topP=WAD,
+        maxTokens=32,
+        eosToken=EOS,
+        pricePerAcceptedToken=PRICE_ACCEPTED,
+        pricePerPass=PRICE_PASS,
+    )
     req.update(overrides)
     return req
 
@@ -204,11 +218,16 @@ def escrow_for(req: dict) -> int:
     return req["maxTokens"] * (req["pricePerAcceptedToken"] + req["pricePerPass"])
 
 
-def submit_job(env: Env, prompt: bytes = b"\x00\x01\x00\x07", value: int | None = None, sender: str | None = None,
-               **overrides) -> int:
+def submit_job(
+    env: Env, prompt: bytes = b"\x00\x01\x00\x07", value: int | None = None, sender: str | None = None, **overrides
+) -> int:
     req = job_request(env, **overrides)
-    transact(env.w3, env.market.functions.submitJob(req, prompt), sender or env.actors.requester,
-             escrow_for(req) if value is None else value)
+    transact(
+        env.w3,
+        env.market.functions.submitJob(req, prompt),
+        sender or env.actors.requester,
+        escrow_for(req) if value is None else value,
+    )
     return env.market.functions.jobCount().call()
 
 
@@ -237,7 +256,7 @@ def forcing_p(gamma: int, accept: int) -> list[int]:
     return [WAD] * accept + [0] * (gamma - accept)
 
 
-def realistic_p(reveal: bytes, draft: "Draft", accept: int) -> list[int]:
+def realistic_p(reveal: bytes, draft: Draft, accept: int) -> list[int]:
     """Non-trivial p values (all non-zero, full-width) that still force exactly `accept` acceptances:
     p_i ≥ q_i accepts for sure; the first rejected position gets p = ⌊u·q/WAD⌋, which rejects."""
     root = draft.root
@@ -275,14 +294,14 @@ class JobRunner:
 
     def verify_fn(self, draft: Draft, p: list[int], out_token: int, reveal: bytes | None = None):
         reveal = self.reveal(draft.cycle) if reveal is None else reveal
-        return self.env.market.functions.submitVerification(self.job_id, draft.cycle, draft.tokens, draft.q, p,
-                                                            reveal, out_token)
+        return self.env.market.functions.submitVerification(
+            self.job_id, draft.cycle, draft.tokens, draft.q, p, reveal, out_token
+        )
 
     def verify(self, draft: Draft, p: list[int], out_token: int = 777):
         return transact(self.env.w3, self.verify_fn(draft, p, out_token), self.env.actors.verifier)
 
-    def cycle(self, cycle: int, accept: int, out_token: int = 777, draft: Draft | None = None,
-              realistic: bool = False):
+    def cycle(self, cycle: int, accept: int, out_token: int = 777, draft: Draft | None = None, realistic: bool = False):
         """Commit and verify one cycle with exactly `accept` acceptances; returns both receipts and the draft."""
         draft = draft or make_draft(self.job_id, cycle, self.gamma)
         p = realistic_p(self.reveal(cycle), draft, accept) if realistic else forcing_p(self.gamma, accept)
@@ -303,8 +322,7 @@ def events(contract, receipt, name: str) -> list:
     return [e for e in decoded if e.address == contract.address]
 
 
-def measure_cycle_gas(w3: Web3, gamma: int, cycles: int = 3, eligible: bool = True,
-                      env: Env | None = None) -> dict:
+def measure_cycle_gas(w3: Web3, gamma: int, cycles: int = 3, eligible: bool = True, env: Env | None = None) -> dict:
     """Gas (receipt gasUsed: 21000 base + calldata + execution) of commitDraft + submitVerification for a
     steady-state cycle (the last of `cycles`; all proposals but one accepted; full-width realistic q, p,
     token ids and reveal) of an α-eligible job."""
@@ -316,6 +334,9 @@ def measure_cycle_gas(w3: Web3, gamma: int, cycles: int = 3, eligible: bool = Tr
     result = {}
     for c in range(cycles):
         commit, verify, _ = runner.cycle(c, accept=max(gamma - 1, 0), realistic=True)
-        result = {"commitDraft": commit.gasUsed, "submitVerification": verify.gasUsed,
-                  "total": commit.gasUsed + verify.gasUsed}
+        result = {
+            "commitDraft": commit.gasUsed,
+            "submitVerification": verify.gasUsed,
+            "total": commit.gasUsed + verify.gasUsed,
+        }
     return result

@@ -16,9 +16,13 @@ def analysis() -> dict:
 
     settings = {key: value for key, value in SETTINGS.items() if key != "outputSelection"}
     settings["outputSelection"] = {"*": {"": ["ast"], "*": ["abi", "storageLayout"]}}
-    output = solcx.compile_standard({"language": "Solidity", "sources": _sources(), "settings": settings},
-                                    solc_binary=str(SOLC_WRAPPER), base_path=str(PROJECT_ROOT),
-                                    allow_paths=[str(PROJECT_ROOT)], allow_empty=True)
+    output = solcx.compile_standard(
+        {"language": "Solidity", "sources": _sources(), "settings": settings},
+        solc_binary=str(SOLC_WRAPPER),
+        base_path=str(PROJECT_ROOT),
+        allow_paths=[str(PROJECT_ROOT)],
+        allow_empty=True,
+    )
     errors = [e for e in output.get("errors", []) if e.get("severity") == "error"]
     assert not errors, "\n".join(e.get("formattedMessage", e["message"]) for e in errors)
     return output
@@ -27,6 +31,7 @@ def analysis() -> dict:
 def nodes(node_type: str) -> Iterator[tuple[str, str | None, dict]]:
     """(source path, enclosing contract / interface / library name or None at file level, AST node) for every
     node of `node_type` in every compiled source unit (imported ones included)."""
+
     def walk(node, scope):
         if isinstance(node, dict):
             if node.get("nodeType") == node_type:

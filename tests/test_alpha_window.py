@@ -6,8 +6,21 @@ from __future__ import annotations
 import pytest
 
 from chainutil import (
-    ALPHA_STAR, DRAFT_MODEL, EOS, ROLE_DRAFTER, TARGET_MODEL, WAD, JobRunner, advance, build_env, events,
-    expect_revert, impersonate, job_view, submit_job, transact,
+    ALPHA_STAR,
+    DRAFT_MODEL,
+    EOS,
+    ROLE_DRAFTER,
+    TARGET_MODEL,
+    WAD,
+    JobRunner,
+    advance,
+    build_env,
+    events,
+    expect_revert,
+    impersonate,
+    job_view,
+    submit_job,
+    transact,
 )
 from node.chain.deploy import DEFAULT_PARAMS
 
@@ -113,7 +126,7 @@ def test_exactly_at_the_tolerance_is_not_a_breach(chain, aenv):
 
 
 def test_under_performing_drafter_is_slashed_and_window_restarts(chain, aenv):
-    w3, a, m = aenv.w3, aenv.actors, aenv.market
+    a, m = aenv.actors, aenv.market
     set_claim(aenv, WAD * 6 // 10 + 1)  # one wei above the previous test's boundary
     stake = aenv.registry.functions.stakeOf(a.drafter).call()
     for i in range(8):
@@ -154,8 +167,14 @@ def test_claim_cannot_be_lowered_while_the_window_is_open(chain, aenv):
     a, reg = aenv.actors, aenv.registry.functions
     run_job(aenv, [2])
     state = lambda: (window(aenv), tuple(reg.accountOf(a.drafter).call()))  # noqa: E731
-    expect_revert(aenv, reg.setAlphaStar(ALPHA_STAR - 1), a.drafter, "AlphaWindowOpen",
-                  (a.drafter, ALPHA_STAR, ALPHA_STAR - 1), state=state)
+    expect_revert(
+        aenv,
+        reg.setAlphaStar(ALPHA_STAR - 1),
+        a.drafter,
+        "AlphaWindowOpen",
+        (a.drafter, ALPHA_STAR, ALPHA_STAR - 1),
+        state=state,
+    )
     set_claim(aenv, ALPHA_STAR + 1)  # raising is fine
     set_claim(aenv, ALPHA_STAR + 1)  # and so is keeping it
     assert window(aenv)[0] == ALPHA_STAR + 1
@@ -164,10 +183,10 @@ def test_claim_cannot_be_lowered_while_the_window_is_open(chain, aenv):
 def test_only_the_registry_sets_claims(chain, aenv):
     a, m = aenv.actors, aenv.market.functions
     state = lambda: window(aenv)  # noqa: E731
-    expect_revert(aenv, m.alphaClaimSet(a.drafter, 1, True), a.drafter, "NotAlphaAuthority", (a.drafter,),
-                  state=state)
-    expect_revert(aenv, m.alphaClaimSet(a.drafter, 1, True), a.deployer, "NotAlphaAuthority", (a.deployer,),
-                  state=state)
+    expect_revert(aenv, m.alphaClaimSet(a.drafter, 1, True), a.drafter, "NotAlphaAuthority", (a.drafter,), state=state)
+    expect_revert(
+        aenv, m.alphaClaimSet(a.drafter, 1, True), a.deployer, "NotAlphaAuthority", (a.deployer,), state=state
+    )
     registry = impersonate(aenv.w3, aenv.registry.address)
     transact(aenv.w3, m.alphaClaimSet(a.outsider, 5, False), registry)
     assert window(aenv, a.outsider)[0] == 5

@@ -14,21 +14,29 @@ import torch
 
 from node import protocol
 from node.decoding import DraftSession, SpeculativeDecoder, VerifySession
-from node.roles.behaviors import (BiasedDraftSession, BiasPolicy, RetaliatingVerifySession, RetaliationPolicy,
-                                  draft_session, verify_session)
+from node.roles.behaviors import (
+    BiasedDraftSession,
+    BiasPolicy,
+    RetaliatingVerifySession,
+    RetaliationPolicy,
+    draft_session,
+    verify_session,
+)
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SEED = protocol.hash_chain(b"\x01" * 32, 1)
 
-pytestmark = pytest.mark.skipif(not (ROOT / "models" / "target" / "model.safetensors").exists(),
-                                reason="bundled models are missing")
+pytestmark = pytest.mark.skipif(
+    not (ROOT / "models" / "target" / "model.safetensors").exists(), reason="bundled models are missing"
+)
 
 
 @pytest.fixture(scope="module")
 def decoder():
     torch.set_num_threads(1)
-    return SpeculativeDecoder.from_pretrained(ROOT / "models" / "target", ROOT / "models" / "draft", device="cpu",
-                                              gamma=4)
+    return SpeculativeDecoder.from_pretrained(
+        ROOT / "models" / "target", ROOT / "models" / "draft", device="cpu", gamma=4
+    )
 
 
 @pytest.fixture(scope="module")
@@ -90,8 +98,9 @@ def test_a_retaliating_verifier_shades_exactly_its_positions_and_the_chain_rule_
             shaded = (cycle * job.gamma + i) % policy.every == 0
             shaded_positions += shaded
             assert posted == (int(true * policy.factor) if shaded else true)
-        assert verification.accepted == protocol.count_accepted(verification.reveal, draft.root, draft.q,
-                                                                verification.p)
+        assert verification.accepted == protocol.count_accepted(
+            verification.reveal, draft.root, draft.q, verification.p
+        )
         session.advance(verification.emitted)
         drafter.advance(verification.emitted)
     assert shaded_positions > 0

@@ -19,20 +19,38 @@ from node import protocol
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "bench_decode.py"
 
-pytestmark = pytest.mark.skipif(not (ROOT / "models" / "target" / "model.safetensors").exists(),
-                                reason="bundled models are missing")
+pytestmark = pytest.mark.skipif(
+    not (ROOT / "models" / "target" / "model.safetensors").exists(), reason="bundled models are missing"
+)
 
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory) -> dict:
     """One short run that prints the table and writes the JSON object (--json-out, as the device check does)."""
     out = tmp_path_factory.mktemp("bench") / "bench.json"
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--json-out", str(out), "--gammas", "1,3", "--tokens", "24",
-                           "--threads", "1", "--temperature", "0.9"], capture_output=True, text=True, timeout=300,
-                          cwd=str(ROOT))
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(SCRIPT),
+            "--json-out",
+            str(out),
+            "--gammas",
+            "1,3",
+            "--tokens",
+            "24",
+            "--threads",
+            "1",
+            "--temperature",
+            "0.9",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=str(ROOT),
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(out.read_text())
-    header, rule, *rows = [line for line in proc.stdout.splitlines() if line.startswith("|")]
+    header, _rule, *rows = [line for line in proc.stdout.splitlines() if line.startswith("|")]
     assert "S pred" in header and "S meas" in header and len(rows) == len(report["rows"]) == 2
     return report
 
@@ -61,5 +79,6 @@ def test_the_summary_is_consistent_with_the_rows(report):
     rows = report["rows"]
     assert report["best_gamma"] == max(rows, key=lambda r: r["engine_tok_s"])["gamma"]
     assert report["engine_not_slower_than_assisted_at_every_gamma"] == all(
-        r["engine_tok_s"] >= r["assisted_tok_s"] for r in rows)
+        r["engine_tok_s"] >= r["assisted_tok_s"] for r in rows
+    )
     assert report["peak_rss_mb"] < 1024

@@ -17,21 +17,37 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "bench_e2e.py"
 
-pytestmark = pytest.mark.skipif(not (ROOT / "models" / "target" / "model.safetensors").exists(),
-                                reason="bundled models are missing")
+pytestmark = pytest.mark.skipif(
+    not (ROOT / "models" / "target" / "model.safetensors").exists(), reason="bundled models are missing"
+)
 
 
 def run_bench(*args: str, timeout: float = 80) -> dict:
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--json", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=str(ROOT))
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--json", *args], capture_output=True, text=True, timeout=timeout, cwd=str(ROOT)
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout)
 
 
 @pytest.fixture(scope="module")
 def report() -> dict:
-    return run_bench("--tokens", "10", "--repeats", "1", "--engine-runs", "1", "--nodes", "threads", "--gamma", "3",
-                     "--temperature", "0.9", "--top-k", "40")
+    return run_bench(
+        "--tokens",
+        "10",
+        "--repeats",
+        "1",
+        "--engine-runs",
+        "1",
+        "--nodes",
+        "threads",
+        "--gamma",
+        "3",
+        "--temperature",
+        "0.9",
+        "--top-k",
+        "40",
+    )
 
 
 def test_the_chain_output_equals_the_engine_output(report):
@@ -73,8 +89,9 @@ def test_the_report_has_every_figure(report):
 
     time = report["time"]
     assert time["challenge_window_s"] > 0
-    assert time["submission_to_finalizable_s"] == pytest.approx(time["submission_to_last_cycle_s"] +
-                                                                time["challenge_window_s"])
+    assert time["submission_to_finalizable_s"] == pytest.approx(
+        time["submission_to_last_cycle_s"] + time["challenge_window_s"]
+    )
     assert time["finalized_by"] in ("nodes", "requester")
 
     breakdown = report["breakdown"]

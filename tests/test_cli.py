@@ -23,9 +23,9 @@ import torch
 from typer.testing import CliRunner
 from web3 import Web3
 
+from node import processes
 from node.chain.anvil import free_port
 from node.chain.deployment import Deployment
-from node import processes
 from node.chain.keys import dev_account
 from node.cli import app
 
@@ -54,8 +54,14 @@ def cli_process(*args, home: Path | None = None, timeout: float = 300, env: dict
     full_env = dict(os.environ, VERISPEC_RPC_WAIT="1", **(env or {}))
     if home is not None:
         full_env["VERISPEC_HOME"] = str(home)
-    return subprocess.run([sys.executable, "-m", "node.cli", *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout, env=full_env, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "node.cli", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=full_env,
+        cwd=ROOT,
+    )
 
 
 def ok(result) -> str:
@@ -83,9 +89,13 @@ def chain_state(w3: Web3, deployment: Deployment, accounts: list[str]) -> tuple:
     system = deployment.system(w3)
     market, registry, disputes = system.market, system.registry, system.disputes
     return (
-        market.functions.jobCount().call(), disputes.functions.disputeCount().call(),
-        w3.eth.get_balance(market.address), w3.eth.get_balance(registry.address), w3.eth.get_balance(disputes.address),
-        tuple(w3.eth.get_balance(a) for a in accounts), tuple(w3.eth.get_transaction_count(a) for a in accounts),
+        market.functions.jobCount().call(),
+        disputes.functions.disputeCount().call(),
+        w3.eth.get_balance(market.address),
+        w3.eth.get_balance(registry.address),
+        w3.eth.get_balance(disputes.address),
+        tuple(w3.eth.get_balance(a) for a in accounts),
+        tuple(w3.eth.get_transaction_count(a) for a in accounts),
         tuple(tuple(registry.functions.accountOf(a).call()) for a in accounts),
     )
 
@@ -108,10 +118,38 @@ def chain_with_drafter_and_verifier(home: Path, *chain_up_args: str):
     `chain down` at the end."""
     ok(cli("chain", "up", *chain_up_args, home=home))
     try:
-        ok(cli("register", "--role", "drafter", "--stake", "2", "--model", DRAFT, "--target-model", TARGET,
-               "--alpha", "0.5", "--dev-account", DRAFTER, home=home))
-        ok(cli("register", "--role", "verifier", "--stake", "2", "--model", TARGET, "--dev-account", VERIFIER,
-               home=home))
+        ok(
+            cli(
+                "register",
+                "--role",
+                "drafter",
+                "--stake",
+                "2",
+                "--model",
+                DRAFT,
+                "--target-model",
+                TARGET,
+                "--alpha",
+                "0.5",
+                "--dev-account",
+                DRAFTER,
+                home=home,
+            )
+        )
+        ok(
+            cli(
+                "register",
+                "--role",
+                "verifier",
+                "--stake",
+                "2",
+                "--model",
+                TARGET,
+                "--dev-account",
+                VERIFIER,
+                home=home,
+            )
+        )
         yield home
     finally:
         cli("chain", "down", home=home)
@@ -151,18 +189,46 @@ def test_help_texts():
     assert top.returncode == 0, top.stderr
     text = " ".join(top.stdout.split())
     assert "verifiable speculative decoding" in text and "accept rule" in text
-    for command_name in ("chain", "register", "unbond", "withdraw", "submit", "status", "audit", "dispute",
-                         "finalize", "serve", "demo"):
+    for command_name in (
+        "chain",
+        "register",
+        "unbond",
+        "withdraw",
+        "submit",
+        "status",
+        "audit",
+        "dispute",
+        "finalize",
+        "serve",
+        "demo",
+    ):
         assert command_name in text
     expected = {
-        ("submit",): ["--max-tokens", "--gamma", "--temperature", "--top-k", "--top-p", "--drafter", "--verifier",
-                      "--price-token", "--price-pass", "--json", "--key", "--dev-account", "--rpc"],
+        ("submit",): [
+            "--max-tokens",
+            "--gamma",
+            "--temperature",
+            "--top-k",
+            "--top-p",
+            "--drafter",
+            "--verifier",
+            "--price-token",
+            "--price-pass",
+            "--json",
+            "--key",
+            "--dev-account",
+            "--rpc",
+        ],
         ("register",): ["--role", "--stake", "--alpha", "--model", "--target-model", "--key-file"],
-        ("dispute",): ["--cycle", "--index", "--kind"], ("audit",): ["--draft-model", "--json"],
+        ("dispute",): ["--cycle", "--index", "--kind"],
+        ("audit",): ["--draft-model", "--json"],
         ("serve",): ["--model", "--draft-model", "--target-model", "--behavior", "--store"],
         ("chain", "up"): ["--port", "--home"],
         ("chain", "down"): ["--home"],
-        ("status",): ["--json"], ("finalize",): ["--rpc"], ("unbond",): ["--key"], ("withdraw",): ["--key"],
+        ("status",): ["--json"],
+        ("finalize",): ["--rpc"],
+        ("unbond",): ["--key"],
+        ("withdraw",): ["--key"],
         ("demo",): ["--home"],
     }
     for path, options in expected.items():
@@ -230,11 +296,24 @@ def test_bad_keys(home, w3, deployment, tmp_path):
     before = chain_state(w3, deployment, [address(REQUESTER)])
     clean_error(cli("submit", "x", "--key", "0x1234", home=home), "bad key", "32-byte")
     clean_error(cli("submit", "x", "--key-file", tmp_path / "missing.key", home=home), "bad key", "cannot read")
-    clean_error(cli("submit", "x", "--key", "0x" + "11" * 32, "--dev-account", "1", home=home), "bad key",
-                "exactly one")
+    clean_error(
+        cli("submit", "x", "--key", "0x" + "11" * 32, "--dev-account", "1", home=home), "bad key", "exactly one"
+    )
     clean_error(cli("submit", "x", home=home, env={"VERISPEC_KEY": ""}), "bad key")
-    clean_error(cli("register", "--role", "referee", "--stake", "1", "--model", TARGET, home=home,
-                    env={"VERISPEC_KEY": "not-a-key"}), "bad key")
+    clean_error(
+        cli(
+            "register",
+            "--role",
+            "referee",
+            "--stake",
+            "1",
+            "--model",
+            TARGET,
+            home=home,
+            env={"VERISPEC_KEY": "not-a-key"},
+        ),
+        "bad key",
+    )
     assert chain_state(w3, deployment, [address(REQUESTER)]) == before
 
 
@@ -250,8 +329,11 @@ def test_submit_bad_inputs(home, w3, deployment):
     clean_error(cli(*base, "--escrow", "1000", home=home), "too little", "256000000000000")
     # a prompt beyond the context window (512 positions)
     long_prompt = "x = 1\n" * 200
-    clean_error(cli("submit", long_prompt, "--dev-account", REQUESTER, "--no-wait", home=home),
-                "does not fit the context window", "512")
+    clean_error(
+        cli("submit", long_prompt, "--dev-account", REQUESTER, "--no-wait", home=home),
+        "does not fit the context window",
+        "512",
+    )
     clean_error(cli(*base, "--max-tokens", "600", home=home), "does not fit")
     # out-of-range settings
     clean_error(cli(*base, "--gamma", "17", home=home), "gamma")
@@ -266,16 +348,50 @@ def test_submit_bad_inputs(home, w3, deployment):
 def test_register_bad_inputs(home, w3, deployment):
     who = [address(REFEREE), address(DRAFTER)]
     before = chain_state(w3, deployment, who)
-    clean_error(cli("register", "--role", "referee", "--stake", "0.1", "--model", TARGET, "--dev-account", REFEREE,
-                    home=home), "at least 0.5 ETH")
-    clean_error(cli("register", "--role", "drafter", "--stake", "2", "--model", DRAFT, "--dev-account", REFEREE,
-                    home=home), "--target-model")
-    clean_error(cli("register", "--role", "oracle", "--stake", "2", "--model", DRAFT, "--dev-account", REFEREE,
-                    home=home), "--role")
-    clean_error(cli("register", "--role", "verifier", "--stake", "2", "--model", ROOT / "nope", "--dev-account",
-                    REFEREE, home=home), "does not exist")
-    clean_error(cli("register", "--role", "drafter", "--stake", "2", "--model", DRAFT, "--target-model", TARGET,
-                    "--dev-account", DRAFTER, home=home), "already registered")
+    clean_error(
+        cli("register", "--role", "referee", "--stake", "0.1", "--model", TARGET, "--dev-account", REFEREE, home=home),
+        "at least 0.5 ETH",
+    )
+    clean_error(
+        cli("register", "--role", "drafter", "--stake", "2", "--model", DRAFT, "--dev-account", REFEREE, home=home),
+        "--target-model",
+    )
+    clean_error(
+        cli("register", "--role", "oracle", "--stake", "2", "--model", DRAFT, "--dev-account", REFEREE, home=home),
+        "--role",
+    )
+    clean_error(
+        cli(
+            "register",
+            "--role",
+            "verifier",
+            "--stake",
+            "2",
+            "--model",
+            ROOT / "nope",
+            "--dev-account",
+            REFEREE,
+            home=home,
+        ),
+        "does not exist",
+    )
+    clean_error(
+        cli(
+            "register",
+            "--role",
+            "drafter",
+            "--stake",
+            "2",
+            "--model",
+            DRAFT,
+            "--target-model",
+            TARGET,
+            "--dev-account",
+            DRAFTER,
+            home=home,
+        ),
+        "already registered",
+    )
     assert chain_state(w3, deployment, who) == before
 
 
@@ -289,17 +405,37 @@ def test_serve_refuses_a_device_torch_cannot_use(tmp_path):
 def test_status_and_finalize_of_unknown_jobs(home):
     clean_error(cli("status", "99", home=home), "no job 99")
     clean_error(cli("finalize", "99", "--dev-account", REQUESTER, home=home), "no job 99")
-    clean_error(cli("dispute", "99", "--cycle", "0", "--index", "0", "--kind", "draft", "--dev-account", REQUESTER,
-                    home=home), "no job 99")
-    clean_error(cli("dispute", "1", "--cycle", "0", "--index", "0", "--kind", "sideways", "--dev-account",
-                    REQUESTER, home=home), "--kind")
+    clean_error(
+        cli("dispute", "99", "--cycle", "0", "--index", "0", "--kind", "draft", "--dev-account", REQUESTER, home=home),
+        "no job 99",
+    )
+    clean_error(
+        cli(
+            "dispute", "1", "--cycle", "0", "--index", "0", "--kind", "sideways", "--dev-account", REQUESTER, home=home
+        ),
+        "--kind",
+    )
     clean_error(cli("audit", "99", home=home), "no job 99")
 
 
 def test_unbond_and_withdraw(home, w3, deployment, snapshot):
     who = address(UNBONDER)
-    ok(cli("register", "--role", "referee", "--stake", "1", "--model", TARGET, "--model", DRAFT,
-           "--dev-account", UNBONDER, home=home))
+    ok(
+        cli(
+            "register",
+            "--role",
+            "referee",
+            "--stake",
+            "1",
+            "--model",
+            TARGET,
+            "--model",
+            DRAFT,
+            "--dev-account",
+            UNBONDER,
+            home=home,
+        )
+    )
     registry = deployment.system(w3).registry
     assert registry.functions.stakeOf(who).call() == 10**18
     out = json.loads(ok(cli("unbond", "--dev-account", UNBONDER, "--json", home=home)))
@@ -319,8 +455,18 @@ def test_unbond_and_withdraw(home, w3, deployment, snapshot):
 
 def test_unaccepted_job_times_out_and_is_refunded(home, w3, deployment, snapshot):
     """No verifier node runs: `submit` gives up waiting with a clear line; `claim-timeout` refunds the escrow."""
-    result = cli("submit", "def f(x):", "--max-tokens", "8", "--dev-account", REQUESTER, "--accept-timeout", "1",
-                 "--json", home=home)
+    result = cli(
+        "submit",
+        "def f(x):",
+        "--max-tokens",
+        "8",
+        "--dev-account",
+        REQUESTER,
+        "--accept-timeout",
+        "1",
+        "--json",
+        home=home,
+    )
     line = clean_error(result, "was not accepted", "verispec status")
     job_id = int(line.split("job ", 1)[1].split()[0])
     assert json.loads(ok(cli("status", job_id, "--json", home=home)))["status"] == "Open"
@@ -342,8 +488,9 @@ def _serve(home: Path, role: str, dev: int, *extra: str) -> subprocess.Popen:
         models = ["--model", DRAFT, "--target-model", TARGET]
     else:
         models = ["--model", TARGET, "--draft-model", DRAFT]
-    command = processes.serve_command(role, *models, "--dev-account", dev, "--home", home, "--device", "cpu",
-                                      "--threads", "1", *extra)
+    command = processes.serve_command(
+        role, *models, "--dev-account", dev, "--home", home, "--device", "cpu", "--threads", "1", *extra
+    )
     return processes.start(command, home / f"{role}-{dev}.log")
 
 
@@ -353,13 +500,44 @@ def _stop(process: subprocess.Popen) -> int:
 
 def _start_nodes(home: Path) -> dict[str, subprocess.Popen]:
     """Real node processes: an honest and a biased drafter, a verifier and three referees (`verispec serve`)."""
-    ok(cli("register", "--role", "drafter", "--stake", "2", "--model", DRAFT, "--target-model", TARGET,
-           "--dev-account", BIASED, home=home))
+    ok(
+        cli(
+            "register",
+            "--role",
+            "drafter",
+            "--stake",
+            "2",
+            "--model",
+            DRAFT,
+            "--target-model",
+            TARGET,
+            "--dev-account",
+            BIASED,
+            home=home,
+        )
+    )
     for dev in REFEREES:
-        ok(cli("register", "--role", "referee", "--stake", "1", "--model", TARGET, "--model", DRAFT,
-               "--dev-account", dev, home=home))
-    processes = {"drafter": _serve(home, "drafter", DRAFTER), "verifier": _serve(home, "verifier", VERIFIER),
-                 "biased": _serve(home, "drafter", BIASED, "--behavior", "biased")}
+        ok(
+            cli(
+                "register",
+                "--role",
+                "referee",
+                "--stake",
+                "1",
+                "--model",
+                TARGET,
+                "--model",
+                DRAFT,
+                "--dev-account",
+                dev,
+                home=home,
+            )
+        )
+    processes = {
+        "drafter": _serve(home, "drafter", DRAFTER),
+        "verifier": _serve(home, "verifier", VERIFIER),
+        "biased": _serve(home, "drafter", BIASED, "--behavior", "biased"),
+    }
     processes.update({f"referee-{dev}": _serve(home, "referee", dev) for dev in REFEREES})
     return processes
 
@@ -381,9 +559,25 @@ def test_end_to_end_through_the_cli_with_node_processes(home, w3, deployment):
     nodes = _start_nodes(home)
     try:
         # an honest job, submitted by a real `verispec submit` process
-        submitted = cli_process("submit", "def fibonacci(n):\n", "--max-tokens", "24", "--gamma", "4",
-                                "--drafter", address(DRAFTER), "--dev-account", REQUESTER, "--json",
-                                "--accept-timeout", "120", "--timeout", "240", home=home, timeout=300)
+        submitted = cli_process(
+            "submit",
+            "def fibonacci(n):\n",
+            "--max-tokens",
+            "24",
+            "--gamma",
+            "4",
+            "--drafter",
+            address(DRAFTER),
+            "--dev-account",
+            REQUESTER,
+            "--json",
+            "--accept-timeout",
+            "120",
+            "--timeout",
+            "240",
+            home=home,
+            timeout=300,
+        )
         _alive(nodes, home)
         job = json.loads(ok(submitted))
         job_id = job["job_id"]
@@ -409,8 +603,19 @@ def test_end_to_end_through_the_cli_with_node_processes(home, w3, deployment):
         assert chain_state(w3, deployment, who)[:6] == before[:6]
 
         # a biased drafter's job; a watchdog replays the draft over chain data and disputes through the CLI
-        submitted = cli_process("submit", "class Stack:\n", "--max-tokens", "24", "--drafter", address(BIASED),
-                                "--dev-account", REQUESTER, "--json", home=home, timeout=300)
+        submitted = cli_process(
+            "submit",
+            "class Stack:\n",
+            "--max-tokens",
+            "24",
+            "--drafter",
+            address(BIASED),
+            "--dev-account",
+            REQUESTER,
+            "--json",
+            home=home,
+            timeout=300,
+        )
         _alive(nodes, home)
         biased = json.loads(ok(submitted))
         audit = json.loads(ok(cli("audit", biased["job_id"], "--draft-model", DRAFT, "--json", home=home)))
@@ -429,9 +634,27 @@ def test_end_to_end_through_the_cli_with_node_processes(home, w3, deployment):
         clean_error(cli("audit", job_id, "--draft-model", home / "nowhere", home=home), "does not exist")
         registry = deployment.system(w3).registry
         stake = registry.functions.stakeOf(address(BIASED)).call()
-        info = json.loads(ok(cli("dispute", biased["job_id"], "--cycle", check.cycle, "--index", check.index,
-                                 "--kind", "draft", "--wait", "--timeout", "180", "--json", "--dev-account", WATCHDOG,
-                                 home=home)))
+        info = json.loads(
+            ok(
+                cli(
+                    "dispute",
+                    biased["job_id"],
+                    "--cycle",
+                    check.cycle,
+                    "--index",
+                    check.index,
+                    "--kind",
+                    "draft",
+                    "--wait",
+                    "--timeout",
+                    "180",
+                    "--json",
+                    "--dev-account",
+                    WATCHDOG,
+                    home=home,
+                )
+            )
+        )
         assert info["outcome"] == "AccusedLost" and info["status"] == "Resolved", info
         assert info["accused"] == address(BIASED) and info["cheated_votes"] == 3
         assert sorted(v["referee"] for v in info["votes"]) == sorted(address(d) for d in REFEREES)
@@ -441,8 +664,22 @@ def test_end_to_end_through_the_cli_with_node_processes(home, w3, deployment):
         status = json.loads(ok(cli("status", biased["job_id"], "--json", home=home)))
         assert [d["outcome"] for d in status["disputes"]] == ["AccusedLost"]
         # the same position cannot be punished twice: the contract's error, decoded
-        clean_error(cli("dispute", biased["job_id"], "--cycle", check.cycle, "--index", check.index, "--kind",
-                        "draft", "--dev-account", WATCHDOG, home=home), "PositionAlreadyProven")
+        clean_error(
+            cli(
+                "dispute",
+                biased["job_id"],
+                "--cycle",
+                check.cycle,
+                "--index",
+                check.index,
+                "--kind",
+                "draft",
+                "--dev-account",
+                WATCHDOG,
+                home=home,
+            ),
+            "PositionAlreadyProven",
+        )
         _alive(nodes, home)
     finally:
         codes = {name: _stop(process) for name, process in nodes.items()}
@@ -458,8 +695,13 @@ def test_end_to_end_through_the_cli_with_node_processes(home, w3, deployment):
 
     # a dispute on a finalized job: the DisputeManager's custom error, decoded; no bond leaves the wallet
     before = chain_state(w3, deployment, who)
-    clean_error(cli("dispute", job_id, "--cycle", "0", "--index", "0", "--kind", "draft", "--dev-account",
-                    REQUESTER, home=home), "JobNotDisputable", "Finalized")
+    clean_error(
+        cli(
+            "dispute", job_id, "--cycle", "0", "--index", "0", "--kind", "draft", "--dev-account", REQUESTER, home=home
+        ),
+        "JobNotDisputable",
+        "Finalized",
+    )
     clean_error(cli("finalize", job_id, "--dev-account", REQUESTER, home=home), "JobWrongStatus", "Finalized")
     assert chain_state(w3, deployment, who) == before
 
@@ -491,9 +733,15 @@ def _processes_mentioning(text: str) -> list[int]:
 def _run_demo(home: Path, stop_after: str | None = None, timeout: float = 600):
     """Run scripts/demo.py; with `stop_after`, send it SIGINT once that text appears in its output."""
     env = dict(os.environ, PYTHONUNBUFFERED="1", COLUMNS="160")
-    process = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "demo.py"), "--home", str(home),
-                                "--max-tokens", "24"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               env=env, cwd=ROOT, start_new_session=True)
+    process = subprocess.Popen(
+        [sys.executable, str(ROOT / "scripts" / "demo.py"), "--home", str(home), "--max-tokens", "24"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        start_new_session=True,
+    )
     lines = []
     deadline = time.monotonic() + timeout
     try:
@@ -543,8 +791,13 @@ def test_chain_deploy_onto_a_running_chain(tmp_path):
     from node.chain.anvil import running_anvil
 
     with running_anvil() as node:
-        out = json.loads(ok(cli("chain", "deploy", "--rpc", node.rpc_url, "--param", "challenge_window=600",
-                                "--json", home=tmp_path)))
+        out = json.loads(
+            ok(
+                cli(
+                    "chain", "deploy", "--rpc", node.rpc_url, "--param", "challenge_window=600", "--json", home=tmp_path
+                )
+            )
+        )
         deployment = Deployment.load(tmp_path / "deployment.json")
         assert deployment.rpc_url == node.rpc_url and deployment.anvil_pid is None
         assert deployment.addresses == out["addresses"] and deployment.params["challenge_window"] == 600
@@ -553,6 +806,7 @@ def test_chain_deploy_onto_a_running_chain(tmp_path):
         assert "no chain" in ok(cli("chain", "down", home=tmp_path))
         assert (tmp_path / "deployment.json").exists() and node.process.poll() is None
     clean_error(cli("chain", "deploy", home=tmp_path / "x"), "--rpc")
-    clean_error(cli("chain", "up", "--param", "challenge_window=999999999", home=tmp_path / "y"),
-                "bad deployment parameters")
+    clean_error(
+        cli("chain", "up", "--param", "challenge_window=999999999", home=tmp_path / "y"), "bad deployment parameters"
+    )
     clean_error(cli("chain", "up", "--param", "nonsense=1", home=tmp_path / "y"), "NAME=VALUE")

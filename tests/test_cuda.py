@@ -18,7 +18,7 @@ from node.decoding.distributions import SamplingParams, quantized
 from node.decoding.kv import CachedLM
 from node.decoding.loading import load_model, load_tokenizer
 from node.decoding.scorer import default_tolerance_wad
-from tests.fixtures.tiny_pair import bundled_pair, build_pair
+from tests.fixtures.tiny_pair import build_pair, bundled_pair
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="torch sees no CUDA device")
 
@@ -63,10 +63,12 @@ def test_cuda_is_the_default_device_and_bf16_its_default_dtype(pair_paths):
 def test_fp32_greedy_on_cuda_equals_the_targets_own_greedy_generate(models, prompt, gamma):
     target, draft = models(CUDA, torch.float32)
     ours = SpeculativeDecoder(target, draft, gamma=gamma, temperature=0).generate(
-        prompt, 64, job_id=gamma, verifier_seed=seed_for(gamma))
+        prompt, 64, job_id=gamma, verifier_seed=seed_for(gamma)
+    )
     with torch.inference_mode():
-        reference = target.generate(torch.tensor([prompt], device=CUDA), max_new_tokens=64, do_sample=False,
-                                    eos_token_id=None, pad_token_id=0)[0, len(prompt):].tolist()
+        reference = target.generate(
+            torch.tensor([prompt], device=CUDA), max_new_tokens=64, do_sample=False, eos_token_id=None, pad_token_id=0
+        )[0, len(prompt) :].tolist()
     assert ours.tokens == reference
 
 
@@ -121,8 +123,12 @@ def test_target_probabilities_on_cuda_agree_with_a_cpu_replay_within_the_fp32_to
     a real generation, in one forward and token by token through the KV cache as a decoding node computes them."""
     cpu_target, cpu_draft = models(CPU, torch.float32)
     cuda_target, _ = models(CUDA, torch.float32)
-    ids = prompt + SpeculativeDecoder(cpu_target, cpu_draft, gamma=4).generate(
-        prompt, 128, job_id=13, verifier_seed=seed_for(13)).tokens
+    ids = (
+        prompt
+        + SpeculativeDecoder(cpu_target, cpu_draft, gamma=4)
+        .generate(prompt, 128, job_id=13, verifier_seed=seed_for(13))
+        .tokens
+    )
     sampling = SamplingParams()
     with torch.inference_mode():
         reference = quantized(cpu_target(torch.tensor([ids])).logits[0], sampling)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import multiprocessing
 import os
 import pathlib
@@ -65,8 +66,9 @@ def seed_for(i: int) -> bytes:
 
 def with_settings(decoder, gamma=None, verify_draft=False, **sampling) -> SpeculativeDecoder:
     """The same loaded pair under other settings."""
-    return SpeculativeDecoder(decoder.target, decoder.draft, gamma=gamma or decoder.gamma,
-                              verify_draft=verify_draft, **sampling)
+    return SpeculativeDecoder(
+        decoder.target, decoder.draft, gamma=gamma or decoder.gamma, verify_draft=verify_draft, **sampling
+    )
 
 
 # ---------------------------------------------------------------- exactness
@@ -78,8 +80,9 @@ def test_greedy_equals_the_targets_own_greedy_generate(decoder, prompt, gamma):
     greedy = with_settings(decoder, gamma=gamma, temperature=0)
     ours = greedy.generate(prompt, 48, job_id=gamma, verifier_seed=seed_for(gamma), eos_token_id=eos)
     with torch.inference_mode():
-        reference = decoder.target.generate(torch.tensor([prompt]), max_new_tokens=48, do_sample=False,
-                                            eos_token_id=eos, pad_token_id=eos)[0, len(prompt):].tolist()
+        reference = decoder.target.generate(
+            torch.tensor([prompt]), max_new_tokens=48, do_sample=False, eos_token_id=eos, pad_token_id=eos
+        )[0, len(prompt) :].tolist()
     assert ours.tokens == reference
 
 
@@ -89,8 +92,7 @@ def target_joint_of_two(target, prompt, params: SamplingParams) -> np.ndarray:
         first = probabilities(target(torch.tensor([prompt])).logits[0, -1:], params)[0].double()
         vocab = first.shape[0]
         batch = torch.tensor([prompt + [t] for t in range(vocab)])
-        second = torch.cat([probabilities(target(chunk).logits[:, -1], params)
-                            for chunk in batch.split(256)]).double()
+        second = torch.cat([probabilities(target(chunk).logits[:, -1], params) for chunk in batch.split(256)]).double()
     return (first[:, None] * second).numpy()
 
 
@@ -120,10 +122,13 @@ def first_pairs(engine, prompt, samples: int, residual=None) -> list[tuple[int, 
 
 # Prompts where the bundled target is peaked enough for informative bins; the tamper
 # test uses a setting where the draft disagrees often, so a wrong residual shows.
-@pytest.mark.parametrize("text, settings", [
-    ("\n\n\n", dict(gamma=3)),
-    ('    """', dict(gamma=2, temperature=0.7, top_k=20, top_p=0.9)),
-])
+@pytest.mark.parametrize(
+    "text, settings",
+    [
+        ("\n\n\n", dict(gamma=3)),
+        ('    """', dict(gamma=2, temperature=0.7, top_k=20, top_p=0.9)),
+    ],
+)
 def test_first_two_tokens_are_jointly_distributed_as_the_target(decoder, text, settings):
     prompt = decoder.tokenizer(text)["input_ids"]
     engine = with_settings(decoder, **settings)
@@ -185,8 +190,17 @@ def run_sessions(job, seed, drafter, target, replay_draft=None, wire=lambda m: p
         verifier.advance(verification.emitted)
         drafter.advance(verification.emitted)
         tokens += verification.emitted
-        records.append((draft.tokens, draft.q, verification.p, verification.reveal, verification.accepted,
-                        verification.out_token, verification.emitted))
+        records.append(
+            (
+                draft.tokens,
+                draft.q,
+                verification.p,
+                verification.reveal,
+                verification.accepted,
+                verification.out_token,
+                verification.emitted,
+            )
+        )
     return tokens, records
 
 
@@ -203,8 +217,9 @@ def test_separate_drafter_and_verifier_reproduce_generate(decoder, pair_paths, p
     job = engine.job(prompt, 40, job_id=21)
     replay = load_model(draft_path, CPU, torch.float32) if verify_draft else None
     drafter = DraftSession(load_model(draft_path, CPU, torch.float32), job)
-    tokens, records = run_sessions(job, seed_for(21), drafter, load_model(target_path, CPU, torch.float32),
-                                   replay_draft=replay)
+    tokens, records = run_sessions(
+        job, seed_for(21), drafter, load_model(target_path, CPU, torch.float32), replay_draft=replay
+    )
     assert tokens == expected.tokens and records == as_records(expected)
 
 
@@ -225,7 +240,9 @@ def test_a_drafter_in_another_os_process_reproduces_generate(decoder, pair_paths
             ours.send(("advance", emitted))
 
     try:
-        tokens, records = run_sessions(job, seed_for(31), RemoteDrafter(), load_model(pair_paths[0], CPU, torch.float32))
+        tokens, records = run_sessions(
+            job, seed_for(31), RemoteDrafter(), load_model(pair_paths[0], CPU, torch.float32)
+        )
     finally:
         ours.send(None)
         drafter.join(timeout=30)
@@ -247,8 +264,9 @@ def test_every_cycle_record_passes_the_on_chain_checks(decoder, prompt):
         previous = c.reveal
         root = protocol.draft_root(41, c.cycle, c.proposals, c.q)
         assert protocol.count_accepted(c.reveal, root, c.q, c.p) == c.accepted
-        assert list(c.emitted) == protocol.truncate_emitted(list(c.proposals[: c.accepted]) + [c.out_token],
-                                                            None, 64 - len(emitted))
+        assert list(c.emitted) == protocol.truncate_emitted(
+            list(c.proposals[: c.accepted]) + [c.out_token], None, 64 - len(emitted)
+        )
         emitted += c.emitted
     assert emitted == result.tokens and len(result.tokens) == 64 and result.stop_reason == "length"
     assert [c.cycle for c in result.cycles] == list(range(len(result.cycles)))
@@ -287,7 +305,7 @@ def test_verifications_expose_top_k_for_disputes(decoder, prompt):
     verification = VerifySession(decoder.target, job, seed_for(71)).verify(0, draft)
     top = verification.top_k(5)
     assert len(top) == decoder.gamma + 1 and all(len(row) == 5 for row in top)
-    assert all(a[1] >= b[1] for row in top for a, b in zip(row, row[1:]))
+    assert all(a[1] >= b[1] for row in top for a, b in itertools.pairwise(row))
     assert len(draft.top_k(3)) == decoder.gamma
 
 
@@ -298,8 +316,9 @@ def test_the_half_precision_path_decodes_within_its_tolerance(pair_paths, prompt
     last digits, more in bf16 than in fp32: default_tolerance_wad must absorb that (no draft fault on an
     honest run), and every cycle must still satisfy the on-chain accept rule.
     """
-    bf16 = SpeculativeDecoder.from_pretrained(*pair_paths, device="cpu", dtype=torch.bfloat16, gamma=3,
-                                              verify_draft=True)
+    bf16 = SpeculativeDecoder.from_pretrained(
+        *pair_paths, device="cpu", dtype=torch.bfloat16, gamma=3, verify_draft=True
+    )
     assert bf16.target.dtype == bf16.draft.dtype == torch.bfloat16
     result = bf16.generate(prompt, 40, job_id=81, verifier_seed=seed_for(81))
     assert len(result.tokens) == 40 and result.draft_faults == 0
@@ -328,7 +347,7 @@ def test_context_window_is_checked_up_front(decoder, prompt):
 
 
 def test_model_id_is_stable_and_names_weights_and_tokenizer(decoder, pair_paths, tmp_path):
-    target_path, draft_path = pair_paths
+    target_path, _ = pair_paths
     assert model_id(target_path) == decoder.target_id == model_id(target_path)
     assert len(decoder.target_id) == 32 and decoder.target_id != decoder.draft_id
     assert model_id_of(decoder.target, decoder.tokenizer) == decoder.target_id  # in memory = as saved
@@ -383,16 +402,23 @@ def test_a_llama_style_pair_decodes_exactly_too():
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
-    shape = dict(vocab_size=300, hidden_size=64, intermediate_size=128, num_attention_heads=4,
-                 num_key_value_heads=2, max_position_embeddings=128)
+    shape = dict(
+        vocab_size=300,
+        hidden_size=64,
+        intermediate_size=128,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=128,
+    )
     target = LlamaForCausalLM(LlamaConfig(num_hidden_layers=2, **shape)).eval()
     draft = LlamaForCausalLM(LlamaConfig(num_hidden_layers=1, **shape)).eval()
     prompt = [5, 17, 42, 7]
     greedy = SpeculativeDecoder(target, draft, gamma=3, temperature=0)
     ours = greedy.generate(prompt, 30, job_id=1, verifier_seed=seed_for(1))
     with torch.inference_mode():
-        reference = target.generate(torch.tensor([prompt]), max_new_tokens=30, do_sample=False,
-                                    eos_token_id=None, pad_token_id=0)[0, len(prompt):].tolist()
+        reference = target.generate(
+            torch.tensor([prompt]), max_new_tokens=30, do_sample=False, eos_token_id=None, pad_token_id=0
+        )[0, len(prompt) :].tolist()
     assert ours.tokens == reference
     sampled = SpeculativeDecoder(target, draft, gamma=3, verify_draft=True)
     result = sampled.generate(prompt, 30, job_id=2, verifier_seed=seed_for(2))

@@ -68,8 +68,10 @@ def test_a_full_scan_visits_every_slot_once_from_the_seeds_start(draw, pool, pan
 def test_a_large_pool_is_sampled_at_4r_plus_8_hashed_slots(draw, pool, panel):
     seed = _seed(keccak(b"sampled"), pool)
     slots = draw.slots(seed, pool, panel).call()
-    expected = [int.from_bytes(keccak(encode(["uint256", "uint256"], [seed, j])), "big") % pool
-                for j in range(4 * panel + SCAN_EXTRA)]
+    expected = [
+        int.from_bytes(keccak(encode(["uint256", "uint256"], [seed, j])), "big") % pool
+        for j in range(4 * panel + SCAN_EXTRA)
+    ]
     assert slots == expected and all(0 <= s < pool for s in slots)
     assert draw.sampledSlot(seed, 3, pool).call() == expected[3]
 
@@ -123,8 +125,13 @@ def test_referee_reward_is_half_the_bond(payout):
 
 # B = 0.1 ETH (the default bond), W = B/2; T = the default slash 0.5 ETH, a slash capped by a thin stake below
 # W, nothing left to take, and odd amounts that leave integer-division remainders.
-CASES = [(ETHER // 10, ETHER // 20, ETHER // 2), (ETHER // 10, ETHER // 20, ETHER // 50),
-         (ETHER // 10, ETHER // 20, 0), (10**17 + 1, (10**17 + 1) // 2, 10**18 + 3), (7, 3, 5)]
+CASES = [
+    (ETHER // 10, ETHER // 20, ETHER // 2),
+    (ETHER // 10, ETHER // 20, ETHER // 50),
+    (ETHER // 10, ETHER // 20, 0),
+    (10**17 + 1, (10**17 + 1) // 2, 10**18 + 3),
+    (7, 3, 5),
+]
 
 
 @pytest.mark.parametrize("outcome", [O_ACCUSED_LOST, O_CHALLENGER_LOST, O_VOID, O_SILENT])
@@ -142,8 +149,7 @@ def test_the_referees_earn_the_same_whichever_side_wins(payout):
     assert payout.split(O_ACCUSED_LOST, B, W, T).call()[3] == payout.split(O_CHALLENGER_LOST, B, W, 0).call()[3] == W
 
 
-@pytest.mark.parametrize("pool, majority", [(0, 0), (3 * 10**16, 0), (10, 3), (3 * 10**16, 2), (10**16 + 7, 5),
-                                            (5, 7)])
+@pytest.mark.parametrize("pool, majority", [(0, 0), (3 * 10**16, 0), (10, 3), (3 * 10**16, 2), (10**16 + 7, 5), (5, 7)])
 def test_the_pool_goes_to_the_majority_with_the_dust_to_the_first(payout, pool, majority):
     """Penalties join the reward in one pool, shared equally by the majority referees (on Void: those who
     revealed), the dust to the first of them; with nobody to share it (Void, no reveal) the challenger gets it."""
@@ -155,15 +161,31 @@ def test_the_pool_goes_to_the_majority_with_the_dust_to_the_first(payout, pool, 
         assert share * majority + dust == pool
 
 
-@pytest.mark.parametrize("drawn, faithful, cheated, outcome", [
-    (3, 0, 2, O_ACCUSED_LOST), (3, 0, 3, O_ACCUSED_LOST), (3, 2, 1, O_CHALLENGER_LOST), (3, 1, 1, O_VOID),
-    (3, 0, 1, O_VOID),  # a single revealer cannot decide for a panel of 3
-    (3, 0, 0, O_VOID), (1, 0, 1, O_ACCUSED_LOST), (1, 1, 0, O_CHALLENGER_LOST), (4, 2, 2, O_VOID),
-    (4, 1, 3, O_ACCUSED_LOST), (5, 3, 2, O_CHALLENGER_LOST), (5, 2, 2, O_VOID), (2, 1, 1, O_VOID)])
+@pytest.mark.parametrize(
+    "drawn, faithful, cheated, outcome",
+    [
+        (3, 0, 2, O_ACCUSED_LOST),
+        (3, 0, 3, O_ACCUSED_LOST),
+        (3, 2, 1, O_CHALLENGER_LOST),
+        (3, 1, 1, O_VOID),
+        (3, 0, 1, O_VOID),  # a single revealer cannot decide for a panel of 3
+        (3, 0, 0, O_VOID),
+        (1, 0, 1, O_ACCUSED_LOST),
+        (1, 1, 0, O_CHALLENGER_LOST),
+        (4, 2, 2, O_VOID),
+        (4, 1, 3, O_ACCUSED_LOST),
+        (5, 3, 2, O_CHALLENGER_LOST),
+        (5, 2, 2, O_VOID),
+        (2, 1, 1, O_VOID),
+    ],
+)
 def test_a_strict_majority_of_the_drawn_panel_decides(payout, drawn, faithful, cheated, outcome):
     assert payout.decide(drawn, faithful, cheated).call() == outcome
 
 
 def test_winning_verdicts(payout):
     assert [payout.winningVerdict(o).call() for o in (O_ACCUSED_LOST, O_CHALLENGER_LOST, O_VOID)] == [
-        V_CHEATED, V_FAITHFUL, V_NONE]
+        V_CHEATED,
+        V_FAITHFUL,
+        V_NONE,
+    ]

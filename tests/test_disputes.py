@@ -53,14 +53,21 @@ class Cycle:
     leaves: list
 
     def record(self, p=None, accepted=None, out_token=OUT_TOKEN, root=None):
-        return (root or self.root, list(PVALS if p is None else p),
-                self.accepted if accepted is None else accepted, out_token)
+        return (
+            root or self.root,
+            list(PVALS if p is None else p),
+            self.accepted if accepted is None else accepted,
+            out_token,
+        )
 
     def leaf_proof(self, index, token=None, q=None, proof=None):
         if index >= GAMMA:
             return (0, 0, [])
-        return (TOKENS[index] if token is None else token, Q[index] if q is None else q,
-                P.proof(self.leaves, index) if proof is None else proof)
+        return (
+            TOKENS[index] if token is None else token,
+            Q[index] if q is None else q,
+            P.proof(self.leaves, index) if proof is None else proof,
+        )
 
 
 @dataclass
@@ -126,16 +133,17 @@ def run_cycle(w3, market, drafter, verifier, job_id, seed, length, cycle=0):
     reveal = P.chain_reveal(seed, length, cycle)
     accepted = P.count_accepted(reveal, root, Q, PVALS)
     send(w3, market.functions.submitVerification(job_id, cycle, TOKENS, Q, PVALS, reveal, OUT_TOKEN), verifier)
-    assert market.functions.cycleRecordHash(job_id, cycle).call() == P.cycle_record_hash(root, PVALS, accepted,
-                                                                                         OUT_TOKEN)
-    return Cycle(job_id, cycle, root, accepted, [P.leaf(job_id, cycle, i, t, q) for i, (t, q) in
-                                                 enumerate(zip(TOKENS, Q))])
+    assert market.functions.cycleRecordHash(job_id, cycle).call() == P.cycle_record_hash(
+        root, PVALS, accepted, OUT_TOKEN
+    )
+    return Cycle(
+        job_id, cycle, root, accepted, [P.leaf(job_id, cycle, i, t, q) for i, (t, q) in enumerate(zip(TOKENS, Q))]
+    )
 
 
 def submit_job(w3, world_market, requester, drafter, verifier, max_tokens):
     price_token, price_pass = 10**12, 3 * 10**12
-    request = (DRAFT_MODEL, TARGET_MODEL, drafter, verifier, GAMMA, 0, 0, WAD, max_tokens, EOS, price_token,
-               price_pass)
+    request = (DRAFT_MODEL, TARGET_MODEL, drafter, verifier, GAMMA, 0, 0, WAD, max_tokens, EOS, price_token, price_pass)
     escrow = max_tokens * (price_token + price_pass)
     send(w3, world_market.functions.submitJob(request, b"\x01\x02\x03"), requester, value=escrow)
     return world_market.functions.jobCount().call()
@@ -144,15 +152,19 @@ def submit_job(w3, world_market, requester, drafter, verifier, max_tokens):
 def deploy_world(w3, params=PARAMS, referees=7):
     accounts = w3.eth.accounts
     deployer, requester, drafter, verifier, challenger, outsider = accounts[:6]
-    refs = list(accounts[6:6 + referees])
+    refs = list(accounts[6 : 6 + referees])
     system = deploy_system(w3, deployer, params)
     registry, market, dm = system.registry, system.market, system.disputes
     send(w3, registry.functions.registerDrafter(DRAFT_MODEL, TARGET_MODEL, WAD // 2), drafter, value=STAKE)
     send(w3, registry.functions.register(ROLE_VERIFIER, [TARGET_MODEL]), verifier, value=STAKE)
     # The requester and the challenger are registered referees too: the draw must skip them as parties.
     for account in [requester, challenger, *refs]:
-        send(w3, registry.functions.register(ROLE_REFEREE, [DRAFT_MODEL, TARGET_MODEL]), account,
-             value=params.min_referee_stake)
+        send(
+            w3,
+            registry.functions.register(ROLE_REFEREE, [DRAFT_MODEL, TARGET_MODEL]),
+            account,
+            value=params.min_referee_stake,
+        )
 
     seed = keccak(b"verifier seed")
     cycles = []
@@ -162,8 +174,22 @@ def deploy_world(w3, params=PARAMS, referees=7):
         send(w3, market.functions.acceptJob(job_id, P.hash_chain(seed, length)), verifier)
         cycles.append(run_cycle(w3, market, drafter, verifier, job_id, seed, length))
     open_job = submit_job(w3, market, requester, drafter, verifier, 8)
-    world = World(w3, registry, market, dm, deployer, requester, drafter, verifier, challenger, outsider, refs,
-                  cycles[0], cycles[1], open_job)
+    world = World(
+        w3,
+        registry,
+        market,
+        dm,
+        deployer,
+        requester,
+        drafter,
+        verifier,
+        challenger,
+        outsider,
+        refs,
+        cycles[0],
+        cycles[1],
+        open_job,
+    )
     assert market.functions.jobStatus(world.running.job_id).call() == JOB_RUNNING
     assert market.functions.jobStatus(world.finished.job_id).call() == JOB_FINISHED
     assert market.functions.jobStatus(open_job).call() == JOB_OPEN
@@ -190,8 +216,9 @@ def world(world_base, chain):
 def open_dispute(world, cyc=None, index=1, kind=DRAFT, sender=None, draw=True, **record_changes):
     """Opens a dispute; unless `draw` is False an outsider then draws its referees (the next block)."""
     cyc = cyc or world.running
-    fn = world.dm.functions.openDispute(cyc.job_id, cyc.cycle, index, kind, cyc.record(**record_changes),
-                                        cyc.leaf_proof(index))
+    fn = world.dm.functions.openDispute(
+        cyc.job_id, cyc.cycle, index, kind, cyc.record(**record_changes), cyc.leaf_proof(index)
+    )
     receipt = send(world.w3, fn, sender or world.challenger, value=PARAMS.dispute_bond)
     dispute_id = world.dm.functions.disputeCount().call()
     if draw:
@@ -204,8 +231,9 @@ def draw_referees(world, dispute_id, sender=None):
 
 
 def dispute(world, dispute_id):
-    names = [c["name"] for c in next(e for e in world.dm.abi if e.get("name") == "getDispute")["outputs"][0]
-             ["components"]]
+    names = [
+        c["name"] for c in next(e for e in world.dm.abi if e.get("name") == "getDispute")["outputs"][0]["components"]
+    ]
     return dict(zip(names, world.dm.functions.getDispute(dispute_id).call()))
 
 
@@ -248,8 +276,9 @@ def locks(world, account):
 
 
 def job_view(world, job_id):
-    names = [c["name"] for c in next(e for e in world.market.abi if e.get("name") == "getJob")["outputs"][0]
-             ["components"]]
+    names = [
+        c["name"] for c in next(e for e in world.market.abi if e.get("name") == "getJob")["outputs"][0]["components"]
+    ]
     return dict(zip(names, world.market.functions.getJob(job_id).call()))
 
 
@@ -261,15 +290,19 @@ def snapshot_state(world, accounts):
     calls += [dm.functions.ballotOf(i, r) for i in range(1, count + 1) for r in world.referees]
     calls += [dm.functions.credits(a) for a in accounts]
     calls += [registry.functions.accountOf(a) for a in accounts]  # stake and locks
-    calls += [dm.functions.positionState(c.job_id, c.cycle, i, k)
-              for c in (world.running, world.finished) for i in range(GAMMA + 1) for k in (DRAFT, TARGET)]
+    calls += [
+        dm.functions.positionState(c.job_id, c.cycle, i, k)
+        for c in (world.running, world.finished)
+        for i in range(GAMMA + 1)
+        for k in (DRAFT, TARGET)
+    ]
     calls += [world.market.functions.getJob(j) for j in (1, 2, 3)]
     with w3.batch_requests() as batch:
         for call in calls:
             batch.add(call)
         batch.add(w3.eth.get_balance(dm.address))
         results = batch.execute()
-    return {"count": count, "state": [r for r in results]}
+    return {"count": count, "state": list(results)}
 
 
 def everyone(world):
@@ -416,7 +449,8 @@ def test_target_replay_accused_loses_with_a_minority_referee(world):
     assert dispute(world, dispute_id)["outcome"] == O_ACCUSED_LOST
     penalty = PARAMS.referee_penalty
     assert [dict(e) for e in events(world, receipt, "RefereePenalized")] == [
-        {"disputeId": dispute_id, "referee": refs[1], "taken": penalty}]
+        {"disputeId": dispute_id, "referee": refs[1], "taken": penalty}
+    ]
     assert stake(world, refs[1]) == PARAMS.min_referee_stake - penalty
     assert not world.registry.functions.isActive(refs[1], ROLE_REFEREE, TARGET_MODEL).call()
     taken = PARAMS.accused_slash
@@ -447,8 +481,13 @@ def test_target_replay_out_token_challenger_loses_with_a_silent_referee(world):
     reveal(world, dispute_id, refs[0], V_FAITHFUL)
     reveal(world, dispute_id, refs[2], V_FAITHFUL)
     assert not world.dm.functions.canResolve(dispute_id).call()  # refs[1] may still reveal
-    expect_revert(world.dm, world.dm.functions.resolve(dispute_id), world.outsider, "TooEarlyToResolve",
-                  dispute(world, dispute_id)["revealDeadline"])
+    expect_revert(
+        world.dm,
+        world.dm.functions.resolve(dispute_id),
+        world.outsider,
+        "TooEarlyToResolve",
+        dispute(world, dispute_id)["revealDeadline"],
+    )
     advance(world.w3, PARAMS.vote_commit_period + PARAMS.vote_reveal_period + 10)
     send(world.w3, world.dm.functions.resolve(dispute_id), world.outsider)
     assert dispute(world, dispute_id)["outcome"] == O_CHALLENGER_LOST
@@ -480,8 +519,7 @@ def test_dispute_on_a_finished_job_blocks_finalize_until_closed(world):
     # a finalized job can no longer be disputed
     fn = world.dm.functions.openDispute(job_id, 0, 1, DRAFT, world.finished.record(), world.finished.leaf_proof(1))
     before = snapshot_state(world, everyone(world))
-    expect_revert(world.dm, fn, world.outsider, "JobNotDisputable", job_id, JOB_FINALIZED,
-                  value=PARAMS.dispute_bond)
+    expect_revert(world.dm, fn, world.outsider, "JobNotDisputable", job_id, JOB_FINALIZED, value=PARAMS.dispute_bond)
     assert snapshot_state(world, everyone(world)) == before
 
 
@@ -507,8 +545,9 @@ def test_answer_timeout_accused_loses(world):
     job = job_view(world, world.running.job_id)
     assert job["drafterForfeited"] and job["status"] == JOB_FINISHED and job["openDisputes"] == 0
     assert dm.functions.positionState(world.running.job_id, 0, 1, DRAFT).call() == POS_PROVEN
-    expect_revert(dm, dm.functions.claimAnswerTimeout(dispute_id), world.outsider, "DisputeWrongStatus", dispute_id,
-                  S_RESOLVED)
+    expect_revert(
+        dm, dm.functions.claimAnswerTimeout(dispute_id), world.outsider, "DisputeWrongStatus", dispute_id, S_RESOLVED
+    )
     check_solvent(world)
     withdraw_exact(world, world.challenger)
     withdraw_exact(world, world.requester)
@@ -520,11 +559,21 @@ def test_commit_timeout_without_votes_is_void(world):
     dispute_id, _ = open_dispute(world, index=1, kind=TARGET)
     refs = panel(world, dispute_id)
     answer(world, dispute_id)
-    expect_revert(dm, dm.functions.resolve(dispute_id), world.outsider, "TooEarlyToResolve",
-                  dispute(world, dispute_id)["revealDeadline"])
+    expect_revert(
+        dm,
+        dm.functions.resolve(dispute_id),
+        world.outsider,
+        "TooEarlyToResolve",
+        dispute(world, dispute_id)["revealDeadline"],
+    )
     advance(world.w3, PARAMS.vote_commit_period + 10)
-    expect_revert(dm, dm.functions.commitVote(dispute_id, b"\x01" * 32), refs[0], "CommitPeriodOver",
-                  dispute(world, dispute_id)["commitDeadline"])
+    expect_revert(
+        dm,
+        dm.functions.commitVote(dispute_id, b"\x01" * 32),
+        refs[0],
+        "CommitPeriodOver",
+        dispute(world, dispute_id)["commitDeadline"],
+    )
     assert dm.functions.canResolve(dispute_id).call()  # nobody committed, so nobody can reveal
     receipt = send(world.w3, dm.functions.resolve(dispute_id), world.outsider)
     assert dispute(world, dispute_id)["outcome"] == O_VOID
@@ -547,8 +596,13 @@ def test_commit_deadline_with_partial_commits_resolves_once_committers_revealed(
     answer(world, dispute_id)
     commit(world, dispute_id, refs[0], V_CHEATED)
     commit(world, dispute_id, refs[1], V_CHEATED)
-    expect_revert(dm, dm.functions.revealVote(dispute_id, V_CHEATED, salt_of(refs[0])), refs[0],
-                  "RevealPeriodNotOpen", dispute(world, dispute_id)["commitDeadline"])
+    expect_revert(
+        dm,
+        dm.functions.revealVote(dispute_id, V_CHEATED, salt_of(refs[0])),
+        refs[0],
+        "RevealPeriodNotOpen",
+        dispute(world, dispute_id)["commitDeadline"],
+    )
     advance(world.w3, PARAMS.vote_commit_period + 10)
     reveal(world, dispute_id, refs[0], V_CHEATED)
     assert not dm.functions.canResolve(dispute_id).call()
@@ -571,8 +625,13 @@ def test_reveal_timeout_without_reveals_is_void(world):
         commit(world, dispute_id, r, V_CHEATED)
     assert not dm.functions.canResolve(dispute_id).call()
     advance(world.w3, PARAMS.vote_commit_period + PARAMS.vote_reveal_period + 10)
-    expect_revert(dm, dm.functions.revealVote(dispute_id, V_CHEATED, salt_of(refs[0])), refs[0],
-                  "RevealPeriodOver", dispute(world, dispute_id)["revealDeadline"])
+    expect_revert(
+        dm,
+        dm.functions.revealVote(dispute_id, V_CHEATED, salt_of(refs[0])),
+        refs[0],
+        "RevealPeriodOver",
+        dispute(world, dispute_id)["revealDeadline"],
+    )
     send(world.w3, dm.functions.resolve(dispute_id), world.outsider)
     assert dispute(world, dispute_id)["outcome"] == O_VOID
     penalty = PARAMS.referee_penalty
@@ -620,8 +679,7 @@ def test_open_reverts(world):
 
     check(1, DRAFT, c.record(), c.leaf_proof(1), "WrongBond", bond - 1, bond, value=bond - 1)
     check(1, DRAFT, c.record(), c.leaf_proof(1), "WrongBond", 0, bond, value=0)
-    check(1, DRAFT, c.record(), c.leaf_proof(1), "JobNotDisputable", world.open_job, JOB_OPEN,
-          job_id=world.open_job)
+    check(1, DRAFT, c.record(), c.leaf_proof(1), "JobNotDisputable", world.open_job, JOB_OPEN, job_id=world.open_job)
     check(1, DRAFT, c.record(), c.leaf_proof(1), "JobNotDisputable", 99, 0, job_id=99)
     check(1, DRAFT, c.record(), c.leaf_proof(1), "CycleNotVerified", job, 1, cycle=1)
     stored = P.cycle_record_hash(c.root, PVALS, 2, OUT_TOKEN)
@@ -698,7 +756,9 @@ def test_vote_reverts(world):
         assert snapshot_state(world, who) == before
 
     c0 = P.vote_commitment(dispute_id, refs[0], V_CHEATED, salt_of(refs[0]))
-    check(dm.functions.commitVote(dispute_id, c0), refs[0], "DisputeWrongStatus", dispute_id, S_AWAIT)  # before the answer
+    check(
+        dm.functions.commitVote(dispute_id, c0), refs[0], "DisputeWrongStatus", dispute_id, S_AWAIT
+    )  # before the answer
     answer(world, dispute_id)
     for o in outsiders:  # drawn referees only (also: registered referees that were not drawn, and parties)
         check(dm.functions.commitVote(dispute_id, c0), o, "NotDrawnReferee")
@@ -724,8 +784,13 @@ def test_vote_reverts(world):
     send(world.w3, dm.functions.resolve(dispute_id), world.outsider)
     check(dm.functions.resolve(dispute_id), world.outsider, "DisputeWrongStatus", dispute_id, S_RESOLVED)
     check(dm.functions.commitVote(dispute_id, c0), refs[0], "DisputeWrongStatus", dispute_id, S_RESOLVED)
-    check(dm.functions.revealVote(dispute_id, V_CHEATED, salt_of(refs[0])), refs[0], "DisputeWrongStatus", dispute_id,
-          S_RESOLVED)
+    check(
+        dm.functions.revealVote(dispute_id, V_CHEATED, salt_of(refs[0])),
+        refs[0],
+        "DisputeWrongStatus",
+        dispute_id,
+        S_RESOLVED,
+    )
     # refs[1] (copied, never revealed) is penalized; 1 cheated vs 1 faithful of 3 drawn: void
     assert dispute(world, dispute_id)["outcome"] == O_VOID
     assert stake(world, refs[1]) == PARAMS.min_referee_stake - PARAMS.referee_penalty
@@ -739,15 +804,16 @@ def test_resolve_reverts_before_the_vote(world):
     expect_revert(dm, dm.functions.resolve(77), world.outsider, "DisputeWrongStatus", 77, S_NONE)
     expect_revert(dm, dm.functions.claimAnswerTimeout(77), world.outsider, "DisputeWrongStatus", 77, S_NONE)
     answer(world, dispute_id)
-    expect_revert(dm, dm.functions.claimAnswerTimeout(dispute_id), world.outsider, "DisputeWrongStatus", dispute_id,
-                  S_VOTING)
+    expect_revert(
+        dm, dm.functions.claimAnswerTimeout(dispute_id), world.outsider, "DisputeWrongStatus", dispute_id, S_VOTING
+    )
 
 
 # ------------------------------------------------------------------ referee draw
 
 
 def test_draw_excludes_parties_and_takes_fewer_when_fewer_are_eligible(world):
-    dm, registry = world.dm, world.registry
+    registry = world.registry
     # requester and challenger are registered referees but never drawn
     for i, kind in enumerate((DRAFT, TARGET)):
         dispute_id, _ = open_dispute(world, index=i, kind=kind)
@@ -807,8 +873,9 @@ def test_the_draw_waits_for_the_seed_block_and_is_rescheduled_once_its_hash_is_g
         dm.functions.drawReferees(dispute_id).call({"from": world.outsider}, block_identifier=seed_block)
     assert raised.value.data == error_data(dm, "DrawTooEarly", seed_block)
     w3.provider.make_request("anvil_mine", [hex(300)])  # the seed block's hash leaves the 256-block window
-    expect_revert(dm, dm.functions.answer(dispute_id, WAD // 3, [12], [WAD // 3]), world.drafter, "PanelNotDrawn",
-                  seed_block)
+    expect_revert(
+        dm, dm.functions.answer(dispute_id, WAD // 3, [12], [WAD // 3]), world.drafter, "PanelNotDrawn", seed_block
+    )
     receipt = draw_referees(world, dispute_id)
     [rescheduled] = events(world, receipt, "DrawRescheduled")
     assert rescheduled["drawBlock"] == receipt["blockNumber"] == dispute(world, dispute_id)["drawBlock"]
@@ -828,8 +895,7 @@ def test_the_draw_waits_for_the_seed_block_and_is_rescheduled_once_its_hash_is_g
 def test_draw_reverts_once_drawn(world):
     dispute_id, _ = open_dispute(world, index=1, kind=DRAFT)
     before = snapshot_state(world, everyone(world))
-    expect_revert(world.dm, world.dm.functions.drawReferees(dispute_id), world.challenger, "AlreadyDrawn",
-                  dispute_id)
+    expect_revert(world.dm, world.dm.functions.drawReferees(dispute_id), world.challenger, "AlreadyDrawn", dispute_id)
     assert snapshot_state(world, everyone(world)) == before
 
 
@@ -847,7 +913,9 @@ def test_referees_registered_after_the_seed_block_are_never_drawn(world):
         w3.provider.make_request("anvil_setBalance", [account, hex(10 * ETHER)])
         send(w3, registry.functions.register(ROLE_REFEREE, [DRAFT_MODEL]), account, value=PARAMS.min_referee_stake)
         fresh.append(account)
-    listed = [registry.functions.refereeAt(DRAFT_MODEL, i).call() for i in range(dispute(world, dispute_id)["poolSize"])]
+    listed = [
+        registry.functions.refereeAt(DRAFT_MODEL, i).call() for i in range(dispute(world, dispute_id)["poolSize"])
+    ]
     assert set(fresh) <= set(listed)  # inside the slots the draw ranges over, and active
     assert all(registry.functions.isActive(a, ROLE_REFEREE, DRAFT_MODEL).call() for a in fresh)
     assert all(registry.functions.registeredBlock(a).call() > receipt["blockNumber"] for a in fresh)
@@ -889,8 +957,9 @@ def test_vote_commitment_mirror_and_constructor_checks(world, artifacts):
     dm = world.dm
     salt = keccak(b"x")
     for verdict in (V_FAITHFUL, V_CHEATED):
-        assert dm.functions.voteCommitment(7, world.outsider, verdict, salt).call() == \
-            P.vote_commitment(7, world.outsider, verdict, salt)
+        assert dm.functions.voteCommitment(7, world.outsider, verdict, salt).call() == P.vote_commitment(
+            7, world.outsider, verdict, salt
+        )
     art = artifacts["DisputeManager"]
     factory = world.w3.eth.contract(abi=art["abi"], bytecode=art["bytecode"])
     good = [world.registry.address, world.market.address, 1, 60, 60, 60, 3, 1, 1]

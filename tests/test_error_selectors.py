@@ -1,7 +1,7 @@
 """Every custom error and every event of the system is told apart by its selector alone.
 
 The node explains a revert by looking its 4-byte selector up over every artifact's ABI
-(`node.chain.client.RevertDecoder`). Two declarations behind one selector would make it explain one
+(`node.chain.revert_decoder.RevertDecoder`). Two declarations behind one selector would make it explain one
 contract's error with another's name and fields (as `WrongStatus(uint256,uint8)` once did: the market's
 `(jobId, status)` and the dispute manager's `(disputeId, status)`). Events are decoded by topic 0 in the same
 way, so one topic 0 must always mean the same fields.
@@ -15,7 +15,7 @@ from typing import NamedTuple
 from eth_abi import encode
 from eth_utils import event_abi_to_log_topic, function_abi_to_4byte_selector
 
-from node.chain.client import RevertDecoder
+from node.chain.revert_decoder import RevertDecoder
 from solc_analysis import nodes
 
 OWN_SOURCES = "contracts/"
@@ -31,8 +31,10 @@ class Declaration(NamedTuple):
 def _declarations(node_type: str, selector_key: str) -> dict[str, set[Declaration]]:
     by_selector: dict[str, set[Declaration]] = defaultdict(set)
     for path, scope, node in nodes(node_type):
-        params = tuple((p["typeDescriptions"]["typeString"], p["name"]) + ((p["indexed"],) if "indexed" in p else ())
-                       for p in node["parameters"]["parameters"])
+        params = tuple(
+            (p["typeDescriptions"]["typeString"], p["name"]) + ((p["indexed"],) if "indexed" in p else ())
+            for p in node["parameters"]["parameters"]
+        )
         by_selector[node[selector_key]].add(Declaration(path, scope, node["name"], params))
     return by_selector
 
@@ -63,12 +65,19 @@ def test_the_renamed_errors_are_where_they_belong():
     for path, scope, node in nodes("ErrorDefinition"):
         if path.startswith(OWN_SOURCES):
             by_scope[scope].add(node["name"])
-    assert {"JobWrongStatus", "GammaLengthMismatch", "MarketTransferFailed", "MarketNotDeployer",
-            "MarketAlreadyWired"} <= by_scope["IInferenceMarket"]
-    assert {"DisputeWrongStatus", "TopKLengthMismatch", "DisputeTransferFailed",
-            "DisputeZeroAddress"} <= by_scope["IDisputeManager"]
-    assert {"RegistryNotDeployer", "RegistryAlreadyWired", "RegistryZeroAddress",
-            "RegistryTransferFailed"} <= by_scope["IStakingRegistry"]
+    assert {
+        "JobWrongStatus",
+        "GammaLengthMismatch",
+        "MarketTransferFailed",
+        "MarketNotDeployer",
+        "MarketAlreadyWired",
+    } <= by_scope["IInferenceMarket"]
+    assert {"DisputeWrongStatus", "TopKLengthMismatch", "DisputeTransferFailed", "DisputeZeroAddress"} <= by_scope[
+        "IDisputeManager"
+    ]
+    assert {"RegistryNotDeployer", "RegistryAlreadyWired", "RegistryZeroAddress", "RegistryTransferFailed"} <= by_scope[
+        "IStakingRegistry"
+    ]
     old = {"WrongStatus", "LengthMismatch", "TransferFailed", "ZeroAddress", "NotDeployer", "AlreadyWired"}
     assert not old & set().union(*by_scope.values())
 
@@ -76,7 +85,7 @@ def test_the_renamed_errors_are_where_they_belong():
 def test_every_abi_error_selector_means_one_thing(artifacts):
     """What the revert decoder sees: over all artifacts, one selector, one (name, parameter types and names)."""
     meanings = defaultdict(set)
-    for name, artifact in artifacts.items():
+    for artifact in artifacts.values():
         for entry in artifact["abi"]:
             if entry["type"] == "error":
                 fields = tuple((i["type"], i["name"]) for i in entry["inputs"])
@@ -110,8 +119,11 @@ def test_every_event_topic_means_one_thing(artifacts):
     the log's address tells which contract emitted it. No event is anonymous (it would have no topic 0)."""
     by_topic = _declarations("EventDefinition", "eventSelector")
     assert len(by_topic) > 30
-    ambiguous = [f"0x{topic}: {_describe(declarations)}" for topic, declarations in by_topic.items()
-                 if len({(d.name, d.params) for d in declarations}) > 1]
+    ambiguous = [
+        f"0x{topic}: {_describe(declarations)}"
+        for topic, declarations in by_topic.items()
+        if len({(d.name, d.params) for d in declarations}) > 1
+    ]
     assert not ambiguous, "\n".join(ambiguous)
 
     meanings = defaultdict(set)

@@ -11,8 +11,9 @@ SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "gas_report.py"
 
 
 def test_gas_report_json():
-    done = subprocess.run([sys.executable, str(SCRIPT), "--json", "--cycles", "4"], capture_output=True, text=True,
-                          timeout=60)
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--json", "--cycles", "4"], capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     report = json.loads(done.stdout)
     assert set(report) == {"cycle", "perToken", "jobOverhead", "dispute", "goal"}
@@ -42,5 +43,10 @@ def test_gas_report_json():
     dispute = report["dispute"]
     r = dispute["referees"]
     assert r == 3 and len(dispute["commitVotes"]) == len(dispute["revealVotes"]) == r
-    assert dispute["total"] == (dispute["openDispute"] + dispute["answer"] + sum(dispute["commitVotes"])
-                                + sum(dispute["revealVotes"]) + dispute["resolve"])
+    assert dispute["total"] == (
+        dispute["openDispute"]
+        + dispute["answer"]
+        + sum(dispute["commitVotes"])
+        + sum(dispute["revealVotes"])
+        + dispute["resolve"]
+    )

@@ -22,15 +22,30 @@ SLOT0 = ("drafter", "state", "gamma", "cycle", "emitted", "rejected", "deadline"
 SLOT1 = ("verifier", "maxTokens", "eosToken", "openDisputes")
 # (slot, first bit, width in bits) of each field, as the library reads it
 PINNED = {
-    "drafter": (0, 0, 160), "state": (0, 160, 8), "gamma": (0, 168, 8), "cycle": (0, 176, 16),
-    "emitted": (0, 192, 16), "rejected": (0, 208, 16), "deadline": (0, 224, 32),
-    "verifier": (1, 0, 160), "maxTokens": (1, 160, 16), "eosToken": (1, 176, 32), "openDisputes": (1, 208, 16),
+    "drafter": (0, 0, 160),
+    "state": (0, 160, 8),
+    "gamma": (0, 168, 8),
+    "cycle": (0, 176, 16),
+    "emitted": (0, 192, 16),
+    "rejected": (0, 208, 16),
+    "deadline": (0, 224, 32),
+    "verifier": (1, 0, 160),
+    "maxTokens": (1, 160, 16),
+    "eosToken": (1, 176, 32),
+    "openDisputes": (1, 208, 16),
 }
 DRAFTER = "0x1111111111111111111111111111111111111111"
-KNOWN = {"drafter": int(DRAFTER, 16), "state": 0x93, "gamma": 16, "cycle": 0xBEEF, "emitted": 0x1234,
-         "rejected": 0x0FED, "deadline": 0xDEADBEEF}
+KNOWN = {
+    "drafter": int(DRAFTER, 16),
+    "state": 0x93,
+    "gamma": 16,
+    "cycle": 0xBEEF,
+    "emitted": 0x1234,
+    "rejected": 0x0FED,
+    "deadline": 0xDEADBEEF,
+}
 # deadline | rejected | emitted | cycle | γ | state | drafter, most significant first
-KNOWN_WORD = int("deadbeef" "0fed" "1234" "beef" "10" "93" + "11" * 20, 16)
+KNOWN_WORD = int("deadbeef0fed1234beef1093" + "11" * 20, 16)
 
 
 def _storage_layout() -> dict:
@@ -40,8 +55,10 @@ def _storage_layout() -> dict:
 def _job_fields() -> dict[str, tuple[int, int, int]]:
     layout = _storage_layout()
     job = next(t for t in layout["types"].values() if t["label"] == "struct InferenceMarket.Job")
-    return {m["label"]: (int(m["slot"]), m["offset"] * 8, int(layout["types"][m["type"]]["numberOfBytes"]) * 8)
-            for m in job["members"]}
+    return {
+        m["label"]: (int(m["slot"]), m["offset"] * 8, int(layout["types"][m["type"]]["numberOfBytes"]) * 8)
+        for m in job["members"]
+    }
 
 
 def _word(values: dict[str, int]) -> int:
@@ -89,23 +106,37 @@ def test_the_deadline_keeps_its_low_32_bits_as_a_uint32_cast_would(slot):
     assert _unpack(slot, word) == {**KNOWN, "deadline": 5}
 
 
-@pytest.mark.parametrize("state, count, rejection, deadline", [
-    (0x12, 5, 1, 1_900_000_000), (0x33, 1, 0, (1 << 32) + 77), (0x93, 17, 1, 0)])
+@pytest.mark.parametrize(
+    "state, count, rejection, deadline", [(0x12, 5, 1, 1_900_000_000), (0x33, 1, 0, (1 << 32) + 77), (0x93, 17, 1, 0)]
+)
 def test_next_cycle_is_pack_of_the_advanced_fields(slot, state, count, rejection, deadline):
     before = {**KNOWN, "cycle": 40, "emitted": 150, "rejected": 12}
     word = _word(before)
-    expected = slot.pack(DRAFTER, state, before["gamma"], before["cycle"] + 1, before["emitted"] + count,
-                         before["rejected"] + rejection, deadline % (1 << 32)).call()
+    expected = slot.pack(
+        DRAFTER,
+        state,
+        before["gamma"],
+        before["cycle"] + 1,
+        before["emitted"] + count,
+        before["rejected"] + rejection,
+        deadline % (1 << 32),
+    ).call()
     assert slot.nextCycle(word, state, count, rejection, deadline).call() == expected
-    assert _unpack(slot, expected) == {"drafter": KNOWN["drafter"], "state": state, "gamma": before["gamma"],
-                                       "cycle": 41, "emitted": 150 + count, "rejected": 12 + rejection,
-                                       "deadline": deadline % (1 << 32)}
+    assert _unpack(slot, expected) == {
+        "drafter": KNOWN["drafter"],
+        "state": state,
+        "gamma": before["gamma"],
+        "cycle": 41,
+        "emitted": 150 + count,
+        "rejected": 12 + rejection,
+        "deadline": deadline % (1 << 32),
+    }
 
 
 def test_slot_one_readers(slot):
     values = {"verifier": int("22" * 20, 16), "maxTokens": 0xFFFE, "eosToken": 0xCAFEBABE, "openDisputes": 3}
     word = _word(values)
-    assert word == int("0003" "cafebabe" "fffe" + "22" * 20, 16)
+    assert word == int("0003cafebabefffe" + "22" * 20, 16)
     verifier, max_tokens, eos, open_disputes = slot.unpackInfo(word | (0xFFFF_FFFF << 224)).call()
     assert (int(verifier, 16), max_tokens, eos, open_disputes) == tuple(values.values())
 
@@ -126,9 +157,16 @@ def test_the_markets_words_unpack_to_its_own_view(chain, env, slot):
     assert fields["drafter"] == int(job["drafter"], 16)
     assert slot.status(word0).call() == job["status"]
     assert bool(fields["state"] & 0x10) == job["alphaEligible"] is True
-    assert (fields["gamma"], fields["cycle"], fields["emitted"], fields["rejected"]) == (
-        job["gamma"], job["cycle"], job["emitted"], job["rejected"]) == (4, 2, 5 + 3, 1)
+    assert (
+        (fields["gamma"], fields["cycle"], fields["emitted"], fields["rejected"])
+        == (job["gamma"], job["cycle"], job["emitted"], job["rejected"])
+        == (4, 2, 5 + 3, 1)
+    )
     assert fields["deadline"] == job["deadline"]  # awaiting a draft: the stored deadline is the phase's
     verifier, max_tokens, eos, open_disputes = slot.unpackInfo(word1).call()
-    assert (verifier, max_tokens, eos, open_disputes) == (job["verifier"], job["maxTokens"], job["eosToken"],
-                                                          job["openDisputes"])
+    assert (verifier, max_tokens, eos, open_disputes) == (
+        job["verifier"],
+        job["maxTokens"],
+        job["eosToken"],
+        job["openDisputes"],
+    )

@@ -40,8 +40,9 @@ def test_event_logs_in_ranges_equal_one_query(counter_history, max_range):
 def test_argument_filters_and_an_explicit_end_block(chain, counter_history):
     counter, first = counter_history
     second = chain.eth.accounts[1]
-    assert amounts(logs.event_logs(counter.events.Incremented, first, argument_filters={"by": second},
-                                   max_range=2)) == [2, 4, 6]
+    assert amounts(
+        logs.event_logs(counter.events.Incremented, first, argument_filters={"by": second}, max_range=2)
+    ) == [2, 4, 6]
     end = first + 3  # the deployment block's successor holds increment 1, and so on
     assert amounts(logs.event_logs(counter.events.Incremented, first, to_block=end, max_range=1)) == [1, 2, 3]
 
@@ -71,7 +72,7 @@ def test_a_range_the_provider_refuses_is_halved_until_it_passes(chain, counter_h
 
 
 def test_a_single_block_the_provider_refuses_is_an_error(chain, counter_history):
-    counter, first = counter_history
+    _, first = counter_history
 
     def refusing(low, high):
         raise Web3RPCError("too many results")

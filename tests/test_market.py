@@ -12,12 +12,47 @@ from eth_utils import function_signature_to_4byte_selector
 from web3.exceptions import ContractCustomError
 
 from chainutil import (  # noqa: F401  (env is a fixture)
-    DRAFT_MODEL, EOS, OTHER_MODEL, PHASE_DRAFT, PHASE_VERIFY, PRICE_ACCEPTED, PRICE_PASS, REASON_ACCEPT_TIMEOUT,
-    REASON_COMPLETED, REASON_DISPUTE, REASON_DRAFT_TIMEOUT, REASON_VERIFY_TIMEOUT, SEED, STATUS_FINALIZED,
-    STATUS_FINISHED, STATUS_NONE, STATUS_OPEN, STATUS_RUNNING, TARGET_MODEL, WAD, ZERO_ADDRESS, Draft, JobRunner,
-    advance, build_env, decode_error, env, escrow_for, events, expect_revert, forcing_p, impersonate, job_request,
+    DRAFT_MODEL,
+    EOS,
+    OTHER_MODEL,
+    PHASE_DRAFT,
+    PHASE_VERIFY,
+    PRICE_ACCEPTED,
+    PRICE_PASS,
+    REASON_ACCEPT_TIMEOUT,
+    REASON_COMPLETED,
+    REASON_DISPUTE,
+    REASON_DRAFT_TIMEOUT,
+    REASON_VERIFY_TIMEOUT,
+    SEED,
+    STATUS_FINALIZED,
+    STATUS_FINISHED,
+    STATUS_NONE,
+    STATUS_OPEN,
+    STATUS_RUNNING,
+    TARGET_MODEL,
+    WAD,
+    ZERO_ADDRESS,
+    Draft,
+    JobRunner,
+    advance,
+    build_env,
+    decode_error,
+    env,
+    escrow_for,
+    events,
+    expect_revert,
+    forcing_p,
+    impersonate,
+    job_request,
     job_view,
-    make_draft, measure_cycle_gas, paid_gas, send_eth, submit_job, transact, unpack_draft,
+    make_draft,
+    measure_cycle_gas,
+    paid_gas,
+    send_eth,
+    submit_job,
+    transact,
+    unpack_draft,
     unpack_output,
 )
 from node import protocol as P
@@ -55,7 +90,12 @@ def test_submit_job(chain, env):
     assert (job["requester"], job["drafter"], job["verifier"]) == (a.requester, a.drafter, a.verifier)
     assert (job["draftModel"], job["targetModel"]) == (DRAFT_MODEL, TARGET_MODEL)
     assert (job["status"], job["gamma"], job["alphaEligible"], job["cycle"], job["emitted"]) == (
-        STATUS_OPEN, 4, False, 0, 0)
+        STATUS_OPEN,
+        4,
+        False,
+        0,
+        0,
+    )
     assert (job["maxTokens"], job["eosToken"], job["escrow"]) == (req["maxTokens"], EOS, value)
     assert (job["pricePerAcceptedToken"], job["pricePerPass"]) == (PRICE_ACCEPTED, PRICE_PASS)
     assert job["deadline"] == w3.eth.get_block(receipt.blockNumber)["timestamp"] + env.params.accept_timeout
@@ -71,8 +111,14 @@ def test_submit_job_reverts(chain, env):
 
     def reverts(error, args=None, value=None, sender=None, **overrides):
         req = job_request(env, **overrides)
-        expect_revert(env, m.submitJob(req, b"\x01"), sender or a.requester, error, args,
-                      value=escrow_for(req) if value is None else value)
+        expect_revert(
+            env,
+            m.submitJob(req, b"\x01"),
+            sender or a.requester,
+            error,
+            args,
+            value=escrow_for(req) if value is None else value,
+        )
 
     reverts("BadGamma", (0,), gamma=0)
     reverts("BadGamma", (17,), gamma=17)
@@ -150,15 +196,21 @@ def test_commit_draft_reverts(chain, env):
     a, m = env.actors, env.market.functions
     open_job = submit_job(env)
     draft = make_draft(open_job, 0, 4)
-    expect_revert(env, m.commitDraft(open_job, 0, draft.root, draft.tokens, draft.q), a.drafter, "JobWrongStatus",
-                  (open_job, STATUS_OPEN))
+    expect_revert(
+        env,
+        m.commitDraft(open_job, 0, draft.root, draft.tokens, draft.q),
+        a.drafter,
+        "JobWrongStatus",
+        (open_job, STATUS_OPEN),
+    )
     runner = running_job(env)
     j = runner.job_id
     d = make_draft(j, 0, 4)
 
     def reverts(error, args=None, sender=a.drafter, cycle=0, root=None, tokens=None, q=None):
-        fn = m.commitDraft(j, cycle, d.root if root is None else root, d.tokens if tokens is None else tokens,
-                           d.q if q is None else q)
+        fn = m.commitDraft(
+            j, cycle, d.root if root is None else root, d.tokens if tokens is None else tokens, d.q if q is None else q
+        )
         expect_revert(env, fn, sender, error, args)
 
     reverts("NotJobDrafter", (a.verifier,), sender=a.verifier)
@@ -184,8 +236,9 @@ def test_commit_draft_rejects_token_ids_above_uint32(chain, env):
     d = make_draft(runner.job_id, 0, 4)
     selector = function_signature_to_4byte_selector("commitDraft(uint256,uint32,bytes32,uint32[],uint64[])")
     tokens = d.tokens[:2] + [2**32 + 5] + d.tokens[3:]
-    data = selector + abi_encode(["uint256", "uint32", "bytes32", "uint256[]", "uint64[]"],
-                                 [runner.job_id, 0, d.root, tokens, d.q])
+    data = selector + abi_encode(
+        ["uint256", "uint32", "bytes32", "uint256[]", "uint64[]"], [runner.job_id, 0, d.root, tokens, d.q]
+    )
     with pytest.raises(ContractCustomError) as info:
         env.w3.eth.call({"from": env.actors.drafter, "to": env.market.address, "data": "0x" + data.hex()})
     assert decode_error(info.value.data, env.market) == ("TokenOutOfRange", (2, 2**32 + 5))
@@ -226,7 +279,7 @@ def test_verification_matches_protocol(chain, env, gamma):
 def test_forced_accept_counts(chain, env):
     runner = running_job(env, maxTokens=200)
     for cycle, accept in enumerate([0, 1, 2, 3, 4, 4, 0]):
-        _, receipt, draft = runner.cycle(cycle, accept, realistic=cycle % 2 == 1)
+        _, receipt, _ = runner.cycle(cycle, accept, realistic=cycle % 2 == 1)
         assert events(env.market, receipt, "CycleVerified")[0].args.accepted == accept
 
 
@@ -239,8 +292,15 @@ def test_submit_verification_reverts(chain, env):
     r0 = runner.reveal(0)
 
     def reverts(error, args=None, sender=a.verifier, cycle=0, tokens=None, q=None, pp=None, reveal=None):
-        fn = m.submitVerification(j, cycle, d.tokens if tokens is None else tokens, d.q if q is None else q,
-                                  p if pp is None else pp, r0 if reveal is None else reveal, 9)
+        fn = m.submitVerification(
+            j,
+            cycle,
+            d.tokens if tokens is None else tokens,
+            d.q if q is None else q,
+            p if pp is None else pp,
+            r0 if reveal is None else reveal,
+            9,
+        )
         expect_revert(env, fn, sender, error, args)
 
     reverts("WrongPhase", (j, PHASE_DRAFT))  # no draft committed yet
@@ -320,8 +380,13 @@ def test_job_ends_at_max_tokens_and_settles_to_the_wei(chain, env):
     assert job["deadline"] == w3.eth.get_block(last.blockNumber)["timestamp"] + env.params.challenge_window
     # Nothing more can be drafted.
     d = make_draft(runner.job_id, 3, 4)
-    expect_revert(env, m.functions.commitDraft(runner.job_id, 3, d.root, d.tokens, d.q), a.drafter,
-                  "JobWrongStatus", (runner.job_id, STATUS_FINISHED))
+    expect_revert(
+        env,
+        m.functions.commitDraft(runner.job_id, 3, d.root, d.tokens, d.q),
+        a.drafter,
+        "JobWrongStatus",
+        (runner.job_id, STATUS_FINISHED),
+    )
     expect_revert(env, m.functions.finalize(runner.job_id), a.outsider, "DeadlineNotPassed", (job["deadline"],))
     advance(w3, env.params.challenge_window + 1)
     receipt = transact(w3, m.functions.finalize(runner.job_id), a.outsider)
@@ -330,11 +395,15 @@ def test_job_ends_at_max_tokens_and_settles_to_the_wei(chain, env):
     (ev,) = events(m, receipt, "JobFinalized")
     assert (ev.args.drafterPay, ev.args.verifierPay, ev.args.refund) == (drafter_pay, verifier_pay, refund)
     assert [m.functions.owed(x).call() for x in (a.drafter, a.verifier, a.requester)] == [
-        drafter_pay, verifier_pay, refund]
+        drafter_pay,
+        verifier_pay,
+        refund,
+    ]
     assert m.functions.jobStatus(runner.job_id).call() == STATUS_FINALIZED
     assert locks(env, a.drafter) == 0 and locks(env, a.verifier) == 0
-    expect_revert(env, m.functions.finalize(runner.job_id), a.outsider, "JobWrongStatus",
-                  (runner.job_id, STATUS_FINALIZED))
+    expect_revert(
+        env, m.functions.finalize(runner.job_id), a.outsider, "JobWrongStatus", (runner.job_id, STATUS_FINALIZED)
+    )
     for who, amount in ((a.drafter, drafter_pay), (a.verifier, verifier_pay), (a.requester, refund)):
         balance = w3.eth.get_balance(who)
         receipt = transact(w3, m.functions.withdraw(), who)
@@ -419,8 +488,9 @@ def test_draft_timeout_after_first_cycle_slashes_drafter(chain, env):
     assert env.registry.functions.stakeOf(a.drafter).call() == stake - p.timeout_slash
     assert m.functions.owed(a.requester).call() == p.timeout_slash
     assert m.functions.jobStatus(runner.job_id).call() == STATUS_FINISHED
-    expect_revert(env, m.functions.claimTimeout(runner.job_id), a.outsider, "JobWrongStatus",
-                  (runner.job_id, STATUS_FINISHED))
+    expect_revert(
+        env, m.functions.claimTimeout(runner.job_id), a.outsider, "JobWrongStatus", (runner.job_id, STATUS_FINISHED)
+    )
     advance(w3, p.challenge_window + 1)
     transact(w3, m.functions.finalize(runner.job_id), a.outsider)
     escrow = escrow_for(job_request(env))
@@ -440,8 +510,7 @@ def test_verify_timeout_slashes_verifier(chain, env):
     advance(w3, p.verify_timeout)
     receipt = transact(w3, m.functions.claimTimeout(runner.job_id), a.outsider)
     (fin,) = events(m, receipt, "JobFinished")
-    assert (fin.args.reason, fin.args.party, fin.args.slashed) == (REASON_VERIFY_TIMEOUT, a.verifier,
-                                                                  p.timeout_slash)
+    assert (fin.args.reason, fin.args.party, fin.args.slashed) == (REASON_VERIFY_TIMEOUT, a.verifier, p.timeout_slash)
     assert env.registry.functions.stakeOf(a.verifier).call() == stake - p.timeout_slash
     # No cycle was verified: the job settles at once, the requester gets escrow and slash.
     assert m.functions.jobStatus(runner.job_id).call() == STATUS_FINALIZED
@@ -525,8 +594,7 @@ def test_dispute_hooks_reject_outsiders_and_bad_states(chain, hooked):
     dm = a.spare[7]
     job_id = submit_job(hooked)
     expect_revert(hooked, m.disputeOpened(job_id), a.outsider, "NotDisputeManager", (a.outsider,))
-    expect_revert(hooked, m.disputeClosed(job_id, a.drafter, True), a.requester, "NotDisputeManager",
-                  (a.requester,))
+    expect_revert(hooked, m.disputeClosed(job_id, a.drafter, True), a.requester, "NotDisputeManager", (a.requester,))
     expect_revert(hooked, m.disputeOpened(job_id), dm, "JobWrongStatus", (job_id, STATUS_OPEN))
     expect_revert(hooked, m.disputeClosed(job_id, a.drafter, True), dm, "NoOpenDispute", (job_id,))
 
@@ -548,8 +616,13 @@ def test_open_dispute_blocks_finalize_and_a_lost_dispute_forfeits(chain, hooked)
     job = job_view(hooked, runner.job_id)
     assert (job["status"], job["drafterForfeited"], job["verifierForfeited"]) == (STATUS_FINISHED, True, False)
     d = make_draft(runner.job_id, 2, 4)
-    expect_revert(hooked, m.functions.commitDraft(runner.job_id, 2, d.root, d.tokens, d.q), a.drafter,
-                  "JobWrongStatus", (runner.job_id, STATUS_FINISHED))
+    expect_revert(
+        hooked,
+        m.functions.commitDraft(runner.job_id, 2, d.root, d.tokens, d.q),
+        a.drafter,
+        "JobWrongStatus",
+        (runner.job_id, STATUS_FINISHED),
+    )
     advance(w3, p.challenge_window + 1)
     expect_revert(hooked, m.functions.finalize(runner.job_id), a.outsider, "DisputesOpen", (1,))
     transact(w3, m.functions.disputeClosed(runner.job_id, a.verifier, False), dm)  # the verifier was faithful
@@ -558,8 +631,9 @@ def test_open_dispute_blocks_finalize_and_a_lost_dispute_forfeits(chain, hooked)
     assert m.functions.owed(a.drafter).call() == 0  # forfeited to the requester
     assert m.functions.owed(a.verifier).call() == 2 * PRICE_PASS
     assert m.functions.owed(a.requester).call() == escrow - 2 * PRICE_PASS
-    expect_revert(hooked, m.functions.disputeOpened(runner.job_id), dm, "JobWrongStatus",
-                  (runner.job_id, STATUS_FINALIZED))
+    expect_revert(
+        hooked, m.functions.disputeOpened(runner.job_id), dm, "JobWrongStatus", (runner.job_id, STATUS_FINALIZED)
+    )
 
 
 def test_lost_dispute_of_verifier_on_finished_job(chain, hooked):
@@ -590,7 +664,9 @@ def test_gas_per_cycle(chain, env, capsys):
     """commitDraft + submitVerification, both transactions all-in (21000 base, calldata, execution)."""
     table = {gamma: measure_cycle_gas(env.w3, gamma, env=env) for gamma in (1, 4, 8, 16)}
     with capsys.disabled():
-        print("\ngas per cycle (commitDraft + submitVerification):",
-              {g: (t["commitDraft"], t["submitVerification"], t["total"]) for g, t in table.items()})
+        print(
+            "\ngas per cycle (commitDraft + submitVerification):",
+            {g: (t["commitDraft"], t["submitVerification"], t["total"]) for g, t in table.items()},
+        )
     assert table[4]["total"] <= 110_000
     assert table[1]["total"] < table[4]["total"] < table[8]["total"] < table[16]["total"]

@@ -67,10 +67,13 @@ def test_check_proposal_is_the_draft_replay_rule():
     assert [i for i in range(5) if P.binds(i, 4, 4)] == [0, 1, 2, 3, 4]
 
 
-@pytest.mark.parametrize("bad", [
-    [P.WAD // 2, -1, P.WAD // 2 + 1],  # a negative entry, total still WAD
-    [2**63 - 1, 2**63 - 1, P.WAD + 2],  # every entry >= 0 and the int64 total wraps around to exactly WAD
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        [P.WAD // 2, -1, P.WAD // 2 + 1],  # a negative entry, total still WAD
+        [2**63 - 1, 2**63 - 1, P.WAD + 2],  # every entry >= 0 and the int64 total wraps around to exactly WAD
+    ],
+)
 def test_wad_vectors_that_only_look_like_distributions_are_refused(bad):
     with pytest.raises(ValueError):
         P.invcdf(bad, 0)

@@ -5,8 +5,24 @@ from __future__ import annotations
 import pytest
 
 from chainutil import (  # noqa: F401  (env is a fixture)
-    ALPHA_STAR, DRAFT_MODEL, OTHER_MODEL, ROLE_DRAFTER, ROLE_NONE, ROLE_REFEREE, ROLE_VERIFIER, TARGET_MODEL,
-    WAD, ZERO_ADDRESS, advance, env, events, expect_revert, impersonate, paid_gas, submit_job, transact,
+    ALPHA_STAR,
+    DRAFT_MODEL,
+    OTHER_MODEL,
+    ROLE_DRAFTER,
+    ROLE_NONE,
+    ROLE_REFEREE,
+    ROLE_VERIFIER,
+    TARGET_MODEL,
+    WAD,
+    ZERO_ADDRESS,
+    advance,
+    env,
+    events,
+    expect_revert,
+    impersonate,
+    paid_gas,
+    submit_job,
+    transact,
 )
 from node.chain.contracts import deploy_contract
 from node.chain.deploy import DEFAULT_PARAMS, ETHER, deploy_system
@@ -20,10 +36,13 @@ def account(env, who) -> dict:
 
 def registry_state(env, *who):
     reg = env.registry.functions
-    return (env.w3.eth.get_balance(env.registry.address),
-            tuple(tuple(reg.accountOf(w).call()) for w in who),
-            tuple(tuple(reg.modelsOf(w).call()) for w in who),
-            reg.refereeCount(DRAFT_MODEL).call(), reg.refereeCount(TARGET_MODEL).call())
+    return (
+        env.w3.eth.get_balance(env.registry.address),
+        tuple(tuple(reg.accountOf(w).call()) for w in who),
+        tuple(tuple(reg.modelsOf(w).call()) for w in who),
+        reg.refereeCount(DRAFT_MODEL).call(),
+        reg.refereeCount(TARGET_MODEL).call(),
+    )
 
 
 # ---------------------------------------------------------------- construction and wiring
@@ -35,8 +54,12 @@ def test_parameters_and_wiring(env):
     assert reg.minDrafterStake().call() == p.min_drafter_stake
     assert reg.minVerifierStake().call() == p.min_verifier_stake
     assert reg.minRefereeStake().call() == p.min_referee_stake
-    assert [reg.minStake(r).call() for r in range(4)] == [0, p.min_drafter_stake, p.min_verifier_stake,
-                                                          p.min_referee_stake]
+    assert [reg.minStake(r).call() for r in range(4)] == [
+        0,
+        p.min_drafter_stake,
+        p.min_verifier_stake,
+        p.min_referee_stake,
+    ]
     assert reg.unbondingPeriod().call() == p.unbonding_period
     assert reg.deployer().call() == env.actors.deployer
     assert reg.market().call() == env.market.address
@@ -65,18 +88,36 @@ def test_set_protocol_contracts_only_once_and_only_by_deployer(chain, env):
 def test_wiring_checks_on_a_fresh_registry(chain, env):
     w3, deployer = env.w3, env.actors.deployer
     registry = deploy_contract(w3, "StakingRegistry", ETHER, ETHER, ETHER, 1000, sender=deployer)
-    market = deploy_contract(w3, "InferenceMarket", registry.address, 60, 60, 60, 1000, 0, 4, WAD // 10, 1000,
-                             sender=deployer)
+    market = deploy_contract(
+        w3, "InferenceMarket", registry.address, 60, 60, 60, 1000, 0, 4, WAD // 10, 1000, sender=deployer
+    )
     fresh = type(env)(w3, type(env.system)(registry, market, market, None, env.params, deployer), env.actors)
     state = lambda: (registry.functions.market().call(), registry.functions.disputes().call())  # noqa: E731
     # Not wired yet: nobody can register.
-    expect_revert(fresh, registry.functions.registerDrafter(DRAFT_MODEL, TARGET_MODEL, ALPHA_STAR),
-                  env.actors.drafter, "NotWired", value=ETHER, state=state)
-    expect_revert(fresh, registry.functions.setProtocolContracts(ZERO_ADDRESS, ZERO_ADDRESS), deployer,
-                  "RegistryZeroAddress", state=state)
+    expect_revert(
+        fresh,
+        registry.functions.registerDrafter(DRAFT_MODEL, TARGET_MODEL, ALPHA_STAR),
+        env.actors.drafter,
+        "NotWired",
+        value=ETHER,
+        state=state,
+    )
+    expect_revert(
+        fresh,
+        registry.functions.setProtocolContracts(ZERO_ADDRESS, ZERO_ADDRESS),
+        deployer,
+        "RegistryZeroAddress",
+        state=state,
+    )
     # The unbonding period (1000 s) does not outlast the market's challenge window (1000 s).
-    expect_revert(fresh, registry.functions.setProtocolContracts(market.address, ZERO_ADDRESS), deployer,
-                  "UnbondingTooShort", (1000, 1000), state=state)
+    expect_revert(
+        fresh,
+        registry.functions.setProtocolContracts(market.address, ZERO_ADDRESS),
+        deployer,
+        "UnbondingTooShort",
+        (1000, 1000),
+        state=state,
+    )
 
 
 # ---------------------------------------------------------------- registration
@@ -85,12 +126,17 @@ def test_wiring_checks_on_a_fresh_registry(chain, env):
 def test_register_drafter(chain, env):
     w3, who = env.w3, env.actors.spare[0]
     before = w3.eth.get_balance(env.registry.address)
-    receipt = transact(w3, env.registry.functions.registerDrafter(OTHER_MODEL, TARGET_MODEL, WAD // 2), who,
-                       2 * ETHER)
+    receipt = transact(w3, env.registry.functions.registerDrafter(OTHER_MODEL, TARGET_MODEL, WAD // 2), who, 2 * ETHER)
     assert w3.eth.get_balance(env.registry.address) == before + 2 * ETHER
     acct = account(env, who)
-    assert (acct["stake"], acct["role"], acct["locks"], acct["unbondingSince"], acct["alphaStar"],
-            acct["targetModel"]) == (2 * ETHER, ROLE_DRAFTER, 0, 0, WAD // 2, TARGET_MODEL)
+    assert (
+        acct["stake"],
+        acct["role"],
+        acct["locks"],
+        acct["unbondingSince"],
+        acct["alphaStar"],
+        acct["targetModel"],
+    ) == (2 * ETHER, ROLE_DRAFTER, 0, 0, WAD // 2, TARGET_MODEL)
     reg = env.registry.functions
     assert reg.modelsOf(who).call() == [OTHER_MODEL]
     assert reg.isActive(who, ROLE_DRAFTER, OTHER_MODEL).call()
@@ -117,15 +163,43 @@ def test_register_drafter_reverts(chain, env):
     m = p.min_drafter_stake
     expect_revert(env, reg.registerDrafter(b"\0" * 32, TARGET_MODEL, 1), who, "ZeroModel", value=m, state=state)
     expect_revert(env, reg.registerDrafter(DRAFT_MODEL, b"\0" * 32, 1), who, "ZeroModel", value=m, state=state)
-    expect_revert(env, reg.registerDrafter(DRAFT_MODEL, TARGET_MODEL, WAD + 1), who, "AlphaAboveWad", (WAD + 1,),
-                  value=m, state=state)
-    expect_revert(env, reg.registerDrafter(DRAFT_MODEL, TARGET_MODEL, 1), who, "StakeBelowMinimum", (m - 1, m),
-                  value=m - 1, state=state)
-    expect_revert(env, reg.registerDrafter(DRAFT_MODEL, TARGET_MODEL, 1), a.drafter, "AlreadyRegistered",
-                  (a.drafter,), value=m, state=state)
+    expect_revert(
+        env,
+        reg.registerDrafter(DRAFT_MODEL, TARGET_MODEL, WAD + 1),
+        who,
+        "AlphaAboveWad",
+        (WAD + 1,),
+        value=m,
+        state=state,
+    )
+    expect_revert(
+        env,
+        reg.registerDrafter(DRAFT_MODEL, TARGET_MODEL, 1),
+        who,
+        "StakeBelowMinimum",
+        (m - 1, m),
+        value=m - 1,
+        state=state,
+    )
+    expect_revert(
+        env,
+        reg.registerDrafter(DRAFT_MODEL, TARGET_MODEL, 1),
+        a.drafter,
+        "AlreadyRegistered",
+        (a.drafter,),
+        value=m,
+        state=state,
+    )
     # one role per address
-    expect_revert(env, reg.register(ROLE_REFEREE, [DRAFT_MODEL]), a.drafter, "AlreadyRegistered", (a.drafter,),
-                  value=m, state=state)
+    expect_revert(
+        env,
+        reg.register(ROLE_REFEREE, [DRAFT_MODEL]),
+        a.drafter,
+        "AlreadyRegistered",
+        (a.drafter,),
+        value=m,
+        state=state,
+    )
 
 
 def test_register_verifier_and_referee(chain, env):
@@ -148,22 +222,30 @@ def test_register_reverts(chain, env):
     reg, who = env.registry.functions, env.actors.spare[0]
     state = lambda: registry_state(env, who)  # noqa: E731
     v = env.params.min_verifier_stake
-    expect_revert(env, reg.register(ROLE_NONE, [TARGET_MODEL]), who, "InvalidRole", (ROLE_NONE,), value=v,
-                  state=state)
-    expect_revert(env, reg.register(ROLE_DRAFTER, [TARGET_MODEL]), who, "InvalidRole", (ROLE_DRAFTER,), value=v,
-                  state=state)
+    expect_revert(env, reg.register(ROLE_NONE, [TARGET_MODEL]), who, "InvalidRole", (ROLE_NONE,), value=v, state=state)
+    expect_revert(
+        env, reg.register(ROLE_DRAFTER, [TARGET_MODEL]), who, "InvalidRole", (ROLE_DRAFTER,), value=v, state=state
+    )
     expect_revert(env, reg.register(ROLE_VERIFIER, []), who, "BadModelCount", (0,), value=v, state=state)
     nine = [bytes([i + 1]) * 32 for i in range(9)]
     expect_revert(env, reg.register(ROLE_VERIFIER, nine), who, "BadModelCount", (9,), value=v, state=state)
-    expect_revert(env, reg.register(ROLE_VERIFIER, [TARGET_MODEL, b"\0" * 32]), who, "ZeroModel", value=v,
-                  state=state)
-    expect_revert(env, reg.register(ROLE_REFEREE, [TARGET_MODEL, TARGET_MODEL]), who, "DuplicateModel",
-                  (TARGET_MODEL,), value=v, state=state)
+    expect_revert(env, reg.register(ROLE_VERIFIER, [TARGET_MODEL, b"\0" * 32]), who, "ZeroModel", value=v, state=state)
+    expect_revert(
+        env,
+        reg.register(ROLE_REFEREE, [TARGET_MODEL, TARGET_MODEL]),
+        who,
+        "DuplicateModel",
+        (TARGET_MODEL,),
+        value=v,
+        state=state,
+    )
     r = env.params.min_referee_stake
-    expect_revert(env, reg.register(ROLE_REFEREE, [TARGET_MODEL]), who, "StakeBelowMinimum", (r - 1, r),
-                  value=r - 1, state=state)
-    expect_revert(env, reg.register(ROLE_VERIFIER, [TARGET_MODEL]), who, "StakeBelowMinimum", (r, v), value=r,
-                  state=state)
+    expect_revert(
+        env, reg.register(ROLE_REFEREE, [TARGET_MODEL]), who, "StakeBelowMinimum", (r - 1, r), value=r - 1, state=state
+    )
+    expect_revert(
+        env, reg.register(ROLE_VERIFIER, [TARGET_MODEL]), who, "StakeBelowMinimum", (r, v), value=r, state=state
+    )
 
 
 # ---------------------------------------------------------------- stake and claims
@@ -220,8 +302,9 @@ def test_unbonding_period_enforced_then_withdraw(chain, env):
     assert not reg.isActive(who, ROLE_VERIFIER, TARGET_MODEL).call()
     state = lambda: registry_state(env, who)  # noqa: E731
     expect_revert(env, reg.requestUnbond(), who, "AlreadyUnbonding", (who,), state=state)
-    expect_revert(env, reg.withdrawUnbonded(), who, "UnbondingNotElapsed", (since + env.params.unbonding_period,),
-                  state=state)
+    expect_revert(
+        env, reg.withdrawUnbonded(), who, "UnbondingNotElapsed", (since + env.params.unbonding_period,), state=state
+    )
     advance(w3, env.params.unbonding_period - 60)
     expect_revert(env, reg.withdrawUnbonded(), who, "UnbondingNotElapsed", state=state)
     advance(w3, 61)

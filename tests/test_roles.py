@@ -41,6 +41,7 @@ STAKE = 5 * ETHER
 PROMPT = "def __init__(self, "
 GAMMA = 4
 
+
 class Killed(BaseException):
     """Stands in for kill -9: escapes every `except Exception` of the node."""
 
@@ -93,23 +94,64 @@ class World:
         return receipt
 
     def drafter(self, behavior="honest", store="drafter", account=2, w3=None):
-        return DrafterNode(w3 or self.w3, self.deployment, dev_account(account), self.tmp / f"{store}.db", DRAFT,
-                           TARGET, behavior=behavior, device="cpu")
+        return DrafterNode(
+            w3 or self.w3,
+            self.deployment,
+            dev_account(account),
+            self.tmp / f"{store}.db",
+            DRAFT,
+            TARGET,
+            behavior=behavior,
+            device="cpu",
+        )
 
     def verifier(self, behavior="honest", store="verifier", account=3, w3=None, **options):
-        return VerifierNode(w3 or self.w3, self.deployment, dev_account(account), self.tmp / f"{store}.db", TARGET,
-                            DRAFT, behavior=behavior, device="cpu", **options)
+        return VerifierNode(
+            w3 or self.w3,
+            self.deployment,
+            dev_account(account),
+            self.tmp / f"{store}.db",
+            TARGET,
+            DRAFT,
+            behavior=behavior,
+            device="cpu",
+            **options,
+        )
 
     def referees(self):
-        return [RefereeNode(self.w3, self.deployment, dev_account(i), self.tmp / f"referee{i}.db", TARGET, DRAFT,
-                            device="cpu") for i in (4, 5, 6)]
+        return [
+            RefereeNode(
+                self.w3, self.deployment, dev_account(i), self.tmp / f"referee{i}.db", TARGET, DRAFT, device="cpu"
+            )
+            for i in (4, 5, 6)
+        ]
 
-    def submit(self, prompt=PROMPT, max_tokens=20, temperature=WAD, top_k=0, top_p=WAD, eos=0, drafter=None,
-               draft_model=None, gamma=GAMMA) -> int:
-        request = dict(draftModel=draft_model or self.ids["draft"], targetModel=self.ids["target"],
-                       drafter=drafter or self.drafter_address, verifier=self.verifier_address, gamma=gamma,
-                       temperature=temperature, topK=top_k, topP=top_p, maxTokens=max_tokens, eosToken=eos,
-                       pricePerAcceptedToken=10**12, pricePerPass=3 * 10**12)
+    def submit(
+        self,
+        prompt=PROMPT,
+        max_tokens=20,
+        temperature=WAD,
+        top_k=0,
+        top_p=WAD,
+        eos=0,
+        drafter=None,
+        draft_model=None,
+        gamma=GAMMA,
+    ) -> int:
+        request = dict(
+            draftModel=draft_model or self.ids["draft"],
+            targetModel=self.ids["target"],
+            drafter=drafter or self.drafter_address,
+            verifier=self.verifier_address,
+            gamma=gamma,
+            temperature=temperature,
+            topK=top_k,
+            topP=top_p,
+            maxTokens=max_tokens,
+            eosToken=eos,
+            pricePerAcceptedToken=10**12,
+            pricePerPass=3 * 10**12,
+        )
         escrow = max_tokens * (request["pricePerAcceptedToken"] + request["pricePerPass"])
         self.send(self.market.functions.submitJob(request, prompt.encode()), self.requester, escrow)
         return self.market.functions.jobCount().call()
@@ -191,11 +233,13 @@ def reference(job_id, tokenizer, world, prompt=PROMPT, max_tokens=20, temperatur
     as the verifier node runs it)."""
     target = load_model(TARGET, torch.device("cpu"), torch.float32)
     draft = load_model(DRAFT, torch.device("cpu"), torch.float32)
-    decoder = SpeculativeDecoder(target, draft, gamma=GAMMA, temperature=temperature, top_k=top_k, top_p=top_p,
-                                 verify_draft=True)
+    decoder = SpeculativeDecoder(
+        target, draft, gamma=GAMMA, temperature=temperature, top_k=top_k, top_p=top_p, verify_draft=True
+    )
     ids = prompt_tokens(tokenizer, prompt.encode())
-    return decoder.generate(ids, max_tokens, job_id=job_id, verifier_seed=verifier_seed(dev_account(3).key, job_id),
-                            eos_token_id=eos)
+    return decoder.generate(
+        ids, max_tokens, job_id=job_id, verifier_seed=verifier_seed(dev_account(3).key, job_id), eos_token_id=eos
+    )
 
 
 def check_cycles_on_chain(world, job_id, stopped=False):
@@ -206,8 +250,9 @@ def check_cycles_on_chain(world, job_id, stopped=False):
         cycles = [c for c in cycles if c.verified]
     for c in cycles:
         assert c.verified
-        assert world.market.functions.cycleRecordHash(job_id, c.cycle).call() == \
-            protocol.cycle_record_hash(*c.record_preimage())
+        assert world.market.functions.cycleRecordHash(job_id, c.cycle).call() == protocol.cycle_record_hash(
+            *c.record_preimage()
+        )
         assert protocol.count_accepted(c.reveal, c.draft_root, c.q, c.p) == c.accepted
     return cycles
 
@@ -219,18 +264,23 @@ def test_two_interleaved_honest_jobs_equal_generate(world, tokenizer):
     drafter, verifier = world.drafter(), world.verifier()
     nonces = {a: world.nonce(a) for a in (world.drafter_address, world.verifier_address)}
     first = world.submit(max_tokens=20)
-    second = world.submit(prompt="import os\n\nclass ", max_tokens=16, temperature=7 * WAD // 10, top_k=20,
-                          top_p=9 * WAD // 10)
+    second = world.submit(
+        prompt="import os\n\nclass ", max_tokens=16, temperature=7 * WAD // 10, top_k=20, top_p=9 * WAD // 10
+    )
     drive([drafter, verifier], lambda: world.status(first) == world.status(second) == JobStatus.Finished)
 
-    expected = {first: reference(first, tokenizer, world, max_tokens=20),
-                second: reference(second, tokenizer, world, prompt="import os\n\nclass ", max_tokens=16,
-                                  temperature=0.7, top_k=20, top_p=0.9)}
+    expected = {
+        first: reference(first, tokenizer, world, max_tokens=20),
+        second: reference(
+            second, tokenizer, world, prompt="import os\n\nclass ", max_tokens=16, temperature=0.7, top_k=20, top_p=0.9
+        ),
+    }
     for job_id, result in expected.items():
         assert chaindata.output_tokens(world.system, job_id, from_block=world.start) == result.tokens
         cycles = check_cycles_on_chain(world, job_id)
-        assert [(c.tokens, c.q, c.p, c.accepted, c.out_token) for c in cycles] == \
-            [(r.proposals, r.q, r.p, r.accepted, r.out_token) for r in result.cycles]
+        assert [(c.tokens, c.q, c.p, c.accepted, c.out_token) for c in cycles] == [
+            (r.proposals, r.q, r.p, r.accepted, r.out_token) for r in result.cycles
+        ]
         # the nodes' transcripts agree with the chain
         for c in cycles:
             mine = drafter.store.cycle(job_id, "drafter", c.cycle)
@@ -257,8 +307,9 @@ def test_greedy_job_equals_the_targets_greedy_generate(world, tokenizer):
     prompt = prompt_tokens(tokenizer, PROMPT.encode())
     target = load_model(TARGET, torch.device("cpu"), torch.float32)
     with torch.inference_mode():
-        greedy = target.generate(torch.tensor([prompt]), max_new_tokens=24, do_sample=False, eos_token_id=0,
-                                 pad_token_id=0)[0, len(prompt):].tolist()
+        greedy = target.generate(
+            torch.tensor([prompt]), max_new_tokens=24, do_sample=False, eos_token_id=0, pad_token_id=0
+        )[0, len(prompt) :].tolist()
     assert chaindata.output_tokens(world.system, job_id, from_block=world.start) == greedy
     check_cycles_on_chain(world, job_id)
     assert verifier.accept_mismatches == []
@@ -324,8 +375,11 @@ def test_killed_nodes_restart_from_their_stores_without_sending_anything_twice(w
     assert decided.proposals is not None and world.status(job_id) == JobStatus.Running
     del drafter
     drafter = world.drafter()  # same store: it sends the draft it had decided, not a new one
-    drive([drafter], lambda: len(chaindata.cycles(world.system, job_id, from_block=world.start, with_p=False)) > cycle,
-          settle=False)
+    drive(
+        [drafter],
+        lambda: len(chaindata.cycles(world.system, job_id, from_block=world.start, with_p=False)) > cycle,
+        settle=False,
+    )
     committed = chaindata.cycles(world.system, job_id, from_block=world.start, with_p=False)[cycle]
     assert list(committed.tokens) == decided.proposals and list(committed.q) == decided.q
 
@@ -355,8 +409,10 @@ def test_drafter_claims_the_timeout_of_a_silent_verifier(world):
     world.advance(DEFAULT_PARAMS.commit_timeout + DEFAULT_PARAMS.verify_timeout + 5)
     drive([drafter], lambda: world.status(job_id) == JobStatus.Finished, max_rounds=5)
     [finished] = world.market.events.JobFinished().get_logs(argument_filters={"jobId": job_id}, from_block=world.start)
-    assert (finished["args"]["reason"], finished["args"]["party"]) == (FinishReason.VerifyTimeout,
-                                                                       world.verifier_address)
+    assert (finished["args"]["reason"], finished["args"]["party"]) == (
+        FinishReason.VerifyTimeout,
+        world.verifier_address,
+    )
     assert world.stake(world.verifier_address) == stake - DEFAULT_PARAMS.timeout_slash
 
 
@@ -388,8 +444,11 @@ def test_biased_drafter_loses_the_draft_replay_dispute_its_verifier_opens(world)
     drive([drafter, verifier, *referees], lambda: world.status(job_id) == JobStatus.Finished)
     cycles = check_cycles_on_chain(world, job_id, stopped=True)
     # the positions it biased, as its own transcript records them; the verifier's replay flagged each one
-    biased = [(c.cycle, b["index"]) for c in cycles
-              for b in (drafter.store.cycle(job_id, "drafter", c.cycle).top_k.get("biased") or [])]
+    biased = [
+        (c.cycle, b["index"])
+        for c in cycles
+        for b in (drafter.store.cycle(job_id, "drafter", c.cycle).top_k.get("biased") or [])
+    ]
     assert len(biased) < GAMMA * len(cycles)  # honest on the positions that are not ambiguous
     assert biased, "the biased drafter found no ambiguous position to bias"
     flagged = {(c, f.index) for _, c, f in verifier.draft_faults if f.kind == "x"}
@@ -401,22 +460,33 @@ def test_biased_drafter_loses_the_draft_replay_dispute_its_verifier_opens(world)
     [opened] = world.dm.events.DisputeOpened().get_logs(from_block=world.start)  # the first one decided it
     dispute_id = opened["args"]["disputeId"]
     assert opened["args"]["challenger"] == world.verifier_address
-    assert (opened["args"]["cycle"], opened["args"]["index"], opened["args"]["kind"]) == \
-        (cycle, index, DisputeKind.DraftReplay)
+    assert (opened["args"]["cycle"], opened["args"]["index"], opened["args"]["kind"]) == (
+        cycle,
+        index,
+        DisputeKind.DraftReplay,
+    )
     [d] = resolve_all(world, [dispute_id], [drafter, verifier, *referees])
     assert (d["outcome"], d["cheatedVotes"], d["faithfulVotes"]) == (Outcome.AccusedLost, 3, 0)
     [finished] = world.market.events.JobFinished().get_logs(argument_filters={"jobId": job_id}, from_block=world.start)
     assert finished["args"]["reason"] == FinishReason.DisputeLost  # stopped mid-job
     assert world.stake(world.drafter_address) == stake - world.system.params.accused_slash
-    [answered] = world.dm.events.Answered().get_logs(argument_filters={"disputeId": dispute_id},
-                                                     from_block=world.start)
+    [answered] = world.dm.events.Answered().get_logs(argument_filters={"disputeId": dispute_id}, from_block=world.start)
     assert answered["args"]["claimedProb"] == cycles[cycle].q[index]  # the drafter answered by itself
     assert all(r.judgements[dispute_id].cheated for r in referees)
     assert "inverse-CDF" in referees[0].judgements[dispute_id].reason
     assert chaindata.job_view(world.market, job_id)["drafterForfeited"]
     assert verifier.speculation["misses"] >= 1  # a biased draft is not the one an honest drafter commits
-    assert {"JobAccepted", "DraftCommitted", "CycleVerified", "JobFinished", "DisputeOpened", "DisputeResolved",
-            "DisputeClosed", "VoteCommitted", "VoteRevealed"} <= check_fast_decoding(world)
+    assert {
+        "JobAccepted",
+        "DraftCommitted",
+        "CycleVerified",
+        "JobFinished",
+        "DisputeOpened",
+        "DisputeResolved",
+        "DisputeClosed",
+        "VoteCommitted",
+        "VoteRevealed",
+    } <= check_fast_decoding(world)
 
 
 def test_nodes_compute_in_fp32_where_the_engine_would_default_to_bf16(monkeypatch):
@@ -440,7 +510,6 @@ def test_a_wrong_guess_of_the_verifier_is_undone_exactly(tokenizer):
 
     import numpy as np
 
-    from node.decoding import VerifySession
     from node.decoding.messages import DecodingJob, Draft
     from node.decoding.proposer import DraftSession
     from node.roles import behaviors
@@ -448,8 +517,7 @@ def test_a_wrong_guess_of_the_verifier_is_undone_exactly(tokenizer):
     target = load_model(TARGET, torch.device("cpu"), torch.float32)
     draft = load_model(DRAFT, torch.device("cpu"), torch.float32)
     node = SimpleNamespace(target_model=target, draft_model=draft)
-    job = DecodingJob(job_id=3, prompt=tuple(prompt_tokens(tokenizer, PROMPT.encode())), max_new_tokens=40,
-                      gamma=GAMMA)
+    job = DecodingJob(job_id=3, prompt=tuple(prompt_tokens(tokenizer, PROMPT.encode())), max_new_tokens=40, gamma=GAMMA)
     seed = bytes(range(32))
     for behavior, kind in (("honest", "lengths"), ("retaliate", "copy")):
         plain = behaviors.verify_session(behavior, target, job, seed, draft_model=draft)
@@ -458,15 +526,25 @@ def test_a_wrong_guess_of_the_verifier_is_undone_exactly(tokenizer):
         for c in range(6):
             proposed = drafter.propose(c)
             actual = Draft(job_id=3, cycle=c, tokens=tuple(proposed.tokens), q=tuple(proposed.q), q_rows=None)
-            wrong = Draft(job_id=3, cycle=c, tokens=tuple((t + 1 + c) % 700 for t in proposed.tokens),
-                          q=tuple(proposed.q), q_rows=None)
+            wrong = Draft(
+                job_id=3,
+                cycle=c,
+                tokens=tuple((t + 1 + c) % 700 for t in proposed.tokens),
+                q=tuple(proposed.q),
+                q_rows=None,
+            )
             backup = VerifierNode._snapshot(node, guessing)
             assert backup[0] == kind
             guessing.verify(c, wrong)
             guessing = VerifierNode._restore(node, guessing, backup)
             got, want = guessing.verify(c, actual), plain.verify(c, actual)
-            assert (got.p, got.accepted, got.out_token, got.emitted, got.reveal) == \
-                (want.p, want.accepted, want.out_token, want.emitted, want.reveal)
+            assert (got.p, got.accepted, got.out_token, got.emitted, got.reveal) == (
+                want.p,
+                want.accepted,
+                want.out_token,
+                want.emitted,
+                want.reveal,
+            )
             assert np.array_equal(got.p_rows, want.p_rows)
             for session in (plain, guessing):
                 session.advance(want.emitted)
@@ -486,17 +564,20 @@ def test_disputes_on_honest_positions_lose(world):
     drafter, verifier = world.drafter(store="drafter-new"), world.verifier(store="verifier-new")
     referees = world.referees()
     # three disputes at once: a proposal's x/q, a proposal's p, and the cycle's outToken
-    dispute_ids = [world.open_dispute(job_id, 0, 0, DisputeKind.DraftReplay),
-                   world.open_dispute(job_id, 0, 0, DisputeKind.TargetReplay),
-                   world.open_dispute(job_id, 0, GAMMA, DisputeKind.TargetReplay)]
+    dispute_ids = [
+        world.open_dispute(job_id, 0, 0, DisputeKind.DraftReplay),
+        world.open_dispute(job_id, 0, 0, DisputeKind.TargetReplay),
+        world.open_dispute(job_id, 0, GAMMA, DisputeKind.TargetReplay),
+    ]
     # nobody draws until the opening blocks' hashes have left the EVM's 256-block window: each accused node has
     # its draw rescheduled first, then answers (and its answer draws)
     world.w3.provider.make_request("anvil_mine", [hex(300)])
     for d in resolve_all(world, dispute_ids, [drafter, verifier, *referees]):
         assert (d["outcome"], d["faithfulVotes"], d["cheatedVotes"]) == (Outcome.ChallengerLost, 3, 0)
     for d in dispute_ids:
-        [rescheduled] = world.dm.events.DrawRescheduled().get_logs(argument_filters={"disputeId": d},
-                                                                   from_block=world.start)
+        [rescheduled] = world.dm.events.DrawRescheduled().get_logs(
+            argument_filters={"disputeId": d}, from_block=world.start
+        )
         [drawn] = world.dm.events.RefereesDrawn().get_logs(argument_filters={"disputeId": d}, from_block=world.start)
         assert drawn["blockNumber"] > rescheduled["args"]["drawBlock"] == rescheduled["blockNumber"]
         assert world.w3.eth.get_transaction(rescheduled["transactionHash"])["from"] == world.dispute(d)["accused"]
@@ -506,8 +587,10 @@ def test_disputes_on_honest_positions_lose(world):
     assert world.dm.functions.credits(world.verifier_address).call() == 2 * (bond - reward)
     assert all(not r.judgements[d].cheated for r in referees for d in dispute_ids)
     cycle0 = chaindata.cycles(world.system, job_id, from_block=world.start)[0]
-    answers = [world.dm.events.Answered().get_logs(argument_filters={"disputeId": d}, from_block=world.start)[0]["args"]
-               for d in dispute_ids]
+    answers = [
+        world.dm.events.Answered().get_logs(argument_filters={"disputeId": d}, from_block=world.start)[0]["args"]
+        for d in dispute_ids
+    ]
     assert abs(answers[0]["claimedProb"] - cycle0.q[0]) <= 10**14  # replayed, so equal up to the last digits
     assert answers[1]["claimedProb"] == cycle0.p[0]  # the posted p (from calldata)
     assert answers[2]["claimedProb"] > 0 and len(answers[2]["topTokens"]) == 8
@@ -548,18 +631,19 @@ def test_retaliating_verifier_loses_a_target_replay_dispute(world):
     stake = world.stake(world.verifier_address)
     referees = world.referees()
     dispute_id = world.open_dispute(job_id, cycle, index, DisputeKind.TargetReplay)
+
     # every referee commits; then one dies before revealing and comes back on its store (verdict and salt in it)
     def committed():
         return all(chaindata.ballot_view(world.dm, dispute_id, r.address)["commitment"] != bytes(32) for r in referees)
 
     drive([drafter, verifier, *referees], committed, settle=False)
     assert chaindata.ballot_view(world.dm, dispute_id, referees[0].address)["verdict"] == 0
-    referees[0] = RefereeNode(world.w3, world.deployment, dev_account(4), world.tmp / "referee4.db", TARGET, DRAFT,
-                              device="cpu")
+    referees[0] = RefereeNode(
+        world.w3, world.deployment, dev_account(4), world.tmp / "referee4.db", TARGET, DRAFT, device="cpu"
+    )
     [d] = resolve_all(world, [dispute_id], [drafter, verifier, *referees])
     assert referees[0].sent[0] == f"dispute:{dispute_id}:reveal"  # it revealed what it had committed
-    assert chaindata.ballot_view(world.dm, dispute_id, referees[0].address)["verdict"] == \
-        Verdict.AccusedCheated
+    assert chaindata.ballot_view(world.dm, dispute_id, referees[0].address)["verdict"] == Verdict.AccusedCheated
     assert (d["outcome"], d["cheatedVotes"]) == (Outcome.AccusedLost, 3)
     assert world.stake(world.verifier_address) == stake - world.system.params.accused_slash
     assert chaindata.job_view(world.market, job_id)["verifierForfeited"]
@@ -572,8 +656,10 @@ def test_a_draft_with_a_token_outside_the_vocabulary_is_verified_and_disputable(
     job_id = world.submit(max_tokens=12)
     drive([verifier], lambda: world.status(job_id) == JobStatus.Running)
     tokens, q = [100_000, 5, 6, 7], [WAD // 2] * GAMMA  # a drafter (no node) commits garbage: any uint32 goes
-    world.send(world.market.functions.commitDraft(job_id, 0, protocol.draft_root(job_id, 0, tokens, q), tokens, q),
-               world.drafter_address)
+    world.send(
+        world.market.functions.commitDraft(job_id, 0, protocol.draft_root(job_id, 0, tokens, q), tokens, q),
+        world.drafter_address,
+    )
     drive([verifier], lambda: chaindata.job_view(world.market, job_id)["cycle"] == 1)  # no timeout for the verifier
     [c0] = check_cycles_on_chain(world, job_id)
     assert (c0.accepted, c0.p) == (0, (0, 0, 0, 0)) and c0.output == (c0.out_token,) and c0.out_token < 768
@@ -593,8 +679,12 @@ def test_chaindata_readers_rebuild_a_job_from_chain_data_alone(world, tokenizer)
     job_id = world.submit(max_tokens=12, temperature=9 * WAD // 10, top_k=50)
     drive([drafter, verifier], lambda: world.status(job_id) == JobStatus.Finished)
     record = chaindata.job_request(world.system, job_id, from_block=world.start)
-    assert (record.requester, record.prompt, record.gamma, record.max_tokens) == (world.requester, PROMPT.encode(),
-                                                                                  GAMMA, 12)
+    assert (record.requester, record.prompt, record.gamma, record.max_tokens) == (
+        world.requester,
+        PROMPT.encode(),
+        GAMMA,
+        12,
+    )
     job = engine_job(job_id, record.request, record.prompt, tokenizer)
     assert (job.sampling.temperature, job.sampling.top_k, job.eos_token_id) == (0.9, 50, 0)
     cycles = check_cycles_on_chain(world, job_id)
@@ -605,7 +695,9 @@ def test_chaindata_readers_rebuild_a_job_from_chain_data_alone(world, tokenizer)
             assert protocol.verify_proof(proof, c.draft_root, protocol.leaf(job_id, c.cycle, index, token, q))
         assert chaindata.leaf_proof(world.system, job_id, c.cycle, GAMMA, from_block=world.start) == (0, 0, [])
     # the legacy (w3, market, ...) calling form reads the same
-    assert chaindata.record_preimage(world.w3, world.market, job_id, 0, from_block=world.start) == \
-        cycles[0].record_preimage()
+    assert (
+        chaindata.record_preimage(world.w3, world.market, job_id, 0, from_block=world.start)
+        == cycles[0].record_preimage()
+    )
     with pytest.raises(chaindata.ChainDataError):
         chaindata.job_request(world.system, 999, from_block=world.start)

@@ -141,8 +141,10 @@ def hf_warped(logits, temperature, top_k_, top_p):
     return scores.softmax(-1)
 
 
-@pytest.mark.parametrize("temperature, k, p", [(1.0, 0, 1.0), (0.7, 0, 1.0), (1.0, 5, 1.0), (1.3, 0, 0.8),
-                                               (0.6, 20, 0.9), (1.0, 1, 1.0), (1.0, 0, 0.01)])
+@pytest.mark.parametrize(
+    "temperature, k, p",
+    [(1.0, 0, 1.0), (0.7, 0, 1.0), (1.0, 5, 1.0), (1.3, 0, 0.8), (0.6, 20, 0.9), (1.0, 1, 1.0), (1.0, 0, 0.01)],
+)
 def test_probabilities_match_transformers_warpers(temperature, k, p):
     logits = torch.randn(6, 100, generator=torch.Generator().manual_seed(3)) * 3
     ours = probabilities(logits, SamplingParams(temperature, k, p))

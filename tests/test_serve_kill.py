@@ -27,8 +27,20 @@ from node import protocol
 from node.chain.deployment import Deployment
 from node.chain.enums import FinishReason, JobStatus
 from node.roles import chaindata
-from test_cli import (DRAFT, DRAFTER, REQUESTER, TARGET, VERIFIER, _log_tail, _serve, _stop, address,
-                      chain_with_drafter_and_verifier, cli, ok)
+from test_cli import (
+    DRAFT,
+    DRAFTER,
+    REQUESTER,
+    TARGET,
+    VERIFIER,
+    _log_tail,
+    _serve,
+    _stop,
+    address,
+    chain_with_drafter_and_verifier,
+    cli,
+    ok,
+)
 
 MAX_TOKENS = 64
 GAMMA = 2
@@ -44,8 +56,9 @@ JOB_TIMEOUT = 420.0  # seconds for the whole job (two node restarts included) on
 def home(tmp_path_factory):
     """`verispec chain up` in a fresh home (long turn deadlines: a restart on a loaded machine must not look like
     a missed deadline); a drafter and a verifier registered through the CLI."""
-    with chain_with_drafter_and_verifier(tmp_path_factory.mktemp("verispec-kill"), "--param", "commit_timeout=1800",
-                                         "--param", "verify_timeout=1800") as home:
+    with chain_with_drafter_and_verifier(
+        tmp_path_factory.mktemp("verispec-kill"), "--param", "commit_timeout=1800", "--param", "verify_timeout=1800"
+    ) as home:
         yield home
 
 
@@ -84,8 +97,9 @@ class JobWatch:
         self.w3, self.market, self.job_id, self.from_block = w3, market, job_id, from_block
 
     def logs(self, event: str) -> list:
-        logs = getattr(self.market.events, event)().get_logs(argument_filters={"jobId": self.job_id},
-                                                             from_block=self.from_block, to_block="latest")
+        logs = getattr(self.market.events, event)().get_logs(
+            argument_filters={"jobId": self.job_id}, from_block=self.from_block, to_block="latest"
+        )
         return sorted(logs, key=lambda log: (log["blockNumber"], log["logIndex"]))
 
     def progress(self) -> tuple[int, int, int]:
@@ -94,13 +108,20 @@ class JobWatch:
         if not hasattr(self, "_topics"):
             self._topics = [str(getattr(self.market.events, name)().topic).lower() for name in names]
             self._job_topic = "0x" + self.job_id.to_bytes(32, "big").hex()
-        logs = self.w3.eth.get_logs({"address": self.market.address, "fromBlock": self.from_block,
-                                     "toBlock": "latest", "topics": [self._topics, self._job_topic]})
+        logs = self.w3.eth.get_logs(
+            {
+                "address": self.market.address,
+                "fromBlock": self.from_block,
+                "toBlock": "latest",
+                "topics": [self._topics, self._job_topic],
+            }
+        )
         found = [Web3.to_hex(log["topics"][0]) for log in logs]
         return tuple(found.count(topic) for topic in self._topics)
 
-    def wait(self, until, what: str, nodes: dict, home: Path, timeout: float = JOB_TIMEOUT,
-             interval: float = 0.03) -> tuple[int, int, int]:
+    def wait(
+        self, until, what: str, nodes: dict, home: Path, timeout: float = JOB_TIMEOUT, interval: float = 0.03
+    ) -> tuple[int, int, int]:
         """Poll until `until(progress)` holds; the node processes must stay alive meanwhile."""
         deadline = time.monotonic() + timeout
         while True:
@@ -108,10 +129,12 @@ class JobWatch:
             if until(progress):
                 return progress
             for role, process in nodes.items():
-                assert process.poll() is None, \
+                assert process.poll() is None, (
                     f"the {role} node exited ({process.returncode}) while waiting for {what}: {_log_tail(home)}"
-            assert time.monotonic() < deadline, \
+                )
+            assert time.monotonic() < deadline, (
                 f"no {what} within {timeout:.0f}s (committed, verified, finished = {progress}): {_log_tail(home)}"
+            )
             time.sleep(interval)
 
 
@@ -134,8 +157,10 @@ def test_job_survives_kill_9_of_the_drafter_then_the_verifier(home, nodes):
     rng = random.Random(seed)
     drafter_cycle = rng.randint(1, 6)  # the drafter dies once cycle drafter_cycle - 1 is verified (its turn)
     verifier_gap = rng.randint(3, 7)  # the verifier dies once the cycle this many later is committed (its turn)
-    print(f"VERISPEC_KILL_SEED={seed}: drafter killed at cycle {drafter_cycle}, the verifier {verifier_gap} cycles "
-          "after that")
+    print(
+        f"VERISPEC_KILL_SEED={seed}: drafter killed at cycle {drafter_cycle}, the verifier {verifier_gap} cycles "
+        "after that"
+    )
     where = f"(VERISPEC_KILL_SEED={seed})"
 
     deployment = Deployment.load(home / "deployment.json")
@@ -149,8 +174,26 @@ def test_job_survives_kill_9_of_the_drafter_then_the_verifier(home, nodes):
     nonces = {a: w3.eth.get_transaction_count(a) for a in (drafter, verifier)}
     first_block = w3.eth.block_number + 1
 
-    out = ok(cli("submit", PROMPT, "--max-tokens", MAX_TOKENS, "--gamma", GAMMA, "--no-eos", "--drafter", drafter,
-                 "--verifier", verifier, "--dev-account", REQUESTER, "--no-wait", "--json", home=home))
+    out = ok(
+        cli(
+            "submit",
+            PROMPT,
+            "--max-tokens",
+            MAX_TOKENS,
+            "--gamma",
+            GAMMA,
+            "--no-eos",
+            "--drafter",
+            drafter,
+            "--verifier",
+            verifier,
+            "--dev-account",
+            REQUESTER,
+            "--no-wait",
+            "--json",
+            home=home,
+        )
+    )
     job_id = int(json.loads(out)["job_id"])
     watch = JobWatch(w3, market, job_id, first_block)
 
@@ -205,8 +248,9 @@ def test_job_survives_kill_9_of_the_drafter_then_the_verifier(home, nodes):
         assert keccak(c.reveal) == previous, f"cycle {c.cycle}: the reveal does not extend the hash chain"
         previous = c.reveal
         assert protocol.count_accepted(c.reveal, c.draft_root, c.q, c.p) == c.accepted
-        assert market.functions.cycleRecordHash(job_id, c.cycle).call() == \
-            protocol.cycle_record_hash(*c.record_preimage())
+        assert market.functions.cycleRecordHash(job_id, c.cycle).call() == protocol.cycle_record_hash(
+            *c.record_preimage()
+        )
         emitted = [*c.tokens[: c.accepted], c.out_token]
         if c.cycle < n - 1:
             assert list(c.output) == emitted

@@ -58,8 +58,9 @@ def _raw_call(w3, harness, signature: str, types: list[str], values: list):
 
 
 def test_vectors_file_is_current():
-    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_vectors.py"), "--check"],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "gen_vectors.py"), "--check"], capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stderr
 
 
@@ -170,18 +171,35 @@ def test_calldata_doors_read_raw_words(w3, harness):
     q, p = [WAD // 2, WAD // 3], [WAD // 4, WAD]
     dirty = 2**64 + q[1]
     with pytest.raises(ContractCustomError) as raised:
-        _raw_call(w3, harness, "countAcceptedCalldata(bytes32,bytes32,uint64[],uint64[])",
-                  ["bytes32", "bytes32", "uint256[]", "uint256[]"], [reveal, root, [q[0], dirty], p])
-    assert raised.value.data == _hex(function_signature_to_4byte_selector(
-        "SpecMathProbabilityAboveWad(uint256,uint256)") + abi_encode(["uint256", "uint256"], [1, dirty]))
+        _raw_call(
+            w3,
+            harness,
+            "countAcceptedCalldata(bytes32,bytes32,uint64[],uint64[])",
+            ["bytes32", "bytes32", "uint256[]", "uint256[]"],
+            [reveal, root, [q[0], dirty], p],
+        )
+    assert raised.value.data == _hex(
+        function_signature_to_4byte_selector("SpecMathProbabilityAboveWad(uint256,uint256)")
+        + abi_encode(["uint256", "uint256"], [1, dirty])
+    )
 
     tokens = [11, 12]
     clean = P.draft_root(3, 1, tokens, q)
-    raw = _raw_call(w3, harness, "draftRootCalldata(uint256,uint32,uint32[],uint64[])",
-                    ["uint256", "uint32", "uint256[]", "uint256[]"], [3, 1, [tokens[0] + 2**32, tokens[1]], q])
+    raw = _raw_call(
+        w3,
+        harness,
+        "draftRootCalldata(uint256,uint32,uint32[],uint64[])",
+        ["uint256", "uint32", "uint256[]", "uint256[]"],
+        [3, 1, [tokens[0] + 2**32, tokens[1]], q],
+    )
     dirty_leaf = keccak(keccak(abi_encode(["uint256"] * 5, [3, 1, 0, tokens[0] + 2**32, q[0]])))
     assert raw != clean and raw == P.root([dirty_leaf, P.leaf(3, 1, 1, tokens[1], q[1])])
 
-    raw = _raw_call(w3, harness, "cycleRecordHashCalldata(bytes32,uint64[],uint32,uint32)",
-                    ["bytes32", "uint256[]", "uint32", "uint32"], [root, [p[0], 2**64 + p[1]], 1, 9])
+    raw = _raw_call(
+        w3,
+        harness,
+        "cycleRecordHashCalldata(bytes32,uint64[],uint32,uint32)",
+        ["bytes32", "uint256[]", "uint32", "uint32"],
+        [root, [p[0], 2**64 + p[1]], 1, 9],
+    )
     assert raw != P.cycle_record_hash(root, p, 1, 9)

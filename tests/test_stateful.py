@@ -64,8 +64,8 @@ from web3 import Web3
 
 from chainutil import decode_error
 from node import protocol as P
-from node.chain.deploy import DEFAULT_PARAMS, ETHER, deploy_system
 from node.chain import enums
+from node.chain.deploy import DEFAULT_PARAMS, ETHER, deploy_system
 
 WAD = P.WAD
 # α windows fill after 8 jobs; a panel of up to 7 takes every eligible referee (see the module docstring).
@@ -94,8 +94,12 @@ DRAFT_REPLAY, TARGET_REPLAY = enums.DisputeKind
 FAITHFUL, CHEATED = list(enums.Verdict)[1:]
 FREE, OPEN_POS, PROVEN = enums.PositionState  # dispute position state
 
-MIN_STAKE = {DRAFTER: PARAMS.min_drafter_stake, VERIFIER: PARAMS.min_verifier_stake,
-             REFEREE: PARAMS.min_referee_stake, NONE: PARAMS.min_drafter_stake}
+MIN_STAKE = {
+    DRAFTER: PARAMS.min_drafter_stake,
+    VERIFIER: PARAMS.min_verifier_stake,
+    REFEREE: PARAMS.min_referee_stake,
+    NONE: PARAMS.min_drafter_stake,
+}
 DRAFTER_PAIRS = [(DRAFT, TARGET), (DRAFT, TARGET), (OTHER, TARGET), (ZERO, TARGET)]
 MODEL_SETS = [[DRAFT, TARGET], [DRAFT, TARGET], [TARGET], [DRAFT, OTHER], [], [TARGET, TARGET], [ZERO]]
 ALPHAS = [0, WAD // 2, 95 * WAD // 100, WAD + 1]
@@ -125,9 +129,11 @@ def some(kind: str, ready: str):
 def action(weight: int, when=None, **strategies):
     """Marks a method as one of the machine's random actions (see `ProtocolMachine.step`): drawn with
     relative `weight` while `when(machine)` holds, its arguments drawn from `strategies`."""
+
     def mark(method):
         method.weight, method.when, method.strategies = weight, when, strategies
         return method
+
     return mark
 
 
@@ -162,7 +168,7 @@ class Alpha:
     open: tuple = (0, 0, 0)
 
     def view(self) -> tuple:
-        sums = [sum(b[k] for b in self.ring[:self.closed]) + self.open[k] for k in range(3)]
+        sums = [sum(b[k] for b in self.ring[: self.closed]) + self.open[k] for k in range(3)]
         return (self.star, *sums, self.closed)
 
     def record(self, cycles: int, accepted: int, rejected: int) -> bool:
@@ -271,8 +277,11 @@ class Dispute:
         return keccak(b"salt" + self.id.to_bytes(32, "big") + bytes.fromhex(referee[2:]))
 
     def voting_over(self, t: int) -> bool:
-        return (t > self.reveal_deadline or len(self.revealed) == len(self.panel)
-                or (t > self.commit_deadline and len(self.revealed) == len(self.committed)))
+        return (
+            t > self.reveal_deadline
+            or len(self.revealed) == len(self.panel)
+            or (t > self.commit_deadline and len(self.revealed) == len(self.committed))
+        )
 
 
 # ---------------------------------------------------------------- raw JSON-RPC
@@ -294,8 +303,9 @@ class Rpc:
         self.url, self.session, self._cache = url, requests.Session(), {}
 
     def __call__(self, method: str, *params):
-        reply = self.session.post(self.url, json={"jsonrpc": "2.0", "id": 1, "method": method,
-                                                  "params": list(params)}, timeout=60).json()
+        reply = self.session.post(
+            self.url, json={"jsonrpc": "2.0", "id": 1, "method": method, "params": list(params)}, timeout=60
+        ).json()
         return reply
 
     def ok(self, method: str, *params):
@@ -307,8 +317,12 @@ class Rpc:
         tx_hash = self.ok("eth_sendTransaction", tx)
         while (r := self.ok("eth_getTransactionReceipt", tx_hash)) is None:  # automine is asynchronous
             time.sleep(0.001)
-        return Receipt(as_int(r["status"]), as_int(r["gasUsed"]) * as_int(r["effectiveGasPrice"]),
-                       as_int(r["blockTimestamp"]), r["logs"])
+        return Receipt(
+            as_int(r["status"]),
+            as_int(r["gasUsed"]) * as_int(r["effectiveGasPrice"]),
+            as_int(r["blockTimestamp"]),
+            r["logs"],
+        )
 
     def _prepare(self, contract, name, args):
         key = (contract.address, name, args)
@@ -327,8 +341,14 @@ class Rpc:
             else:
                 contract, name, *args = call
                 data, types = self._prepare(contract, name, tuple(args))
-                payload.append({"jsonrpc": "2.0", "id": i, "method": "eth_call",
-                                "params": [{"to": contract.address, "data": data}, "latest"]})
+                payload.append(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": i,
+                        "method": "eth_call",
+                        "params": [{"to": contract.address, "data": data}, "latest"],
+                    }
+                )
                 decoders.append(types)
         replies = sorted(self.session.post(self.url, json=payload, timeout=60).json(), key=lambda r: r["id"])
         out = []
@@ -359,7 +379,7 @@ class ProtocolMachine(RuleBasedStateMachine):
         self.rpc = Rpc(w3.provider.endpoint_uri)
         self.snapshot = self.rpc.ok("evm_snapshot")
         self.now = int(self.rpc.ok("eth_getBlockByNumber", "latest", False)["timestamp"], 16)
-        addrs = w3.eth.accounts[1:1 + N_ACTORS]
+        addrs = w3.eth.accounts[1 : 1 + N_ACTORS]
         self.accts = {a: Account(a, b) for a, b in zip(addrs, self.rpc.read([("balance", a) for a in addrs]))}
         self.alpha: dict[str, Alpha] = {a: Alpha() for a in addrs}
         self.owed: Counter = Counter()  # market.owed
@@ -367,7 +387,7 @@ class ProtocolMachine(RuleBasedStateMachine):
         self.jobs: list[Job] = []
         self.disputes: list[Dispute] = []
         self.positions: dict[tuple, int] = {}
-        self.last_stakes = {a: (0, 0, 0) for a in addrs}  # (stake, slashed, withdrawn) at the last check
+        self.last_stakes = dict.fromkeys(addrs, (0, 0, 0))  # (stake, slashed, withdrawn) at the last check
         STATS["examples"] += 1
 
     def teardown(self):
@@ -385,8 +405,14 @@ class ProtocolMachine(RuleBasedStateMachine):
         nothing but the sender's gas; otherwise it must succeed. (The outcome is first read with eth_call at
         the same timestamp, which names the error; then the transaction is mined.)"""
         self.rpc.ok("evm_setNextBlockTimestamp", self.t)
-        tx = {"from": sender, "to": fn.address, "data": fn._encode_transaction_data(), "value": hex(value),
-              "gas": hex(GAS), "gasPrice": hex(GAS_PRICE)}
+        tx = {
+            "from": sender,
+            "to": fn.address,
+            "data": fn._encode_transaction_data(),
+            "value": hex(value),
+            "gas": hex(GAS),
+            "gasPrice": hex(GAS_PRICE),
+        }
         reply = self.rpc("eth_call", tx, "pending")
         got = decode_error(reply["error"]["data"], self.market, self.registry, self.dm) if "error" in reply else None
         assert (got and got[0]) == err, f"{fn.fn_name}{fn.args} from {sender}: expected {err or 'success'}, got {got}"
@@ -463,8 +489,12 @@ class ProtocolMachine(RuleBasedStateMachine):
 
     def can_reveal(self, d: Dispute) -> bool:
         reveal_open = self.t > d.commit_deadline or len(d.committed) == len(d.panel)
-        return (d.status == VOTING and len(d.revealed) + len(d.lazy - d.revealed.keys()) < len(d.committed)
-                and reveal_open and self.t <= d.reveal_deadline)
+        return (
+            d.status == VOTING
+            and len(d.revealed) + len(d.lazy - d.revealed.keys()) < len(d.committed)
+            and reveal_open
+            and self.t <= d.reveal_deadline
+        )
 
     def can_resolve(self, d: Dispute) -> bool:
         return d.status == VOTING and d.voting_over(self.t)
@@ -477,24 +507,48 @@ class ProtocolMachine(RuleBasedStateMachine):
             if j.status == OPEN:
                 out.append((j.deadline, lambda j=j: self.accept_job(j, "ok", 0), lambda j=j: self.claim_timeout(j, 0)))
             elif j.status == RUNNING and j.phase == AWAIT_DRAFT:  # a last-second draft, verified after its deadline
-                out.append((j.deadline, lambda j=j: (self.commit_draft(j, "ok", j.cycle),
-                                                     self.submit_verification(j, "ok", j.cycle)),
-                            lambda j=j: self.claim_timeout(j, 0)))
+                out.append(
+                    (
+                        j.deadline,
+                        lambda j=j: (self.commit_draft(j, "ok", j.cycle), self.submit_verification(j, "ok", j.cycle)),
+                        lambda j=j: self.claim_timeout(j, 0),
+                    )
+                )
             elif j.status == RUNNING:
-                out.append((j.view_deadline(), lambda j=j: self.submit_verification(j, "ok", j.cycle),
-                            lambda j=j: self.claim_timeout(j, 0)))
+                out.append(
+                    (
+                        j.view_deadline(),
+                        lambda j=j: self.submit_verification(j, "ok", j.cycle),
+                        lambda j=j: self.claim_timeout(j, 0),
+                    )
+                )
             elif j.status == FINISHED:
                 out.append((j.deadline, lambda j=j: self.finalize(j, 0), lambda j=j: self.finalize(j, 0)))
         for d in self.disputes:
             if d.status == AWAITING:
-                out.append((d.answer_deadline, lambda d=d: self.answer(d, "ok", 0),
-                            lambda d=d: self.claim_answer_timeout(d, 0)))
+                out.append(
+                    (
+                        d.answer_deadline,
+                        lambda d=d: self.answer(d, "ok", 0),
+                        lambda d=d: self.claim_answer_timeout(d, 0),
+                    )
+                )
             elif d.status == VOTING:
                 unrevealed = [r for r in sorted(d.committed) if r not in d.revealed] or [0]  # lazy ones too
-                out.append((d.commit_deadline, lambda d=d: self.commit_vote(d, 0, "ok", 0),
-                            lambda d=d, r=unrevealed[0]: self.reveal_vote(d, r, "ok", 0)))
-                out.append((d.reveal_deadline, lambda d=d, r=unrevealed[0]: self.reveal_vote(d, r, "ok", 0),
-                            lambda d=d: self.resolve(d, 0)))
+                out.append(
+                    (
+                        d.commit_deadline,
+                        lambda d=d: self.commit_vote(d, 0, "ok", 0),
+                        lambda d=d, r=unrevealed[0]: self.reveal_vote(d, r, "ok", 0),
+                    )
+                )
+                out.append(
+                    (
+                        d.reveal_deadline,
+                        lambda d=d, r=unrevealed[0]: self.reveal_vote(d, r, "ok", 0),
+                        lambda d=d: self.resolve(d, 0),
+                    )
+                )
         for a in self.accts.values():
             if a.unbonding_since:
                 x, withdraw = a.unbonding_since + PARAMS.unbonding_period - 1, lambda a=a: self.withdraw_unbonded(a)
@@ -520,8 +574,7 @@ class ProtocolMachine(RuleBasedStateMachine):
         return taken
 
     def record_alpha(self, job: Job):
-        if job.eligible and job.cycle > 0 and self.alpha[job.drafter].record(job.cycle, job.accepted_sum,
-                                                                            job.rejected):
+        if job.eligible and job.cycle > 0 and self.alpha[job.drafter].record(job.cycle, job.accepted_sum, job.rejected):
             stake = self.accts[job.drafter].stake
             self.credit_market(job.requester, self.slash(job.drafter, stake * PARAMS.alpha_slash_bps // 10_000))
 
@@ -550,8 +603,9 @@ class ProtocolMachine(RuleBasedStateMachine):
         TargetReplay) and neither under dispute nor proven."""
         out = []
         for c, rec in enumerate(j.records):
-            binding = [(i, kind) for i in range(min(rec.accepted, j.gamma - 1) + 1)
-                       for kind in (DRAFT_REPLAY, TARGET_REPLAY)] + [(j.gamma, TARGET_REPLAY)]
+            binding = [
+                (i, kind) for i in range(min(rec.accepted, j.gamma - 1) + 1) for kind in (DRAFT_REPLAY, TARGET_REPLAY)
+            ] + [(j.gamma, TARGET_REPLAY)]
             out += [(c, i, kind) for i, kind in binding if self.positions.get((j.id, c, i, kind), FREE) == FREE]
         return out
 
@@ -565,8 +619,11 @@ class ProtocolMachine(RuleBasedStateMachine):
         j = d.job
         model = j.draft_model if d.kind == DRAFT_REPLAY else TARGET
         parties = {j.requester, j.drafter, j.verifier, d.challenger}
-        return {a.addr for a in self.accts.values() if a.addr not in parties and self.active(a, REFEREE, model)
-                and a.registered_at < d.opened_at}
+        return {
+            a.addr
+            for a in self.accts.values()
+            if a.addr not in parties and self.active(a, REFEREE, model) and a.registered_at < d.opened_at
+        }
 
     # ------------------------------------------------------------ setup
 
@@ -607,8 +664,13 @@ class ProtocolMachine(RuleBasedStateMachine):
 
     # ------------------------------------------------------------ registry actions
 
-    @action(2, who=actor, role=st.sampled_from([REFEREE, DRAFTER, VERIFIER, REFEREE, NONE]),
-            stake=st.sampled_from([2, 3, 6, 0, 1]), variant=pick)
+    @action(
+        2,
+        who=actor,
+        role=st.sampled_from([REFEREE, DRAFTER, VERIFIER, REFEREE, NONE]),
+        stake=st.sampled_from([2, 3, 6, 0, 1]),
+        variant=pick,
+    )
     def register(self, who, role, stake, variant):
         a, reg = self.acct(who), self.registry.functions
         value = {0: 0, 1: MIN_STAKE[role] - 1}.get(stake, MIN_STAKE[role] * stake // 2)
@@ -616,16 +678,25 @@ class ProtocolMachine(RuleBasedStateMachine):
         low = value < MIN_STAKE[role] or value == 0
         if role == DRAFTER:
             (draft, target), alpha = DRAFTER_PAIRS[variant % 4], ALPHAS[(variant // 4) % 4]
-            err = first((ZERO in (draft, target), "ZeroModel"), (alpha > WAD, "AlphaAboveWad"),
-                        (already, "AlreadyRegistered"), (low, "StakeBelowMinimum"))
+            err = first(
+                (ZERO in (draft, target), "ZeroModel"),
+                (alpha > WAD, "AlphaAboveWad"),
+                (already, "AlreadyRegistered"),
+                (low, "StakeBelowMinimum"),
+            )
             self.act(reg.registerDrafter(draft, target, alpha), a.addr, err, value)
             if not err:
                 a.alpha_star, a.target, a.models, self.alpha[a.addr] = alpha, target, (draft,), Alpha(star=alpha)
         else:
             models = MODEL_SETS[variant % len(MODEL_SETS)]
-            err = first((role == NONE, "InvalidRole"), (not models, "BadModelCount"),
-                        (already, "AlreadyRegistered"), (low, "StakeBelowMinimum"),
-                        (ZERO in models, "ZeroModel"), (len(set(models)) < len(models), "DuplicateModel"))
+            err = first(
+                (role == NONE, "InvalidRole"),
+                (not models, "BadModelCount"),
+                (already, "AlreadyRegistered"),
+                (low, "StakeBelowMinimum"),
+                (ZERO in models, "ZeroModel"),
+                (len(set(models)) < len(models), "DuplicateModel"),
+            )
             self.act(reg.register(role, models), a.addr, err, value)
             a.models = a.models if err else tuple(models)
         if not err:
@@ -635,8 +706,9 @@ class ProtocolMachine(RuleBasedStateMachine):
     @action(1, who=pick, amount=st.sampled_from([ETHER // 3, ETHER, 1, 0]))
     def add_stake(self, who, amount):
         a = self.someone(who, lambda a: a.role != NONE and not a.unbonding_since)
-        err = first((a.role == NONE, "NotRegistered"), (a.unbonding_since != 0, "AlreadyUnbonding"),
-                    (amount == 0, "ZeroValue"))
+        err = first(
+            (a.role == NONE, "NotRegistered"), (a.unbonding_since != 0, "AlreadyUnbonding"), (amount == 0, "ZeroValue")
+        )
         self.act(self.registry.functions.addStake(), a.addr, err, amount)
         if not err:
             a.stake += amount
@@ -646,8 +718,11 @@ class ProtocolMachine(RuleBasedStateMachine):
     def set_alpha_star(self, who, alpha):
         a = self.someone(who, lambda a: a.role == DRAFTER)
         window = self.alpha[a.addr]
-        err = first((a.role != DRAFTER, "NotDrafter"), (alpha > WAD, "AlphaAboveWad"),
-                    (alpha < window.star and (window.closed or window.open[0]), "AlphaWindowOpen"))
+        err = first(
+            (a.role != DRAFTER, "NotDrafter"),
+            (alpha > WAD, "AlphaAboveWad"),
+            (alpha < window.star and (window.closed or window.open[0]), "AlphaWindowOpen"),
+        )
         self.act(self.registry.functions.setAlphaStar(alpha), a.addr, err)
         if not err:
             a.alpha_star = window.star = alpha
@@ -663,9 +738,11 @@ class ProtocolMachine(RuleBasedStateMachine):
     @action(1, who=pick)
     def withdraw_unbonded(self, who):
         a = self.someone(who, lambda a: a.unbonding_since)
-        err = first((a.unbonding_since == 0, "NotUnbonding"),
-                    (self.t < a.unbonding_since + PARAMS.unbonding_period, "UnbondingNotElapsed"),
-                    (self.locks(a.addr) != 0, "StakeLocked"))
+        err = first(
+            (a.unbonding_since == 0, "NotUnbonding"),
+            (self.t < a.unbonding_since + PARAMS.unbonding_period, "UnbondingNotElapsed"),
+            (self.locks(a.addr) != 0, "StakeLocked"),
+        )
         before = self.rpc.balance(a.addr)
         receipt = self.act(self.registry.functions.withdrawUnbonded(), a.addr, err)
         if not err:
@@ -677,10 +754,17 @@ class ProtocolMachine(RuleBasedStateMachine):
 
     # ------------------------------------------------------------ market actions
 
-    @action(2, requester=pick, drafter=pick, verifier=pick, gamma=st.sampled_from([1, 2, 3, 4, 4, 8, 16, 0, 17]),
-            max_tokens=st.sampled_from([1, 2, 3, 5, 8, 13, 0]), escrow=st.sampled_from([0, 0, 1, 10**15, -1]),
-            prices=st.sampled_from([(10**12, 3 * 10**12), (7, 10**15), (0, 0)]),
-            variant=st.sampled_from(["ok"] * 4 + ["cold", "topP", "pair", "same"]))
+    @action(
+        2,
+        requester=pick,
+        drafter=pick,
+        verifier=pick,
+        gamma=st.sampled_from([1, 2, 3, 4, 4, 8, 16, 0, 17]),
+        max_tokens=st.sampled_from([1, 2, 3, 5, 8, 13, 0]),
+        escrow=st.sampled_from([0, 0, 1, 10**15, -1]),
+        prices=st.sampled_from([(10**12, 3 * 10**12), (7, 10**15), (0, 0)]),
+        variant=st.sampled_from(["ok"] * 4 + ["cold", "topP", "pair", "same"]),
+    )
     def submit_job(self, requester, drafter, verifier, gamma, max_tokens, prices, escrow, variant):
         req = self.someone(requester, lambda a: a.role == NONE)
         d = self.someone(drafter, lambda a: a.role == DRAFTER and self.active(a, DRAFTER, a.models[0]))
@@ -693,30 +777,62 @@ class ProtocolMachine(RuleBasedStateMachine):
         required = max_tokens * sum(prices)
         value = max(required + escrow, 0)
         drafter_ok = self.active(d, DRAFTER, draft_model) and d.target == target
-        err = first((not 1 <= gamma <= 16, "BadGamma"), (max_tokens == 0, "BadMaxTokens"), (top_p == 0, "BadTopP"),
-                    (len({req.addr, d.addr, v.addr}) < 3, "PartiesNotDistinct"), (not drafter_ok, "DrafterNotActive"),
-                    (not self.active(v, VERIFIER, target), "VerifierNotActive"),
-                    (value < required, "InsufficientEscrow"))
+        err = first(
+            (not 1 <= gamma <= 16, "BadGamma"),
+            (max_tokens == 0, "BadMaxTokens"),
+            (top_p == 0, "BadTopP"),
+            (len({req.addr, d.addr, v.addr}) < 3, "PartiesNotDistinct"),
+            (not drafter_ok, "DrafterNotActive"),
+            (not self.active(v, VERIFIER, target), "VerifierNotActive"),
+            (value < required, "InsufficientEscrow"),
+        )
         request = (draft_model, target, d.addr, v.addr, gamma, temperature, 0, top_p, max_tokens, EOS, *prices)
         self.act(self.market.functions.submitJob(request, b"\x01\x02"), req.addr, err, value)
         if not err:
-            self.jobs.append(Job(len(self.jobs) + 1, req.addr, d.addr, v.addr, draft_model, gamma, max_tokens,
-                                 *prices, value, variant != "cold", self.now + PARAMS.accept_timeout))
+            self.jobs.append(
+                Job(
+                    len(self.jobs) + 1,
+                    req.addr,
+                    d.addr,
+                    v.addr,
+                    draft_model,
+                    gamma,
+                    max_tokens,
+                    *prices,
+                    value,
+                    variant != "cold",
+                    self.now + PARAMS.accept_timeout,
+                )
+            )
 
-    @action(4, when=some("jobs", "can_accept"), job=pick, stranger=actor,
-            variant=st.sampled_from(["ok"] * 4 + ["party", "zero"]))
+    @action(
+        4,
+        when=some("jobs", "can_accept"),
+        job=pick,
+        stranger=actor,
+        variant=st.sampled_from(["ok"] * 4 + ["party", "zero"]),
+    )
     def accept_job(self, job, variant, stranger):
         j = self.choose(self.jobs, self.can_accept, job)
         sender = self.acct(stranger).addr if variant == "party" else j.verifier
         head = ZERO if variant == "zero" else P.hash_chain(j.reveals[0], 1)
-        err = first((j.status != OPEN, "JobWrongStatus"), (sender != j.verifier, "NotJobVerifier"),
-                    (self.t > j.deadline, "DeadlinePassed"), (head == ZERO, "ZeroChainHead"))
+        err = first(
+            (j.status != OPEN, "JobWrongStatus"),
+            (sender != j.verifier, "NotJobVerifier"),
+            (self.t > j.deadline, "DeadlinePassed"),
+            (head == ZERO, "ZeroChainHead"),
+        )
         self.act(self.market.functions.acceptJob(j.id, head), sender, err)
         if not err:
             j.status, j.deadline, j.phase = RUNNING, self.now + PARAMS.commit_timeout, AWAIT_DRAFT
 
-    @action(6, when=some("jobs", "can_commit"), job=pick, draws=seed,
-            variant=st.sampled_from(["ok"] * 5 + ["cycle", "party", "root", "length"]))
+    @action(
+        6,
+        when=some("jobs", "can_commit"),
+        job=pick,
+        draws=seed,
+        variant=st.sampled_from(["ok"] * 5 + ["cycle", "party", "root", "length"]),
+    )
     def commit_draft(self, job, variant, draws):
         j = self.choose(self.jobs, self.can_commit, job)
         rnd = random.Random(draws)
@@ -726,16 +842,26 @@ class ProtocolMachine(RuleBasedStateMachine):
         q = [rnd.choice([1, WAD, rnd.randint(1, WAD)]) for _ in range(k)]
         root = keccak(b"wrong") if variant == "root" else P.draft_root(j.id, cycle, tokens, q)
         sender = j.verifier if variant == "party" else j.drafter
-        err = first((j.status != RUNNING, "JobWrongStatus"), (sender != j.drafter, "NotJobDrafter"),
-                    (j.phase != AWAIT_DRAFT, "WrongPhase"), (self.t > j.deadline, "DeadlinePassed"),
-                    (cycle != j.cycle, "WrongCycle"), (k != j.gamma, "GammaLengthMismatch"),
-                    (variant == "root", "RootMismatch"))
+        err = first(
+            (j.status != RUNNING, "JobWrongStatus"),
+            (sender != j.drafter, "NotJobDrafter"),
+            (j.phase != AWAIT_DRAFT, "WrongPhase"),
+            (self.t > j.deadline, "DeadlinePassed"),
+            (cycle != j.cycle, "WrongCycle"),
+            (k != j.gamma, "GammaLengthMismatch"),
+            (variant == "root", "RootMismatch"),
+        )
         self.act(self.market.functions.commitDraft(j.id, cycle, root, tokens, q), sender, err)
         if not err:
             j.phase, j.draft = AWAIT_VERIFY, (tokens, q)
 
-    @action(6, when=some("jobs", "can_verify"), job=pick, draws=seed,
-            variant=st.sampled_from(["ok"] * 5 + ["cycle", "party", "reveal", "draft", "length"]))
+    @action(
+        6,
+        when=some("jobs", "can_verify"),
+        job=pick,
+        draws=seed,
+        variant=st.sampled_from(["ok"] * 5 + ["cycle", "party", "reveal", "draft", "length"]),
+    )
     def submit_verification(self, job, variant, draws):
         j = self.choose(self.jobs, self.can_verify, job)
         rnd = random.Random(draws)
@@ -751,19 +877,29 @@ class ProtocolMachine(RuleBasedStateMachine):
         p += [WAD] if variant == "length" else []
         out_token = rnd.choice([EOS, 3, 9, 2**32 - 1])
         sender = j.drafter if variant == "party" else j.verifier
-        err = first((j.status != RUNNING, "JobWrongStatus"), (sender != j.verifier, "NotJobVerifier"),
-                    (j.phase != AWAIT_VERIFY, "WrongPhase"),
-                    (self.t > j.deadline + PARAMS.verify_timeout, "DeadlinePassed"),
-                    (cycle != j.cycle, "WrongCycle"), (len(p) != j.gamma, "GammaLengthMismatch"),
-                    (variant in ("reveal", "draft"), "CommitmentMismatch"))
+        err = first(
+            (j.status != RUNNING, "JobWrongStatus"),
+            (sender != j.verifier, "NotJobVerifier"),
+            (j.phase != AWAIT_VERIFY, "WrongPhase"),
+            (self.t > j.deadline + PARAMS.verify_timeout, "DeadlinePassed"),
+            (cycle != j.cycle, "WrongCycle"),
+            (len(p) != j.gamma, "GammaLengthMismatch"),
+            (variant in ("reveal", "draft"), "CommitmentMismatch"),
+        )
         fn = self.market.functions.submitVerification(j.id, cycle, tokens, q, p, reveal, out_token)
         receipt = self.act(fn, sender, err)
         if not err:
             self.verified(j, receipt, Record(tokens, q, p, 0, out_token))
 
-    @action(4, requester=pick, verifier=pick, gamma=st.sampled_from([4, 1, 2, 8]),
-            max_tokens=st.sampled_from([2, 1, 3]), upto=st.sampled_from(["end", "end", "end", "accept", "draft"]),
-            draws=seed)
+    @action(
+        4,
+        requester=pick,
+        verifier=pick,
+        gamma=st.sampled_from([4, 1, 2, 8]),
+        max_tokens=st.sampled_from([2, 1, 3]),
+        upto=st.sampled_from(["end", "end", "end", "accept", "draft"]),
+        draws=seed,
+    )
     def honest_job(self, requester, verifier, gamma, max_tokens, upto, draws):
         """A small honest job of the busiest active drafter, driven in one action — submit, accept, then draft and
         verify until it finishes (upto="end"), or left after its acceptance / first draft for the other actions
@@ -771,8 +907,9 @@ class ProtocolMachine(RuleBasedStateMachine):
         drafters = [a for a in self.accts.values() if a.role == DRAFTER and self.active(a, DRAFTER, a.models[0])]
         drafter = max(drafters, key=lambda a: self.alpha[a.addr].view()[1], default=0)
         count = len(self.jobs)
-        self.submit_job(requester, drafter, verifier, gamma, max_tokens, prices=(10**12, 3 * 10**12), escrow=0,
-                        variant="ok")
+        self.submit_job(
+            requester, drafter, verifier, gamma, max_tokens, prices=(10**12, 3 * 10**12), escrow=0, variant="ok"
+        )
         if len(self.jobs) == count:
             return
         j, rnd = self.jobs[-1], random.Random(draws)
@@ -790,14 +927,16 @@ class ProtocolMachine(RuleBasedStateMachine):
         room = j.max_tokens - j.emitted
         out = (rec.tokens[:n] + [rec.out_token])[:room]
         if EOS in out:
-            out = out[:out.index(EOS) + 1]
+            out = out[: out.index(EOS) + 1]
         finished = n + 1 >= room or EOS in out
         (log,) = [x for x in receipt.logs if x["topics"][0] == CYCLE_VERIFIED]
-        cycle, _, accepted, _, output = abi_decode(["uint256", "bytes32", "uint256", "uint32", "bytes"],
-                                                   bytes.fromhex(log["data"][2:]))
+        cycle, _, accepted, _, output = abi_decode(
+            ["uint256", "bytes32", "uint256", "uint32", "bytes"], bytes.fromhex(log["data"][2:])
+        )
         assert (cycle, accepted, output) == (j.cycle, n, b"".join(t.to_bytes(4, "big") for t in out))
         assert self.rpc.view(self.market, "cycleRecordHash", j.id, j.cycle) == P.cycle_record_hash(
-            root, rec.p, n, rec.out_token)
+            root, rec.p, n, rec.out_token
+        )
         j.records.append(rec)
         j.cycle, j.emitted, j.draft, j.phase = j.cycle + 1, j.emitted + len(out), None, AWAIT_DRAFT
         j.rejected += n < j.gamma
@@ -809,8 +948,13 @@ class ProtocolMachine(RuleBasedStateMachine):
         else:
             j.deadline = self.now + PARAMS.commit_timeout
 
-    @action(4, nearest=st.integers(0, 3), offset=st.sampled_from([0, 1]), then=st.sampled_from([1, 2]),
-            dt=st.sampled_from([0, 0, 0, 0, 30, 86_400]))
+    @action(
+        4,
+        nearest=st.integers(0, 3),
+        offset=st.sampled_from([0, 1]),
+        then=st.sampled_from([1, 2]),
+        dt=st.sampled_from([0, 0, 0, 0, 30, 86_400]),
+    )
     def time_travel(self, nearest, offset, then, dt):
         """Moves the clock so that the next transaction runs exactly at one of the nearest pending deadlines
         (offset 0: the last second of the earlier state, 1: the first second of the later one) and there
@@ -836,8 +980,9 @@ class ProtocolMachine(RuleBasedStateMachine):
             party = j.drafter if j.cycle > 0 else None
         elif j.status == RUNNING:
             party = j.verifier
-        err = first((j.status not in (OPEN, RUNNING), "JobWrongStatus"),
-                    (self.t <= j.view_deadline(), "DeadlineNotPassed"))
+        err = first(
+            (j.status not in (OPEN, RUNNING), "JobWrongStatus"), (self.t <= j.view_deadline(), "DeadlineNotPassed")
+        )
         self.act(self.market.functions.claimTimeout(j.id), self.acct(caller).addr, err)
         if not err:
             self.stop(j)
@@ -849,8 +994,11 @@ class ProtocolMachine(RuleBasedStateMachine):
     @action(3, when=some("jobs", "can_finalize"), job=pick, caller=actor)
     def finalize(self, job, caller):
         j = self.choose(self.jobs, self.can_finalize, job)
-        err = first((j.status != FINISHED, "JobWrongStatus"), (self.t <= j.deadline, "DeadlineNotPassed"),
-                    (j.open_disputes != 0, "DisputesOpen"))
+        err = first(
+            (j.status != FINISHED, "JobWrongStatus"),
+            (self.t <= j.deadline, "DeadlineNotPassed"),
+            (j.open_disputes != 0, "DisputesOpen"),
+        )
         self.act(self.market.functions.finalize(j.id), self.acct(caller).addr, err)
         if not err:
             self.settle(j)
@@ -862,8 +1010,14 @@ class ProtocolMachine(RuleBasedStateMachine):
 
     # ------------------------------------------------------------ dispute actions
 
-    @action(4, when=some("jobs", "disputable"), job=pick, position=pick, challenger=actor,
-            variant=st.sampled_from(["ok"] * 5 + ["bond", "record", "proof"]))
+    @action(
+        4,
+        when=some("jobs", "disputable"),
+        job=pick,
+        position=pick,
+        challenger=actor,
+        variant=st.sampled_from(["ok"] * 5 + ["bond", "record", "proof"]),
+    )
     def open_dispute(self, job, position, challenger, variant):
         j = self.choose(self.jobs, self.disputable, job)
         k = j.gamma
@@ -888,31 +1042,56 @@ class ProtocolMachine(RuleBasedStateMachine):
         listed = self.listed_referees(j, kind)
         pos = self.positions.get((j.id, c, index, kind), FREE)
         value = BOND - 1 if variant == "bond" else BOND
-        err = first((value != BOND, "WrongBond"), (j.status not in (RUNNING, FINISHED), "JobNotDisputable"),
-                    (rec is None, "CycleNotVerified"), (variant == "record", "RecordMismatch"),
-                    (index == k and kind == DRAFT_REPLAY, "OutTokenNeedsTargetReplay"),
-                    (rec is not None and k > index > rec.accepted, "PositionDoesNotBind"),
-                    (index < k and variant == "proof", "InvalidProof"), (who == accused, "ChallengerIsAccused"),
-                    (pos == OPEN_POS, "PositionUnderDispute"), (pos == PROVEN, "PositionAlreadyProven"),
-                    (not listed, "NoEligibleReferees"))
+        err = first(
+            (value != BOND, "WrongBond"),
+            (j.status not in (RUNNING, FINISHED), "JobNotDisputable"),
+            (rec is None, "CycleNotVerified"),
+            (variant == "record", "RecordMismatch"),
+            (index == k and kind == DRAFT_REPLAY, "OutTokenNeedsTargetReplay"),
+            (rec is not None and k > index > rec.accepted, "PositionDoesNotBind"),
+            (index < k and variant == "proof", "InvalidProof"),
+            (who == accused, "ChallengerIsAccused"),
+            (pos == OPEN_POS, "PositionUnderDispute"),
+            (pos == PROVEN, "PositionAlreadyProven"),
+            (not listed, "NoEligibleReferees"),
+        )
         self.act(self.dm.functions.openDispute(j.id, c, index, kind, record, leaf_proof), who, err, value)
         if not err:
-            d = Dispute(len(self.disputes) + 1, j, c, index, kind, who, accused, self.now + PARAMS.answer_period,
-                        opened_at=self.now, pool_size=listed)
+            d = Dispute(
+                len(self.disputes) + 1,
+                j,
+                c,
+                index,
+                kind,
+                who,
+                accused,
+                self.now + PARAMS.answer_period,
+                opened_at=self.now,
+                pool_size=listed,
+            )
             self.disputes.append(d)
             self.positions[d.key] = OPEN_POS
             j.open_disputes += 1
 
-    @action(3, when=some("disputes", "can_answer"), dispute=pick, stranger=actor,
-            variant=st.sampled_from(["ok"] * 4 + ["party", "topk", "prob"]))
+    @action(
+        3,
+        when=some("disputes", "can_answer"),
+        dispute=pick,
+        stranger=actor,
+        variant=st.sampled_from(["ok"] * 4 + ["party", "topk", "prob"]),
+    )
     def answer(self, dispute, variant, stranger):
         d = self.choose(self.disputes, self.can_answer, dispute)
         sender = self.acct(stranger).addr if variant == "party" else d.accused
         top = ([], []) if variant == "topk" else ([3, 9], [WAD // 3, WAD // 4])
         claimed = WAD + 1 if variant == "prob" else WAD // 3
-        err = first((d.status != AWAITING, "DisputeWrongStatus"), (sender != d.accused, "NotAccused"),
-                    (self.t > d.answer_deadline, "AnswerPeriodOver"), (not top[0], "BadTopK"),
-                    (claimed > WAD, "ProbabilityAboveWad"))
+        err = first(
+            (d.status != AWAITING, "DisputeWrongStatus"),
+            (sender != d.accused, "NotAccused"),
+            (self.t > d.answer_deadline, "AnswerPeriodOver"),
+            (not top[0], "BadTopK"),
+            (claimed > WAD, "ProbabilityAboveWad"),
+        )
         self.act(self.dm.functions.answer(d.id, claimed, *top), sender, err)
         if not err and not d.drawn and not self.drawn(d):  # the answer drew the referees; nobody was eligible
             return
@@ -934,8 +1113,9 @@ class ProtocolMachine(RuleBasedStateMachine):
         eligible = self.eligible_referees(d)
         d.panel = [Web3.to_checksum_address(r) for r in self.rpc.view(self.dm, "refereesOf", d.id)]
         STATS["draws with a choice"] += len(eligible) > PARAMS.referee_count  # see the module docstring
-        assert set(d.panel) <= eligible and len(set(d.panel)) == len(d.panel) == min(PARAMS.referee_count,
-                                                                                       len(eligible))
+        assert set(d.panel) <= eligible and len(set(d.panel)) == len(d.panel) == min(
+            PARAMS.referee_count, len(eligible)
+        )
         if not d.panel:
             d.status, d.outcome = RESOLVED, VOID
             self.positions[d.key] = FREE
@@ -959,38 +1139,62 @@ class ProtocolMachine(RuleBasedStateMachine):
             self.credit_disputes(d.job.requester, taken - taken // 2)
             self.closed(d, accused_lost=True)
 
-    @action(5, when=some("disputes", "can_commit_vote"), dispute=pick, referee=pick, stranger=actor,
-            variant=st.sampled_from(["ok"] * 4 + ["dissent", "lazy", "outsider", "empty"]))
+    @action(
+        5,
+        when=some("disputes", "can_commit_vote"),
+        dispute=pick,
+        referee=pick,
+        stranger=actor,
+        variant=st.sampled_from(["ok"] * 4 + ["dissent", "lazy", "outsider", "empty"]),
+    )
     def commit_vote(self, dispute, referee, variant, stranger):
         d = self.choose(self.disputes, self.can_commit_vote, dispute)
         verdict = 3 - d.truth if variant == "dissent" else d.truth  # a dissenter votes against the replay
         sender = self.choose(sorted(d.panel) or [d.challenger], lambda r: r not in d.committed, referee)
         sender = self.acct(stranger).addr if variant == "outsider" else sender
         sealed = ZERO if variant == "empty" else P.vote_commitment(d.id, sender, verdict, d.salt(sender))
-        err = first((d.status != VOTING, "DisputeWrongStatus"), (sender not in d.panel, "NotDrawnReferee"),
-                    (self.t > d.commit_deadline, "CommitPeriodOver"), (sender in d.committed, "AlreadyCommitted"),
-                    (sealed == ZERO, "EmptyCommitment"))
+        err = first(
+            (d.status != VOTING, "DisputeWrongStatus"),
+            (sender not in d.panel, "NotDrawnReferee"),
+            (self.t > d.commit_deadline, "CommitPeriodOver"),
+            (sender in d.committed, "AlreadyCommitted"),
+            (sealed == ZERO, "EmptyCommitment"),
+        )
         self.act(self.dm.functions.commitVote(d.id, sealed), sender, err)
         if not err:
             d.committed[sender] = verdict
             if variant == "lazy":
                 d.lazy.add(sender)
 
-    @action(5, when=some("disputes", "can_reveal"), dispute=pick, referee=pick, stranger=actor,
-            variant=st.sampled_from(["ok"] * 5 + ["flip", "none", "outsider"]))
+    @action(
+        5,
+        when=some("disputes", "can_reveal"),
+        dispute=pick,
+        referee=pick,
+        stranger=actor,
+        variant=st.sampled_from(["ok"] * 5 + ["flip", "none", "outsider"]),
+    )
     def reveal_vote(self, dispute, referee, variant, stranger):
         d = self.choose(self.disputes, self.can_reveal, dispute)
-        sender = self.choose(sorted(d.panel) or [d.challenger], lambda r: r in d.committed and r not in d.revealed and r not in d.lazy,
-                             referee)
+        sender = self.choose(
+            sorted(d.panel) or [d.challenger],
+            lambda r: r in d.committed and r not in d.revealed and r not in d.lazy,
+            referee,
+        )
         sender = self.acct(stranger).addr if variant == "outsider" else sender
         sealed = d.committed.get(sender, FAITHFUL)
         verdict = {"flip": 3 - sealed, "none": 0}.get(variant, sealed)
         t = self.t
-        err = first((d.status != VOTING, "DisputeWrongStatus"), (sender not in d.panel, "NotDrawnReferee"),
-                    (sender not in d.committed, "NotCommitted"), (sender in d.revealed, "AlreadyRevealed"),
-                    (t <= d.commit_deadline and len(d.committed) < len(d.panel), "RevealPeriodNotOpen"),
-                    (t > d.reveal_deadline, "RevealPeriodOver"), (verdict == 0, "InvalidVerdict"),
-                    (verdict != sealed, "WrongReveal"))
+        err = first(
+            (d.status != VOTING, "DisputeWrongStatus"),
+            (sender not in d.panel, "NotDrawnReferee"),
+            (sender not in d.committed, "NotCommitted"),
+            (sender in d.revealed, "AlreadyRevealed"),
+            (t <= d.commit_deadline and len(d.committed) < len(d.panel), "RevealPeriodNotOpen"),
+            (t > d.reveal_deadline, "RevealPeriodOver"),
+            (verdict == 0, "InvalidVerdict"),
+            (verdict != sealed, "WrongReveal"),
+        )
         self.act(self.dm.functions.revealVote(d.id, verdict, d.salt(sender)), sender, err)
         if not err:
             d.revealed[sender] = verdict
@@ -1060,9 +1264,14 @@ class ProtocolMachine(RuleBasedStateMachine):
         contracts = [self.registry.address, self.market.address, self.dm.address]
         calls = [("balance", c) for c in contracts]
         for a in accts:
-            calls += [("balance", a.addr), (self.registry, "accountOf", a.addr), (self.registry, "stakeOf", a.addr),
-                      (self.market, "owed", a.addr), (self.dm, "credits", a.addr),
-                      (self.market, "alphaWindowOf", a.addr)]
+            calls += [
+                ("balance", a.addr),
+                (self.registry, "accountOf", a.addr),
+                (self.registry, "stakeOf", a.addr),
+                (self.market, "owed", a.addr),
+                (self.dm, "credits", a.addr),
+                (self.market, "alphaWindowOf", a.addr),
+            ]
         calls += [(self.market, "getJob", j.id) for j in self.jobs]
         calls += [(self.dm, "getDispute", d.id) for d in self.disputes]
         calls += [(self.dm, "positionState", *key) for key in self.positions]
@@ -1082,7 +1291,8 @@ class ProtocolMachine(RuleBasedStateMachine):
             assert a.withdrawn["disputes"] + chain_credits == a.credited["disputes"]
             # stake: only deposits raise it, only slashes and withdrawals lower it, never below zero
             assert stake == a.stake == a.credited["registry"] - a.slashed - a.withdrawn["registry"] >= 0, (
-                f"{a.addr} stake {stake} != model {a.stake}")
+                f"{a.addr} stake {stake} != model {a.stake}"
+            )
             last_stake, last_slashed, last_withdrawn = self.last_stakes[a.addr]
             assert stake >= last_stake or a.slashed > last_slashed or a.withdrawn["registry"] > last_withdrawn
             self.last_stakes[a.addr] = (stake, a.slashed, a.withdrawn["registry"])
@@ -1098,8 +1308,20 @@ class ProtocolMachine(RuleBasedStateMachine):
             # cycle, emitted, rejected, maxTokens, eosToken, deadline, openDisputes, escrow, prices x2,
             # drafterTokens, drafterForfeited, verifierForfeited, commitment)
             got = (v[5], v[6], v[9], v[10], v[11], v[14], v[15], v[16], v[19], v[20], v[21], v[8])
-            want = (j.status, j.phase, j.cycle, j.emitted, j.rejected, j.view_deadline(), j.open_disputes, j.escrow,
-                    j.drafter_tokens, j.drafter_forfeit, j.verifier_forfeit, j.eligible)
+            want = (
+                j.status,
+                j.phase,
+                j.cycle,
+                j.emitted,
+                j.rejected,
+                j.view_deadline(),
+                j.open_disputes,
+                j.escrow,
+                j.drafter_tokens,
+                j.drafter_forfeit,
+                j.verifier_forfeit,
+                j.eligible,
+            )
             assert got == want, f"job {j.id}: chain {got} != model {want}"
             escrow += v[16] if v[5] != FINALIZED else 0
         bonds = 0
@@ -1110,9 +1332,22 @@ class ProtocolMachine(RuleBasedStateMachine):
             # drawBlock, poolSize)
             votes = Counter(d.revealed.values())
             got = (v[0], v[1].lower(), v[7].lower(), v[5], v[6], v[8], v[10], v[13], *v[14:19], v[20])
-            want = (d.job.id, d.challenger.lower(), d.accused.lower(), d.status, d.outcome, d.answer_deadline,
-                    d.commit_deadline, d.reveal_deadline, len(d.panel), len(d.committed), len(d.revealed),
-                    votes[FAITHFUL], votes[CHEATED], d.pool_size)
+            want = (
+                d.job.id,
+                d.challenger.lower(),
+                d.accused.lower(),
+                d.status,
+                d.outcome,
+                d.answer_deadline,
+                d.commit_deadline,
+                d.reveal_deadline,
+                len(d.panel),
+                len(d.committed),
+                len(d.revealed),
+                votes[FAITHFUL],
+                votes[CHEATED],
+                d.pool_size,
+            )
             assert got == want, f"dispute {d.id}: chain {got} != model {want}"
             bonds += BOND if v[5] != RESOLVED else 0
         for key, state in self.positions.items():
@@ -1126,11 +1361,30 @@ class ProtocolMachine(RuleBasedStateMachine):
 
 
 # Later lifecycle steps first: hypothesis draws the first choices of a list more often than the others.
-ORDER = ["resolve", "reveal_vote", "commit_vote", "answer", "draw_referees", "claim_answer_timeout", "open_dispute",
-         "finalize",
-         "submit_verification", "commit_draft", "accept_job", "claim_timeout", "submit_job", "honest_job",
-         "time_travel", "withdraw_market", "withdraw_disputes", "register", "add_stake", "set_alpha_star",
-         "request_unbond", "withdraw_unbonded"]
+ORDER = [
+    "resolve",
+    "reveal_vote",
+    "commit_vote",
+    "answer",
+    "draw_referees",
+    "claim_answer_timeout",
+    "open_dispute",
+    "finalize",
+    "submit_verification",
+    "commit_draft",
+    "accept_job",
+    "claim_timeout",
+    "submit_job",
+    "honest_job",
+    "time_travel",
+    "withdraw_market",
+    "withdraw_disputes",
+    "register",
+    "add_stake",
+    "set_alpha_star",
+    "request_unbond",
+    "withdraw_unbonded",
+]
 ACTIONS = [(name, getattr(ProtocolMachine, name).weight, getattr(ProtocolMachine, name).when) for name in ORDER]
 assert set(ORDER) == {n for n, f in vars(ProtocolMachine).items() if hasattr(f, "strategies")}
 
@@ -1150,19 +1404,52 @@ def test_random_protocol_runs_keep_every_invariant(w3, system):
     STATS.clear()
     run_state_machine_as_test(
         lambda: ProtocolMachine(w3, system),
-        settings=settings(max_examples=EXAMPLES, stateful_step_count=STEPS, derandomize=True, database=None,
-                          deadline=None, print_blob=True,
-                          phases=list(Phase) if SHRINK else [Phase.explicit, Phase.reuse, Phase.generate],
-                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]))
+        settings=settings(
+            max_examples=EXAMPLES,
+            stateful_step_count=STEPS,
+            derandomize=True,
+            database=None,
+            deadline=None,
+            print_blob=True,
+            phases=list(Phase) if SHRINK else [Phase.explicit, Phase.reuse, Phase.generate],
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+        ),
+    )
     summary = ", ".join(f"{k}={v}" for k, v in sorted(STATS.items()))
     print(f"\nstateful run: {summary}")
     # The run must really have exercised the protocol, not just bounced off reverts.
     assert STATS["steps"] >= 3_000, summary
-    for fn in ("registerDrafter", "register", "addStake", "setAlphaStar", "requestUnbond", "withdrawUnbonded",
-               "submitJob", "acceptJob", "commitDraft", "submitVerification", "claimTimeout", "finalize",
-               "withdraw", "openDispute", "answer", "claimAnswerTimeout", "commitVote", "revealVote", "resolve"):
+    for fn in (
+        "registerDrafter",
+        "register",
+        "addStake",
+        "setAlphaStar",
+        "requestUnbond",
+        "withdrawUnbonded",
+        "submitJob",
+        "acceptJob",
+        "commitDraft",
+        "submitVerification",
+        "claimTimeout",
+        "finalize",
+        "withdraw",
+        "openDispute",
+        "answer",
+        "claimAnswerTimeout",
+        "commitVote",
+        "revealVote",
+        "resolve",
+    ):
         assert STATS[f"{fn}:ok"] > 0, f"{fn} never succeeded: {summary}"
-    for outcome in ("withdrawUnbonded:StakeLocked", "withdraw:NothingOwed", "withdraw:NothingToWithdraw",
-                    "outcome AccusedLost", "outcome ChallengerLost", "outcome Void",
-                    "alpha windows breached", "alpha windows passed", "boundary probes"):
+    for outcome in (
+        "withdrawUnbonded:StakeLocked",
+        "withdraw:NothingOwed",
+        "withdraw:NothingToWithdraw",
+        "outcome AccusedLost",
+        "outcome ChallengerLost",
+        "outcome Void",
+        "alpha windows breached",
+        "alpha windows passed",
+        "boundary probes",
+    ):
         assert STATS[outcome] > 0, f"{outcome} never happened: {summary}"

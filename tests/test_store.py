@@ -16,9 +16,9 @@ from node.store import (
     TX_SUPERSEDED,
     IdempotencyConflict,
     NodeStore,
-    StoreError,
     StoredCycle,
     StoredDispute,
+    StoreError,
 )
 
 ADDRESS = "0x" + "ab" * 20
@@ -67,10 +67,12 @@ def test_a_commit_without_fsync_survives_the_process_being_killed(tmp_path):
     import sys
 
     path = tmp_path / "killed.db"
-    code = ("import os, signal, sys; from node.store import NodeStore, DURABILITY_PROCESS\n"
-            "s = NodeStore(sys.argv[1], durability=DURABILITY_PROCESS)\n"
-            f"s.record_tx('k', '{ADDRESS}', 'd', '{HASH_A}', b'raw', 5)\n"
-            "os.kill(os.getpid(), signal.SIGKILL)\n")
+    code = (
+        "import os, signal, sys; from node.store import NodeStore, DURABILITY_PROCESS\n"
+        "s = NodeStore(sys.argv[1], durability=DURABILITY_PROCESS)\n"
+        f"s.record_tx('k', '{ADDRESS}', 'd', '{HASH_A}', b'raw', 5)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
     done = subprocess.run([sys.executable, "-c", code, str(path)], cwd=os.getcwd())
     assert done.returncode == -signal.SIGKILL
     with NodeStore(path) as store:
@@ -141,7 +143,12 @@ def test_recorded_tx_round_trips(store):
     store.set_tx_status("job:1:cycle:0:commitDraft", TX_MINED, block_number=12)
     record = store.sent_tx("job:1:cycle:0:commitDraft")
     assert (record.tx_hash, record.raw_tx, record.nonce, record.status, record.block_number) == (
-        HASH_A, b"\x02raw", 5, TX_MINED, 12)
+        HASH_A,
+        b"\x02raw",
+        5,
+        TX_MINED,
+        12,
+    )
     assert store.sent_tx("job:1:cycle:1:commitDraft") is None
 
 
@@ -218,8 +225,10 @@ def test_disputes_are_kept_apart_from_jobs(store):
     assert store.dispute(4, "drafter") is None and store.job(5, "referee") is None
 
 
-V1_JOBS_TABLE = ("CREATE TABLE jobs (job_id INTEGER NOT NULL, role TEXT NOT NULL, status TEXT NOT NULL, "
-                 "params TEXT NOT NULL, updated_at REAL NOT NULL, PRIMARY KEY (job_id, role))")
+V1_JOBS_TABLE = (
+    "CREATE TABLE jobs (job_id INTEGER NOT NULL, role TEXT NOT NULL, status TEXT NOT NULL, "
+    "params TEXT NOT NULL, updated_at REAL NOT NULL, PRIMARY KEY (job_id, role))"
+)
 
 
 def test_a_v1_store_is_migrated_with_its_disputes_in_their_own_table(path):
@@ -232,15 +241,23 @@ def test_a_v1_store_is_migrated_with_its_disputes_in_their_own_table(path):
     raw.execute("DROP TABLE disputes")
     raw.execute("DROP TABLE jobs")
     raw.execute(V1_JOBS_TABLE)
-    raw.executemany("INSERT INTO jobs VALUES (?, ?, ?, ?, 0)", [
-        (7, "drafter", "active", '{"verifier": "0x01"}'), (7, "drafter-dispute", "open", '{"job": 7}'),
-        (3, "referee-dispute", "judged", '{"verdict": 2, "salt": "0xab"}'), (8, "verifier", "done", "{}")])
+    raw.executemany(
+        "INSERT INTO jobs VALUES (?, ?, ?, ?, 0)",
+        [
+            (7, "drafter", "active", '{"verifier": "0x01"}'),
+            (7, "drafter-dispute", "open", '{"job": 7}'),
+            (3, "referee-dispute", "judged", '{"verdict": 2, "salt": "0xab"}'),
+            (8, "verifier", "done", "{}"),
+        ],
+    )
     raw.execute("PRAGMA user_version=1")
     raw.commit()
     raw.close()
     with NodeStore(path) as store:
-        assert [(j.job_id, j.role, j.status) for j in store.jobs()] == [(7, "drafter", "active"),
-                                                                         (8, "verifier", "done")]
+        assert [(j.job_id, j.role, j.status) for j in store.jobs()] == [
+            (7, "drafter", "active"),
+            (8, "verifier", "done"),
+        ]
         assert store.dispute(3, "referee") == StoredDispute(3, "referee", "judged", {"verdict": 2, "salt": "0xab"})
         assert store.dispute(7, "drafter").params == {"job": 7}
         assert store.job(7, "drafter").params == {"verifier": "0x01"}
@@ -252,16 +269,40 @@ def test_a_v1_store_is_migrated_with_its_disputes_in_their_own_table(path):
 
 def test_cycle_transcript_is_merged_as_the_cycle_progresses(store):
     big_wad = 2**64 - 1  # past int64: must come back exact
-    store.save_cycle(9, "verifier", 0, proposals=[5, 17, 2], q=[big_wad, 10**18, 1],
-                     top_k=[[[5, 0.7], [6, 0.3]]], tx_hashes={"commitDraft": HASH_A})
-    store.save_cycle(9, "verifier", 0, p=[10**18, 0, 3], reveal=b"\x01" * 32, accepted=1,
-                     emitted_tokens=[5, 6], tx_hashes={"submitVerification": HASH_B})
+    store.save_cycle(
+        9,
+        "verifier",
+        0,
+        proposals=[5, 17, 2],
+        q=[big_wad, 10**18, 1],
+        top_k=[[[5, 0.7], [6, 0.3]]],
+        tx_hashes={"commitDraft": HASH_A},
+    )
+    store.save_cycle(
+        9,
+        "verifier",
+        0,
+        p=[10**18, 0, 3],
+        reveal=b"\x01" * 32,
+        accepted=1,
+        emitted_tokens=[5, 6],
+        tx_hashes={"submitVerification": HASH_B},
+    )
     store.save_cycle(9, "verifier", 1, proposals=[1])
 
     assert store.cycle(9, "verifier", 0) == StoredCycle(
-        job_id=9, role="verifier", cycle=0, proposals=[5, 17, 2], q=[big_wad, 10**18, 1], p=[10**18, 0, 3],
-        top_k=[[[5, 0.7], [6, 0.3]]], reveal=b"\x01" * 32, accepted=1, emitted_tokens=[5, 6],
-        tx_hashes={"commitDraft": HASH_A, "submitVerification": HASH_B})
+        job_id=9,
+        role="verifier",
+        cycle=0,
+        proposals=[5, 17, 2],
+        q=[big_wad, 10**18, 1],
+        p=[10**18, 0, 3],
+        top_k=[[[5, 0.7], [6, 0.3]]],
+        reveal=b"\x01" * 32,
+        accepted=1,
+        emitted_tokens=[5, 6],
+        tx_hashes={"commitDraft": HASH_A, "submitVerification": HASH_B},
+    )
     assert [c.cycle for c in store.cycles(9, "verifier")] == [0, 1]
     assert store.cycle(9, "drafter", 0) is None
 

@@ -17,11 +17,18 @@ def test_wrapper_reports_the_pinned_version():
 
 
 def test_wrapper_standard_json_output_is_pure_json():
-    source = "// SPDX-License-Identifier: MIT\npragma solidity 0.8.28;\ncontract A { function f() external pure returns (uint) { return 1; } }"
-    request = {"language": "Solidity", "sources": {"A.sol": {"content": source}},
-               "settings": {"outputSelection": {"*": {"*": ["abi"]}}}}
-    done = subprocess.run([str(SOLC_WRAPPER), "--standard-json"], input=json.dumps(request),
-                          capture_output=True, text=True, check=True)
+    source = (
+        "// SPDX-License-Identifier: MIT\npragma solidity 0.8.28;\n"
+        "contract A { function f() external pure returns (uint) { return 1; } }"
+    )
+    request = {
+        "language": "Solidity",
+        "sources": {"A.sol": {"content": source}},
+        "settings": {"outputSelection": {"*": {"*": ["abi"]}}},
+    }
+    done = subprocess.run(
+        [str(SOLC_WRAPPER), "--standard-json"], input=json.dumps(request), capture_output=True, text=True, check=True
+    )
     output = json.loads(done.stdout)
     assert output["contracts"]["A.sol"]["A"]["abi"][0]["name"] == "f"
 
@@ -33,9 +40,22 @@ def test_wrapper_refuses_unsupported_modes():
 
 def test_forge_compiles_the_project_with_the_wrapper(tmp_path):
     done = subprocess.run(
-        [str(ROOT / "node_modules" / ".bin" / "forge"), "build", "--use", str(SOLC_WRAPPER), "--offline",
-         "--out", str(tmp_path / "out"), "--cache-path", str(tmp_path / "cache")],
-        cwd=ROOT, capture_output=True, text=True, timeout=600)
+        [
+            str(ROOT / "node_modules" / ".bin" / "forge"),
+            "build",
+            "--use",
+            str(SOLC_WRAPPER),
+            "--offline",
+            "--out",
+            str(tmp_path / "out"),
+            "--cache-path",
+            str(tmp_path / "cache"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     artifact = json.loads((tmp_path / "out" / "SpecMath.sol" / "SpecMath.json").read_text())
     assert artifact["bytecode"]["object"].startswith("0x")

@@ -6,9 +6,9 @@ import contextlib
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import requests
 
@@ -54,15 +54,34 @@ def _rpc_ready(url: str) -> bool:
         return False
 
 
-def start_anvil(port: int | None = None, accounts: int = 20, balance_eth: int = 100_000,
-                extra_args: tuple[str, ...] = (), startup_timeout: float = 30.0) -> Anvil:
+def start_anvil(
+    port: int | None = None,
+    accounts: int = 20,
+    balance_eth: int = 100_000,
+    extra_args: tuple[str, ...] = (),
+    startup_timeout: float = 30.0,
+) -> Anvil:
     if not ANVIL_BINARY.exists():
         raise AnvilError(f"{ANVIL_BINARY} is missing: run `make setup` (npm install) first")
     port = port or free_port()
     process = subprocess.Popen(
-        [str(ANVIL_BINARY), "--host", "127.0.0.1", "--port", str(port), "--accounts", str(accounts),
-         "--balance", str(balance_eth), "--chain-id", str(ANVIL_CHAIN_ID), *extra_args],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+        [
+            str(ANVIL_BINARY),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--accounts",
+            str(accounts),
+            "--balance",
+            str(balance_eth),
+            "--chain-id",
+            str(ANVIL_CHAIN_ID),
+            *extra_args,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
     )
     node = Anvil(process, port)
     deadline = time.monotonic() + startup_timeout

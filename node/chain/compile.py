@@ -32,8 +32,11 @@ class CompileError(RuntimeError):
 
 def _sources() -> dict[str, dict[str, str]]:
     # dot-folders hold tool caches (ape copies dependencies to contracts/.cache), not our sources
-    files = sorted(f for f in CONTRACTS_DIR.rglob("*.sol")
-                   if not any(part.startswith(".") for part in f.relative_to(CONTRACTS_DIR).parts))
+    files = sorted(
+        f
+        for f in CONTRACTS_DIR.rglob("*.sol")
+        if not any(part.startswith(".") for part in f.relative_to(CONTRACTS_DIR).parts)
+    )
     return {str(f.relative_to(PROJECT_ROOT)): {"content": f.read_text()} for f in files}
 
 

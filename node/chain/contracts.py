@@ -12,8 +12,9 @@ class DeploymentError(RuntimeError):
     """A deployment transaction failed or the artifact is unknown."""
 
 
-def deploy_contract(w3: Web3, name: str, *constructor_args, sender: str | None = None,
-                    value: int = 0, artifacts: dict | None = None) -> Contract:
+def deploy_contract(
+    w3: Web3, name: str, *constructor_args, sender: str | None = None, value: int = 0, artifacts: dict | None = None
+) -> Contract:
     artifacts = artifacts or compile_contracts()
     if name not in artifacts:
         raise DeploymentError(f"no compiled contract named {name!r}; known: {sorted(artifacts)}")

@@ -64,12 +64,13 @@ class DeploymentParams:
         """Unbonding must outlast the challenge window plus a full dispute, so nobody escapes a slash."""
         needed = self.challenge_window + self.dispute_duration
         if self.unbonding_period <= needed:
-            raise ValueError(f"unbonding_period={self.unbonding_period}s must exceed challenge window + "
-                             f"dispute duration = {needed}s")
+            raise ValueError(
+                f"unbonding_period={self.unbonding_period}s must exceed challenge window + dispute duration = {needed}s"
+            )
         if not 1 <= self.alpha_bucket_cycles <= 2**24:
             raise ValueError("alpha_bucket_cycles must be in 1..2^24")
 
-    def with_(self, **changes) -> "DeploymentParams":
+    def with_(self, **changes) -> DeploymentParams:
         return replace(self, **changes)
 
     def as_dict(self) -> dict:
@@ -97,8 +98,13 @@ def _transact(w3: Web3, fn, sender: str) -> None:
         raise DeploymentError(f"wiring transaction {fn.fn_name} failed")
 
 
-def deploy_system(w3: Web3, deployer: str | None = None, params: DeploymentParams | None = None,
-                  artifacts: dict | None = None, with_disputes: bool = True) -> System:
+def deploy_system(
+    w3: Web3,
+    deployer: str | None = None,
+    params: DeploymentParams | None = None,
+    artifacts: dict | None = None,
+    with_disputes: bool = True,
+) -> System:
     """Deploy and wire registry, market and (if compiled and `with_disputes`) the dispute manager."""
     params = params or DEFAULT_PARAMS
     params.validate()
@@ -106,19 +112,52 @@ def deploy_system(w3: Web3, deployer: str | None = None, params: DeploymentParam
     deployer = deployer or w3.eth.accounts[0]
     p = params
 
-    registry = deploy_contract(w3, "StakingRegistry", p.min_drafter_stake, p.min_verifier_stake,
-                               p.min_referee_stake, p.unbonding_period, sender=deployer, artifacts=artifacts)
-    market = deploy_contract(w3, "InferenceMarket", registry.address, p.accept_timeout, p.commit_timeout,
-                             p.verify_timeout, p.challenge_window, p.timeout_slash, p.alpha_bucket_cycles,
-                             p.alpha_tolerance, p.alpha_slash_bps, sender=deployer, artifacts=artifacts)
+    registry = deploy_contract(
+        w3,
+        "StakingRegistry",
+        p.min_drafter_stake,
+        p.min_verifier_stake,
+        p.min_referee_stake,
+        p.unbonding_period,
+        sender=deployer,
+        artifacts=artifacts,
+    )
+    market = deploy_contract(
+        w3,
+        "InferenceMarket",
+        registry.address,
+        p.accept_timeout,
+        p.commit_timeout,
+        p.verify_timeout,
+        p.challenge_window,
+        p.timeout_slash,
+        p.alpha_bucket_cycles,
+        p.alpha_tolerance,
+        p.alpha_slash_bps,
+        sender=deployer,
+        artifacts=artifacts,
+    )
     disputes = None
     if with_disputes and "DisputeManager" in artifacts:
-        disputes = deploy_contract(w3, "DisputeManager", registry.address, market.address, p.dispute_bond,
-                                   p.answer_period, p.vote_commit_period, p.vote_reveal_period, p.referee_count,
-                                   p.accused_slash, p.referee_penalty, sender=deployer, artifacts=artifacts)
+        disputes = deploy_contract(
+            w3,
+            "DisputeManager",
+            registry.address,
+            market.address,
+            p.dispute_bond,
+            p.answer_period,
+            p.vote_commit_period,
+            p.vote_reveal_period,
+            p.referee_count,
+            p.accused_slash,
+            p.referee_penalty,
+            sender=deployer,
+            artifacts=artifacts,
+        )
     disputes_address = disputes.address if disputes is not None else "0x" + "00" * 20
     _transact(w3, registry.functions.setProtocolContracts(market.address, disputes_address), deployer)
     if disputes is not None:
         _transact(w3, market.functions.setDisputeManager(disputes.address), deployer)
-    return System(registry=registry, market=market, alpha_window=market, disputes=disputes, params=params,
-                  deployer=deployer)
+    return System(
+        registry=registry, market=market, alpha_window=market, disputes=disputes, params=params, deployer=deployer
+    )

@@ -42,13 +42,20 @@ class Deployment:
     anvil_pid: int | None = None  # set when `verispec chain up` started the chain itself
 
     @classmethod
-    def of_system(cls, w3: Web3, system: System, rpc_url: str, start_block: int,
-                  anvil_pid: int | None = None) -> "Deployment":
+    def of_system(
+        cls, w3: Web3, system: System, rpc_url: str, start_block: int, anvil_pid: int | None = None
+    ) -> Deployment:
         addresses = {"StakingRegistry": system.registry.address, "InferenceMarket": system.market.address}
         if system.disputes is not None:
             addresses["DisputeManager"] = system.disputes.address
-        return cls(rpc_url=rpc_url, chain_id=w3.eth.chain_id, start_block=start_block, addresses=addresses,
-                   params=system.params.as_dict(), anvil_pid=anvil_pid)
+        return cls(
+            rpc_url=rpc_url,
+            chain_id=w3.eth.chain_id,
+            start_block=start_block,
+            addresses=addresses,
+            params=system.params.as_dict(),
+            anvil_pid=anvil_pid,
+        )
 
     def save(self, path: Path | None = None) -> Path:
         path = path or default_path()
@@ -59,11 +66,13 @@ class Deployment:
         return path
 
     @classmethod
-    def load(cls, path: Path | None = None) -> "Deployment":
+    def load(cls, path: Path | None = None) -> Deployment:
         path = path or default_path()
         if not path.exists():
-            raise DeploymentFileError(f"no deployment file at {path}: run `verispec chain up` first "
-                                      "(or set VERISPEC_HOME / --home to where it lives)")
+            raise DeploymentFileError(
+                f"no deployment file at {path}: run `verispec chain up` first "
+                "(or set VERISPEC_HOME / --home to where it lives)"
+            )
         try:
             return cls(**json.loads(path.read_text()))
         except (json.JSONDecodeError, TypeError) as exc:
@@ -92,5 +101,11 @@ class Deployment:
         artifacts = artifacts or compile_contracts()
         market = self.contract(w3, "InferenceMarket", artifacts)
         disputes = self.contract(w3, "DisputeManager", artifacts) if "DisputeManager" in self.addresses else None
-        return System(registry=self.contract(w3, "StakingRegistry", artifacts), market=market, alpha_window=market,
-                      disputes=disputes, params=self.deployment_params, deployer="")
+        return System(
+            registry=self.contract(w3, "StakingRegistry", artifacts),
+            market=market,
+            alpha_window=market,
+            disputes=disputes,
+            params=self.deployment_params,
+            deployer="",
+        )

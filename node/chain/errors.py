@@ -36,8 +36,9 @@ class TransactionRejected(ChainError):
 class TransactionReverted(ChainError):
     """The call reverts (at gas estimation) or a mined transaction reverted; carries the decoded error."""
 
-    def __init__(self, key: str, error_name: str | None, error_args: dict[str, Any], data: bytes,
-                 tx_hash: str | None = None):
+    def __init__(
+        self, key: str, error_name: str | None, error_args: dict[str, Any], data: bytes, tx_hash: str | None = None
+    ):
         shown = error_name or (f"unknown error 0x{data[:4].hex()}" if data else "no revert data")
         args = ", ".join(f"{name}={value!r}" for name, value in error_args.items())
         where = f" in {tx_hash}" if tx_hash else ""
@@ -53,8 +54,9 @@ class ReceiptTimeout(ChainError):
     """No receipt within the timeout; the transaction is recorded, so a later send with the key resumes it."""
 
     def __init__(self, key: str, tx_hash: str, timeout: float):
-        super().__init__(f"{key}: no receipt for {tx_hash} after {timeout:.1f}s "
-                         "(it stays recorded: send the key again to resume)")
+        super().__init__(
+            f"{key}: no receipt for {tx_hash} after {timeout:.1f}s (it stays recorded: send the key again to resume)"
+        )
         self.key = key
         self.tx_hash = tx_hash
 

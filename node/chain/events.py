@@ -22,8 +22,9 @@ import json
 import re
 import threading
 from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from eth_abi import decode as abi_decode
@@ -91,10 +92,20 @@ class ChainEvent:
 class EventPoller:
     """Yields the decoded events of `contracts` (name -> web3 contract) in (block, logIndex) order."""
 
-    def __init__(self, w3: Web3, contracts: Mapping[str, Contract], store: NodeStore, name: str, *,
-                 start_block: int = 0, chunk_size: int = 1000, confirmations: int = 0,
-                 retry: RetryPolicy = RetryPolicy(), events: Iterable[tuple[str, str]] | None = None,
-                 defer_cursor: bool = False):
+    def __init__(
+        self,
+        w3: Web3,
+        contracts: Mapping[str, Contract],
+        store: NodeStore,
+        name: str,
+        *,
+        start_block: int = 0,
+        chunk_size: int = 1000,
+        confirmations: int = 0,
+        retry: RetryPolicy = RetryPolicy(),
+        events: Iterable[tuple[str, str]] | None = None,
+        defer_cursor: bool = False,
+    ):
         """`events`: the (contract name, event name) pairs to deliver; None delivers every event of `contracts`."""
         if chunk_size < 1:
             raise ValueError("chunk_size must be at least 1")
@@ -114,8 +125,11 @@ class EventPoller:
         self._decoders: dict[tuple[str, str], tuple[str, Any, Any]] = {}
         for contract_name, contract in contracts.items():
             for entry in contract.abi:
-                if entry.get("type") == "event" and not entry.get("anonymous") and (
-                        wanted is None or (contract_name, entry["name"]) in wanted):
+                if (
+                    entry.get("type") == "event"
+                    and not entry.get("anonymous")
+                    and (wanted is None or (contract_name, entry["name"]) in wanted)
+                ):
                     topic = to_hex(event_abi_to_log_topic(entry))
                     event = contract.events[entry["name"]]()
                     self._decoders[(contract.address.lower(), topic)] = (contract_name, event, fast_decoder(entry))
@@ -178,6 +192,7 @@ class EventPoller:
     def _fetch(self, low: int, high: int) -> list[LogReceipt]:
         if not self._addresses or not self._topics:
             return []
+
         def one_query(first: int, last: int) -> list[LogReceipt]:
             query = {"fromBlock": first, "toBlock": last, "address": self._addresses, "topics": [self._topics]}
             return list(with_retries(lambda: self.w3.eth.get_logs(query), self.retry, self._url))
@@ -198,10 +213,17 @@ class EventPoller:
             else:
                 data = event.process_log(log)
                 name, args = data["event"], dict(data["args"])
-            events.append(ChainEvent(
-                contract=contract_name, name=name, args=args, address=log["address"],
-                block_number=log["blockNumber"], log_index=log["logIndex"], tx_hash=to_hex(log["transactionHash"]),
-            ))
+            events.append(
+                ChainEvent(
+                    contract=contract_name,
+                    name=name,
+                    args=args,
+                    address=log["address"],
+                    block_number=log["blockNumber"],
+                    log_index=log["logIndex"],
+                    tx_hash=to_hex(log["transactionHash"]),
+                )
+            )
         return events
 
 
@@ -234,7 +256,7 @@ class HeadWaker:
             return None
         return urlunsplit(("ws" if parts.scheme == "http" else "wss", parts.netloc, parts.path, parts.query, ""))
 
-    def start(self) -> "HeadWaker":
+    def start(self) -> HeadWaker:
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="head-waker", daemon=True)
             self._thread.start()

@@ -100,9 +100,23 @@ def start_detached_anvil(home: Path, port: int | None = None, startup_timeout: f
     log_path = home / LOG_FILE
     with open(log_path, "ab") as log:
         process = subprocess.Popen(
-            [str(ANVIL_BINARY), "--host", "127.0.0.1", "--port", str(port), "--accounts", str(DEV_ACCOUNTS),
-             "--balance", str(DEV_BALANCE_ETH), "--chain-id", str(ANVIL_CHAIN_ID)],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            [
+                str(ANVIL_BINARY),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--accounts",
+                str(DEV_ACCOUNTS),
+                "--balance",
+                str(DEV_BALANCE_ETH),
+                "--chain-id",
+                str(ANVIL_CHAIN_ID),
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
     pid_path(home).write_text(f"{process.pid}\n")
     deadline = time.monotonic() + startup_timeout
@@ -137,8 +151,10 @@ def chain_up(home: Path, port: int | None = None, params: DeploymentParams | Non
     home = Path(home)
     running = read_pid(home)
     if running is not None:
-        raise LocalChainError(f"a chain started for {home} is already running (pid {running}): "
-                              "`verispec chain down` first, or use another --home")
+        raise LocalChainError(
+            f"a chain started for {home} is already running (pid {running}): "
+            "`verispec chain down` first, or use another --home"
+        )
     if params is not None:
         params.validate()
     pid, url = start_detached_anvil(home, port)

@@ -6,8 +6,9 @@ and `Panic(uint256)`); `revert_data` digs the raw bytes out of what web3 raised.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from eth_abi import decode as abi_decode
 from eth_utils import to_checksum_address

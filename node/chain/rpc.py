@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import base64
 import http.client
-import socket
 import ssl
 import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, TypeVar
+from typing import Any, TypeVar
 from urllib.parse import unquote, urlsplit
 
 import requests
@@ -46,8 +46,18 @@ class RetryPolicy:
 
 def is_transient(exc: BaseException) -> bool:
     """Errors worth retrying: the endpoint is down, slow, overloaded or restarting."""
-    if isinstance(exc, (requests.ConnectionError, requests.Timeout, ConnectionError, TimeoutError,
-                        ProviderConnectionError, TooManyRequests, RequestTimedOut)):
+    if isinstance(
+        exc,
+        (
+            requests.ConnectionError,
+            requests.Timeout,
+            ConnectionError,
+            TimeoutError,
+            ProviderConnectionError,
+            TooManyRequests,
+            RequestTimedOut,
+        ),
+    ):
         return True
     if isinstance(exc, requests.HTTPError) and exc.response is not None:
         return exc.response.status_code >= 500 or exc.response.status_code == 429
@@ -132,8 +142,9 @@ class KeepAliveHTTPProvider(Web3.HTTPProvider):
         if conn is not None:
             return conn, True
         if self._https:
-            conn = http.client.HTTPSConnection(self._host, self._port, timeout=self._timeout,
-                                               context=ssl.create_default_context())
+            conn = http.client.HTTPSConnection(
+                self._host, self._port, timeout=self._timeout, context=ssl.create_default_context()
+            )
         else:
             conn = http.client.HTTPConnection(self._host, self._port, timeout=self._timeout)
         self._local.conn = conn
@@ -151,13 +162,17 @@ class KeepAliveHTTPProvider(Web3.HTTPProvider):
             try:
                 conn.request("POST", self._path, body=request_data, headers=self._headers)
                 response = conn.getresponse()
-            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError,
-                    ConnectionAbortedError) as exc:
+            except (
+                http.client.RemoteDisconnected,
+                BrokenPipeError,
+                ConnectionResetError,
+                ConnectionAbortedError,
+            ) as exc:
                 self._drop_connection()
                 if reused:
                     continue  # the server closed the idle kept-alive connection: reopen, send again
                 raise requests.ConnectionError(f"{type(exc).__name__}: {exc}") from exc
-            except (TimeoutError, socket.timeout) as exc:
+            except TimeoutError as exc:
                 self._drop_connection()
                 raise requests.Timeout(f"{self.endpoint_uri}: no answer within {self._timeout}s") from exc
             except (OSError, http.client.HTTPException) as exc:
@@ -174,8 +189,7 @@ class KeepAliveHTTPProvider(Web3.HTTPProvider):
                 error = requests.Response()
                 error.status_code, error.reason, error._content = response.status, response.reason, body
                 error.url = str(self.endpoint_uri)
-                raise requests.HTTPError(f"{response.status} {response.reason} for {self.endpoint_uri}",
-                                         response=error)
+                raise requests.HTTPError(f"{response.status} {response.reason} for {self.endpoint_uri}", response=error)
             return body
         raise requests.ConnectionError(f"{self.endpoint_uri} closed the connection twice")
 
@@ -190,13 +204,14 @@ def connect(url: str, *, wait: float = 10.0, request_timeout: float = 10.0) -> W
     if KeepAliveHTTPProvider.usable_for(url):
         provider = KeepAliveHTTPProvider(url, request_kwargs={"timeout": request_timeout})
     else:
-        provider = Web3.HTTPProvider(url, request_kwargs={"timeout": request_timeout},
-                                     exception_retry_configuration=None)
+        provider = Web3.HTTPProvider(
+            url, request_kwargs={"timeout": request_timeout}, exception_retry_configuration=None
+        )
     w3 = cache_chain_id(Web3(provider))
     deadline = time.monotonic() + wait
     while True:
         try:
-            w3.eth.chain_id
+            _ = w3.eth.chain_id  # the first request: answers once the node is up
             return w3
         except Exception as exc:
             if not is_transient(exc):

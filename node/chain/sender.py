@@ -12,13 +12,14 @@ One `TxSender` per key and process: the nonce is tracked locally (resynced from 
 count at start and after any nonce error), so a second process signing with the same key would fight it.
 """
 
-
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import threading
 import time
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import rlp as _rlp
 from eth_account.signers.local import LocalAccount
@@ -30,7 +31,11 @@ from web3.exceptions import ContractLogicError, TimeExhausted, TransactionNotFou
 from web3.types import RPCEndpoint, TxReceipt
 
 from node.chain.errors import (
-    ChainUnavailable, IdempotencyError, ReceiptTimeout, TransactionRejected, TransactionReverted,
+    ChainUnavailable,
+    IdempotencyError,
+    ReceiptTimeout,
+    TransactionRejected,
+    TransactionReverted,
     TransactionSuperseded,
 )
 from node.chain.revert_decoder import RevertDecoder, revert_data
@@ -61,13 +66,26 @@ def sign_transaction(account: LocalAccount, tx: dict[str, Any]) -> tuple[bytes, 
     docs/node.md, "Measured costs").
     Anything else, or without coincurve, goes through eth-account."""
     fields = ("chainId", "nonce", "maxPriorityFeePerGas", "maxFeePerGas", "gas", "to", "value", "data")
-    if _coincurve is None or tx.get("type") not in (2, "0x2") or set(tx) - set(fields) - {"type"} or \
-            any(f not in tx for f in fields):
+    if (
+        _coincurve is None
+        or tx.get("type") not in (2, "0x2")
+        or set(tx) - set(fields) - {"type"}
+        or any(f not in tx for f in fields)
+    ):
         signed = account.sign_transaction(tx)
         return bytes(signed.raw_transaction), bytes(signed.hash)
     to = bytes.fromhex(to_checksum_address(tx["to"])[2:])
-    payload = [int(tx["chainId"]), int(tx["nonce"]), int(tx["maxPriorityFeePerGas"]), int(tx["maxFeePerGas"]),
-               int(tx["gas"]), to, int(tx["value"]), bytes(tx["data"]), []]
+    payload = [
+        int(tx["chainId"]),
+        int(tx["nonce"]),
+        int(tx["maxPriorityFeePerGas"]),
+        int(tx["maxFeePerGas"]),
+        int(tx["gas"]),
+        to,
+        int(tx["value"]),
+        bytes(tx["data"]),
+        [],
+    ]
     unsigned = b"\x02" + _rlp.encode(payload)
     key = _SIGNING_KEYS.get(bytes(account.key))
     if key is None:
@@ -95,11 +113,21 @@ REUSE_HEADROOM = 50_000
 class TxSender:
     """Signs with one local key and sends each idempotency key's transaction at most once."""
 
-    def __init__(self, w3: Web3, account: LocalAccount, store: NodeStore, *,
-                 errors: RevertDecoder | None = None, retry: RetryPolicy = RetryPolicy(),
-                 gas_margin: float = 1.2, receipt_timeout: float = 120.0, poll_interval: float = 0.05,
-                 rebroadcast_every: float = 5.0, fee_cache_s: float = 0.0,
-                 defer_writes: Callable[[Callable[[], None]], None] | None = None):
+    def __init__(
+        self,
+        w3: Web3,
+        account: LocalAccount,
+        store: NodeStore,
+        *,
+        errors: RevertDecoder | None = None,
+        retry: RetryPolicy = RetryPolicy(),
+        gas_margin: float = 1.2,
+        receipt_timeout: float = 120.0,
+        poll_interval: float = 0.05,
+        rebroadcast_every: float = 5.0,
+        fee_cache_s: float = 0.0,
+        defer_writes: Callable[[Callable[[], None]], None] | None = None,
+    ):
         """`fee_cache_s` > 0: reuse the base fee and priority fee read within that many seconds (or given by
         `note_block`) instead of asking for them before every transaction; the fee rule is unchanged
         (max fee = 2 x base fee + tip, which stays includable through ~6 full blocks of base-fee growth, so
@@ -160,17 +188,23 @@ class TxSender:
         first, so a restart neither leaves a nonce gap nor hands a recorded nonce to a new transaction."""
         with self._lock:
             for record in self.store.outstanding_txs(self.address):
-                try:
+                with contextlib.suppress(TransactionRejected):  # marked rejected; its key gets a fresh tx if sent again
                     self._settle(record)
-                except TransactionRejected:
-                    pass  # marked rejected; its key will get a fresh transaction if sent again
             self.resync_nonce()
             self._unsure_of_pool = False
 
     # --- public API ------------------------------------------------------------------------------
 
-    def submit(self, key: str, to: str, data: bytes = b"", value: int = 0, gas: int | None = None, *,
-               reuse_estimate: bool = False) -> str:
+    def submit(
+        self,
+        key: str,
+        to: str,
+        data: bytes = b"",
+        value: int = 0,
+        gas: int | None = None,
+        *,
+        reuse_estimate: bool = False,
+    ) -> str:
         """Ensure the transaction for `key` is signed, recorded and in the pool (or mined); returns its hash.
 
         Reverts found by gas estimation raise TransactionReverted before anything is signed.
@@ -196,8 +230,9 @@ class TxSender:
                     return record.tx_hash
             raise self._nonce_fight(key)
 
-    def send(self, key: str, to: str, data: bytes = b"", value: int = 0, gas: int | None = None,
-             timeout: float | None = None) -> TxReceipt:
+    def send(
+        self, key: str, to: str, data: bytes = b"", value: int = 0, gas: int | None = None, timeout: float | None = None
+    ) -> TxReceipt:
         """Submit and wait for the receipt; a reverted transaction raises TransactionReverted."""
         for _ in range(3):
             self.submit(key, to, data, value, gas)
@@ -207,8 +242,9 @@ class TxSender:
                 continue  # provably dead: the next submit builds a fresh transaction for the key
         raise self._nonce_fight(key)
 
-    def send_call(self, key: str, function: ContractFunction, value: int = 0, gas: int | None = None,
-                  timeout: float | None = None) -> TxReceipt:
+    def send_call(
+        self, key: str, function: ContractFunction, value: int = 0, gas: int | None = None, timeout: float | None = None
+    ) -> TxReceipt:
         """`send` for a bound contract call, e.g. `contract.functions.commitDraft(...)`."""
         # web3 has no public "calldata of this bound call"; this private helper is stable across v6-v8.
         data = bytes.fromhex(function._encode_transaction_data()[2:])
@@ -238,8 +274,10 @@ class TxSender:
     # --- internals -------------------------------------------------------------------------------
 
     def _nonce_fight(self, key: str) -> IdempotencyError:
-        return IdempotencyError(f"{key}: its nonce was taken by other transactions three times; "
-                                f"is another process signing for {self.address}?")
+        return IdempotencyError(
+            f"{key}: its nonce was taken by other transactions three times; "
+            f"is another process signing for {self.address}?"
+        )
 
     def _record(self, key: str) -> SentTx:
         record = self.store.sent_tx(key)
@@ -247,8 +285,9 @@ class TxSender:
             raise KeyError(f"no transaction recorded under {key!r}")
         return record
 
-    def _sign_and_record(self, key: str, digest: str, to: str, data: bytes, value: int, gas: int | None,
-                         reuse_estimate: bool = False) -> SentTx:
+    def _sign_and_record(
+        self, key: str, digest: str, to: str, data: bytes, value: int, gas: int | None, reuse_estimate: bool = False
+    ) -> SentTx:
         tx: dict[str, Any] = {"from": self.address, "to": to, "value": value, "data": data, "chainId": self.chain_id}
         shape = (to, bytes(data[:4]), len(data))
         if gas is None and reuse_estimate and shape in self._estimates:

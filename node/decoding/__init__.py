@@ -16,7 +16,21 @@ from node.decoding.proposer import DraftSession
 from node.decoding.scorer import VerifySession
 
 __all__ = [
-    "DecodedCycle", "DecodingJob", "Draft", "DraftFault", "DraftSession", "GenerationResult", "SamplingParams",
-    "SpeculativeDecoder", "Timings", "Verification", "VerifySession", "model_id", "model_id_of",
-    "probabilities", "quantized", "tokenizer_digest", "top_k",
+    "DecodedCycle",
+    "DecodingJob",
+    "Draft",
+    "DraftFault",
+    "DraftSession",
+    "GenerationResult",
+    "SamplingParams",
+    "SpeculativeDecoder",
+    "Timings",
+    "Verification",
+    "VerifySession",
+    "model_id",
+    "model_id_of",
+    "probabilities",
+    "quantized",
+    "tokenizer_digest",
+    "top_k",
 ]

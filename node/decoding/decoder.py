@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
-
 from node.decoding import loading
 from node.decoding.distributions import SamplingParams
 from node.decoding.messages import DecodingJob
@@ -70,8 +68,16 @@ class GenerationResult:
 
 
 class SpeculativeDecoder:
-    def __init__(self, target, draft, gamma: int = 4, temperature: float = 1.0, top_k: int = 0,
-                 top_p: float = 1.0, verify_draft: bool = False):
+    def __init__(
+        self,
+        target,
+        draft,
+        gamma: int = 4,
+        temperature: float = 1.0,
+        top_k: int = 0,
+        top_p: float = 1.0,
+        verify_draft: bool = False,
+    ):
         """target, draft: loaded causal LMs sharing a tokenizer, on one device.
 
         verify_draft: the verifier also teacher-forces the draft model over each
@@ -92,7 +98,7 @@ class SpeculativeDecoder:
         self.target_id = self.draft_id = None  # set by from_pretrained
 
     @classmethod
-    def from_pretrained(cls, target_path, draft_path, device=None, dtype=None, **kwargs) -> "SpeculativeDecoder":
+    def from_pretrained(cls, target_path, draft_path, device=None, dtype=None, **kwargs) -> SpeculativeDecoder:
         """Load both checkpoints (on CUDA when available, else CPU), check they pair, and name them by model id."""
         device = loading.resolve_device(device)
         dtype = dtype if dtype is not None else loading.default_dtype(device)
@@ -106,11 +112,23 @@ class SpeculativeDecoder:
         return decoder
 
     def job(self, input_ids, max_new_tokens: int, job_id: int, eos_token_id=None) -> DecodingJob:
-        return DecodingJob(job_id=job_id, prompt=tuple(int(t) for t in input_ids), max_new_tokens=max_new_tokens,
-                   gamma=self.gamma, sampling=self.sampling, eos_token_id=eos_token_id)
+        return DecodingJob(
+            job_id=job_id,
+            prompt=tuple(int(t) for t in input_ids),
+            max_new_tokens=max_new_tokens,
+            gamma=self.gamma,
+            sampling=self.sampling,
+            eos_token_id=eos_token_id,
+        )
 
-    def generate(self, input_ids: list[int], max_new_tokens: int, job_id: int, verifier_seed: bytes,
-                 eos_token_id: int | None = None) -> GenerationResult:
+    def generate(
+        self,
+        input_ids: list[int],
+        max_new_tokens: int,
+        job_id: int,
+        verifier_seed: bytes,
+        eos_token_id: int | None = None,
+    ) -> GenerationResult:
         job = self.job(input_ids, max_new_tokens, job_id, eos_token_id)
         drafter = DraftSession(self.draft, job)
         verifier = VerifySession(self.target, job, verifier_seed, draft_model=self.draft if self.verify_draft else None)
@@ -123,16 +141,33 @@ class SpeculativeDecoder:
             drafter.advance(verification.emitted)
             tokens.extend(verification.emitted)
             faults += len(verification.draft_faults)
-            cycles.append(DecodedCycle(cycle=cycle, proposals=draft.tokens, q=draft.q, p=verification.p,
-                                      reveal=verification.reveal, accepted=verification.accepted,
-                                      out_token=verification.out_token, emitted=verification.emitted))
+            cycles.append(
+                DecodedCycle(
+                    cycle=cycle,
+                    proposals=draft.tokens,
+                    q=draft.q,
+                    p=verification.p,
+                    reveal=verification.reveal,
+                    accepted=verification.accepted,
+                    out_token=verification.out_token,
+                    emitted=verification.emitted,
+                )
+            )
         stop = "eos" if eos_token_id is not None and tokens and tokens[-1] == eos_token_id else "length"
         replay = verifier.replay
         timings = Timings(
-            draft_forward_s=drafter.lm.forward_s, draft_forwards=drafter.lm.forwards,
-            target_forward_s=verifier.target.forward_s, target_forwards=verifier.target.forwards,
+            draft_forward_s=drafter.lm.forward_s,
+            draft_forwards=drafter.lm.forwards,
+            target_forward_s=verifier.target.forward_s,
+            target_forwards=verifier.target.forwards,
             replay_forward_s=replay.forward_s if replay is not None else 0.0,
             protocol_s=drafter.protocol_s + verifier.protocol_s,
         )
-        return GenerationResult(tokens=tokens, cycles=cycles, stop_reason=stop, chain_head=verifier.chain_head,
-                                draft_faults=faults, timings=timings)
+        return GenerationResult(
+            tokens=tokens,
+            cycles=cycles,
+            stop_reason=stop,
+            chain_head=verifier.chain_head,
+            draft_faults=faults,
+            timings=timings,
+        )

@@ -30,8 +30,14 @@ import tempfile
 import torch
 from safetensors import safe_open
 
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
-                   "vocab.json", "merges.txt", "tokenizer.model")
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "vocab.json",
+    "merges.txt",
+    "tokenizer.model",
+)
 _SPECIAL_TOKEN_FILES = ("tokenizer_config.json", "special_tokens_map.json")
 _MAGIC = b"verispec-model-id/v1\n"
 
@@ -76,7 +82,7 @@ def model_id(path: str | pathlib.Path) -> bytes:
         handles = [stack.enter_context(safe_open(str(file), framework="pt")) for file in files]
         where = {}
         for handle in handles:
-            for name in handle.keys():
+            for name in handle.keys():  # noqa: SIM118 - a safetensors handle, not a dict
                 if name in where:
                     raise ValueError(f"tensor {name} appears in two weight files of {path}")
                 where[name] = handle

@@ -14,8 +14,8 @@ every emitted token is distributed as p (in WAD units, exactly).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 

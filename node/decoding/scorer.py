@@ -38,14 +38,18 @@ def default_tolerance_wad(dtype: torch.dtype) -> int:
 
 
 class VerifySession:
-    def __init__(self, target_model, job: DecodingJob, verifier_seed: bytes, draft_model=None,
-                 tolerance_wad: int | None = None):
+    def __init__(
+        self, target_model, job: DecodingJob, verifier_seed: bytes, draft_model=None, tolerance_wad: int | None = None
+    ):
         self.target = CachedLM(target_model)
         self.replay = CachedLM(draft_model) if draft_model is not None else None  # the draft model, teacher-forced
         job.check_fits(max_positions(target_model))
         self.job = job
-        self.tolerance_wad = tolerance_wad if tolerance_wad is not None else (
-            default_tolerance_wad(draft_model.dtype) if draft_model is not None else 0)
+        self.tolerance_wad = (
+            tolerance_wad
+            if tolerance_wad is not None
+            else (default_tolerance_wad(draft_model.dtype) if draft_model is not None else 0)
+        )
         self.reveals = protocol.chain_reveals(verifier_seed, job.chain_length)
         self.chain_head = protocol.hash_chain(self.reveals[0], 1)  # committed at acceptJob
         self.context = list(job.prompt)
@@ -61,7 +65,9 @@ class VerifySession:
         if self.done or cycle != self.cycle or self._last is not None:
             raise RuntimeError(f"expected to verify cycle {self.cycle} (after advance, before done), got cycle {cycle}")
         if draft.job_id != job.job_id or draft.cycle != cycle or k != job.gamma:
-            raise ValueError(f"draft for job {draft.job_id} cycle {draft.cycle} with {k} tokens does not fit this cycle")
+            raise ValueError(
+                f"draft for job {draft.job_id} cycle {draft.cycle} with {k} tokens does not fit this cycle"
+            )
 
         # ONE target pass for K+1 positions: p_0..p_{K-1} at the proposals, p_K for the bonus token
         logits = self.target.extend(self.context[len(self.target.tokens) :] + list(draft.tokens), keep=k + 1)
@@ -87,14 +93,24 @@ class VerifySession:
             self.generated + len(emitted) >= job.max_new_tokens
         )
         verification = Verification(
-            cycle=cycle, reveal=reveal, root=decision.root, p=decision.p, accepted=decision.accepted,
-            out_token=decision.out_token, emitted=tuple(emitted), done=done, draft_faults=faults, p_rows=p_rows,
+            cycle=cycle,
+            reveal=reveal,
+            root=decision.root,
+            p=decision.p,
+            accepted=decision.accepted,
+            out_token=decision.out_token,
+            emitted=tuple(emitted),
+            done=done,
+            draft_faults=faults,
+            p_rows=p_rows,
         )
         self._last = (draft, verification)
         self.protocol_s += time.perf_counter() - start
         return verification
 
-    def _decide(self, cycle: int, reveal: bytes, draft: Draft, p_rows: np.ndarray, q_rows: np.ndarray) -> sampler.Decision:
+    def _decide(
+        self, cycle: int, reveal: bytes, draft: Draft, p_rows: np.ndarray, q_rows: np.ndarray
+    ) -> sampler.Decision:
         """The cycle's verdict: the p values to post, n and outToken, by the pure rejection sampler.
 
         The one decision a verifier makes; node/roles/behaviors.py overrides it to misbehave.

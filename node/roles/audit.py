@@ -41,8 +41,9 @@ def _job_model(path: Path, want: bytes, job_id: int, what: str) -> ModelInfo:
     return info
 
 
-def replay_draft(requester: Requester, job_id: int, draft_model_path: Path, tolerance_wad: int | None = None,
-                 device: str = "cpu") -> list[DraftCheck]:
+def replay_draft(
+    requester: Requester, job_id: int, draft_model_path: Path, tolerance_wad: int | None = None, device: str = "cpu"
+) -> list[DraftCheck]:
     """Replay the job's draft model over chain data (prompt + every cycle's output) with the public draft
     uniforms, and list, per cycle, the first committed proposal an honest drafter could not have made
     (the proposal is not the inverse-CDF sample within tolerance, or its q is off beyond tolerance).
@@ -65,8 +66,7 @@ def replay_draft(requester: Requester, job_id: int, draft_model_path: Path, tole
     job = jobs.job_from_record(record, load_tokenizer(draft_model_path), info.max_positions)
     session = DraftSession(model, job)
     found = []
-    for cycle in chaindata.cycles(requester.system, job_id, from_block=requester.deployment.start_block,
-                                  with_p=False):
+    for cycle in chaindata.cycles(requester.system, job_id, from_block=requester.deployment.start_block, with_p=False):
         if not cycle.verified:
             break
         draft = session.propose(cycle.cycle)
@@ -74,9 +74,18 @@ def replay_draft(requester: Requester, job_id: int, draft_model_path: Path, tole
             u = protocol.draft_uniform(job_id, cycle.cycle, i)
             check = protocol.check_proposal(draft.q_rows[i], token, q, u, tolerance)  # the referees' rule
             if not check.faithful:
-                found.append(DraftCheck(cycle.cycle, i, token, q, draft.tokens[i], check.replayed_q,
-                                        binding=protocol.binds(i, cycle.accepted, cycle.gamma),
-                                        reason="q" if check.token_faithful else "token"))
+                found.append(
+                    DraftCheck(
+                        cycle.cycle,
+                        i,
+                        token,
+                        q,
+                        draft.tokens[i],
+                        check.replayed_q,
+                        binding=protocol.binds(i, cycle.accepted, cycle.gamma),
+                        reason="q" if check.token_faithful else "token",
+                    )
+                )
                 break
             if token != draft.tokens[i]:
                 break  # within tolerance, but the contexts diverge from here on
@@ -94,8 +103,9 @@ class TargetCheck:
     reason: str  # the referees' own words for it (referee.judge_position)
 
 
-def replay_target(requester: Requester, job_id: int, target_model_path: Path, draft_model_path: Path,
-                  tolerance_wad: int | None = None) -> list[TargetCheck]:
+def replay_target(
+    requester: Requester, job_id: int, target_model_path: Path, draft_model_path: Path, tolerance_wad: int | None = None
+) -> list[TargetCheck]:
     """Replay every binding position of the job's verifier (each p_i up to the first rejection, and the outToken)
     from chain data, with the referees' rule (`referee.judge_position`, fp32 on CPU), and list those a TargetReplay
     dispute would prove. The draft model is needed for the residual behind an outToken after a rejection."""
@@ -123,8 +133,9 @@ def replay_target(requester: Requester, job_id: int, target_model_path: Path, dr
         k = cycle.gamma
         # p binds up to the first rejection; the outToken always
         for index in [i for i in range(k + 1) if protocol.binds(i, cycle.accepted, k)]:
-            judgement = judge_position(job, prefix, cycle, index, DisputeKind.TargetReplay, tolerance,
-                                       draft_model=draft, target_model=target)
+            judgement = judge_position(
+                job, prefix, cycle, index, DisputeKind.TargetReplay, tolerance, draft_model=draft, target_model=target
+            )
             if judgement.cheated:
                 claimed = cycle.out_token if index == k else cycle.p[index]
                 found.append(TargetCheck(cycle.cycle, index, int(claimed), judgement.reason))

@@ -47,10 +47,11 @@ path; see scripts/bench_e2e.py and docs/node.md, "Latency of a cycle"):
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from eth_account.signers.local import LocalAccount
 from eth_utils import to_checksum_address
@@ -78,12 +79,27 @@ class NodeBase:
     # of every job would take CPU from the nodes that serve them.
     wake_on_blocks_when_idle = True
 
-    def __init__(self, w3: Web3, deployment: Deployment, account: LocalAccount, store_path, poll_interval: float = 0.2,
-                 *, artifacts: dict | None = None, recheck_interval: float = 5.0, resubmit_after: float = 15.0,
-                 active_poll_interval: float = 0.005, active_linger_s: float = 10.0, fee_cache_s: float = 1.0,
-                 max_defer_s: float = 2.0, wake_url: str | None = "auto", woken_poll_interval: float = 0.05,
-                 store_durability: str = DURABILITY_PROCESS, receipt_grace_s: float = 0.5,
-                 sure_margin_s: float = 10.0):
+    def __init__(
+        self,
+        w3: Web3,
+        deployment: Deployment,
+        account: LocalAccount,
+        store_path,
+        poll_interval: float = 0.2,
+        *,
+        artifacts: dict | None = None,
+        recheck_interval: float = 5.0,
+        resubmit_after: float = 15.0,
+        active_poll_interval: float = 0.005,
+        active_linger_s: float = 10.0,
+        fee_cache_s: float = 1.0,
+        max_defer_s: float = 2.0,
+        wake_url: str | None = "auto",
+        woken_poll_interval: float = 0.05,
+        store_durability: str = DURABILITY_PROCESS,
+        receipt_grace_s: float = 0.5,
+        sure_margin_s: float = 10.0,
+    ):
         self.w3 = cache_chain_id(w3)
         self.deployment = deployment
         self.account = account
@@ -108,17 +124,40 @@ class NodeBase:
         self.sure_margin_s = sure_margin_s
         self._later: list[Callable[[], None]] = []  # deferred store writes (see the module doc)
         self._flushed_at = time.monotonic()
-        self.sender = TxSender(w3, account, self.store, errors=RevertDecoder.from_artifacts(artifacts),
-                               fee_cache_s=fee_cache_s, defer_writes=self.later)
+        self.sender = TxSender(
+            w3,
+            account,
+            self.store,
+            errors=RevertDecoder.from_artifacts(artifacts),
+            fee_cache_s=fee_cache_s,
+            defer_writes=self.later,
+        )
         contracts = {"market": self.market}
         if self.disputes is not None:
             contracts["disputes"] = self.disputes
-        handled = [(name, entry["name"]) for name, contract in contracts.items() for entry in contract.abi
-                   if entry.get("type") == "event" and hasattr(self, f"on_{name}_{entry['name']}")]
-        self.poller = EventPoller(w3, contracts, self.store, name=f"{self.role}-events", start_block=self.start_block,
-                                  events=handled, defer_cursor=True)
-        self.txs = Transactions(self.sender, self.store, self.log, resubmit_after=resubmit_after,
-                                receipt_grace_s=receipt_grace_s, on_reverted=self.on_reverted)
+        handled = [
+            (name, entry["name"])
+            for name, contract in contracts.items()
+            for entry in contract.abi
+            if entry.get("type") == "event" and hasattr(self, f"on_{name}_{entry['name']}")
+        ]
+        self.poller = EventPoller(
+            w3,
+            contracts,
+            self.store,
+            name=f"{self.role}-events",
+            start_block=self.start_block,
+            events=handled,
+            defer_cursor=True,
+        )
+        self.txs = Transactions(
+            self.sender,
+            self.store,
+            self.log,
+            resubmit_after=resubmit_after,
+            receipt_grace_s=receipt_grace_s,
+            on_reverted=self.on_reverted,
+        )
         self.sent = self.txs.sent  # idempotency keys submitted by this node (tests, diagnostics)
         self.schedule = Schedule()
         self._timeouts: tuple[int, int] | None = None  # the market's (commitTimeout, verifyTimeout), read once
@@ -250,10 +289,8 @@ class NodeBase:
         self.log.info("%s %s serving (store %s)", self.role, self.address, self.store.path)
         if self.wake_url and self.waker is None:
             self.waker = HeadWaker(self.wake_url).start()
-            try:
+            with contextlib.suppress(ChainUnavailable):
                 self.timeouts()  # read now rather than on a job's first turn
-            except ChainUnavailable:
-                pass
         try:
             while not stop.is_set():
                 # a block announced while not subscribed, or after this, is seen by this or the next poll

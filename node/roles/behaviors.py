@@ -109,8 +109,15 @@ class RetaliationPolicy:
 
 
 class RetaliatingVerifySession(VerifySession):
-    def __init__(self, target_model, job, verifier_seed: bytes, draft_model=None, tolerance_wad: int | None = None,
-                 policy: RetaliationPolicy = RetaliationPolicy()):
+    def __init__(
+        self,
+        target_model,
+        job,
+        verifier_seed: bytes,
+        draft_model=None,
+        tolerance_wad: int | None = None,
+        policy: RetaliationPolicy = RetaliationPolicy(),
+    ):
         super().__init__(target_model, job, verifier_seed, draft_model=draft_model, tolerance_wad=tolerance_wad)
         self.policy = policy
         self.true_p: dict[int, tuple[int, ...]] = {}  # cycle -> the target's real p at the proposals
@@ -133,13 +140,29 @@ class RetaliatingVerifySession(VerifySession):
         return Decision(root=root, p=p, accepted=accepted, out_token=out_token)
 
 
-def verify_session(behavior: VerifierBehavior | str, target_model, job, seed: bytes, draft_model=None,
-                   policy: RetaliationPolicy | None = None) -> VerifySession:
+def verify_session(
+    behavior: VerifierBehavior | str,
+    target_model,
+    job,
+    seed: bytes,
+    draft_model=None,
+    policy: RetaliationPolicy | None = None,
+) -> VerifySession:
     if VerifierBehavior.parse(behavior) is VerifierBehavior.RETALIATE:
-        return RetaliatingVerifySession(target_model, job, seed, draft_model=draft_model,
-                                        policy=policy or RetaliationPolicy())
+        return RetaliatingVerifySession(
+            target_model, job, seed, draft_model=draft_model, policy=policy or RetaliationPolicy()
+        )
     return VerifySession(target_model, job, seed, draft_model=draft_model)
 
 
-__all__ = ["BiasPolicy", "BiasRecord", "BiasedDraftSession", "RetaliationPolicy", "RetaliatingVerifySession",
-           "DrafterBehavior", "VerifierBehavior", "draft_session", "verify_session"]
+__all__ = [
+    "BiasPolicy",
+    "BiasRecord",
+    "BiasedDraftSession",
+    "DrafterBehavior",
+    "RetaliatingVerifySession",
+    "RetaliationPolicy",
+    "VerifierBehavior",
+    "draft_session",
+    "verify_session",
+]

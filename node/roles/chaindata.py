@@ -18,8 +18,9 @@ market `Contract` itself, or, for older callers, `w3` followed by the market con
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from eth_abi import decode as abi_decode
 from eth_abi import encode as abi_encode
@@ -42,7 +43,7 @@ def unpack_draft(data: bytes) -> tuple[list[int], list[int]]:
     data = bytes(data)
     if len(data) % 12:
         raise ValueError(f"a packed draft is 12 bytes per proposal, got {len(data)} bytes")
-    items = [data[i:i + 12] for i in range(0, len(data), 12)]
+    items = [data[i : i + 12] for i in range(0, len(data), 12)]
     return [int.from_bytes(x[:4], "big") for x in items], [int.from_bytes(x[4:], "big") for x in items]
 
 
@@ -51,7 +52,7 @@ def unpack_output(data: bytes) -> list[int]:
     data = bytes(data)
     if len(data) % 4:
         raise ValueError(f"a packed output is 4 bytes per token, got {len(data)} bytes")
-    return [int.from_bytes(data[i:i + 4], "big") for i in range(0, len(data), 4)]
+    return [int.from_bytes(data[i : i + 4], "big") for i in range(0, len(data), 4)]
 
 
 # ---------------------------------------------------------------- what the readers return
@@ -177,9 +178,15 @@ def _chain_job(market, args: Mapping[str, Any], block_number: int, tx_hash: str)
     """A ChainJob from the decoded arguments of a `JobSubmitted` log."""
     abi = next(e for e in market.abi if e.get("type") == "event" and e["name"] == "JobSubmitted")
     components = next(i for i in abi["inputs"] if i["name"] == "request")["components"]
-    return ChainJob(job_id=int(args["jobId"]), requester=to_checksum_address(args["requester"]),
-                     request=_struct(args["request"], components), prompt=bytes(args["prompt"]),
-                     escrow=int(args["escrow"]), block_number=block_number, tx_hash=tx_hash)
+    return ChainJob(
+        job_id=int(args["jobId"]),
+        requester=to_checksum_address(args["requester"]),
+        request=_struct(args["request"], components),
+        prompt=bytes(args["prompt"]),
+        escrow=int(args["escrow"]),
+        block_number=block_number,
+        tx_hash=tx_hash,
+    )
 
 
 def job_request(source, *args, from_block: int | None = None) -> ChainJob:
@@ -207,8 +214,10 @@ def verification_p(source, *args) -> tuple[int, ...]:
     market, tx_hash, job_id, cycle = _args(source, args, ["tx_hash", "job_id", "cycle"])
     tx = market.w3.eth.get_transaction(tx_hash)
     if tx["to"] is None or to_checksum_address(tx["to"]) != to_checksum_address(market.address):
-        raise ChainDataError(f"verification {to_hex(tx_hash)} of job {job_id} cycle {cycle} was not sent to the "
-                             "market directly; its p is not in the transaction's calldata")
+        raise ChainDataError(
+            f"verification {to_hex(tx_hash)} of job {job_id} cycle {cycle} was not sent to the "
+            "market directly; its p is not in the transaction's calldata"
+        )
     try:
         function, params = market.decode_function_input(tx["input"])
     except ValueError as exc:
@@ -228,20 +237,33 @@ def cycles(source, *args, from_block: int | None = None, with_p: bool = True) ->
     for log in _logs(market.events.DraftCommitted, job_id, from_block):
         a = log["args"]
         tokens, q = unpack_draft(a["draft"])
-        drafts[int(a["cycle"])] = ChainCycle(job_id=int(job_id), cycle=int(a["cycle"]),
-                                             draft_root=bytes(a["draftRoot"]), tokens=tuple(tokens), q=tuple(q),
-                                             commit_tx=to_hex(log["transactionHash"]))
+        drafts[int(a["cycle"])] = ChainCycle(
+            job_id=int(job_id),
+            cycle=int(a["cycle"]),
+            draft_root=bytes(a["draftRoot"]),
+            tokens=tuple(tokens),
+            q=tuple(q),
+            commit_tx=to_hex(log["transactionHash"]),
+        )
     for log in _logs(market.events.CycleVerified, job_id, from_block):
         a = log["args"]
         c = int(a["cycle"])
         if c not in drafts:
-            raise ChainDataError(f"job {job_id}: cycle {c} was verified but its DraftCommitted is missing "
-                                 f"(from block {from_block or 0} too late?)")
+            raise ChainDataError(
+                f"job {job_id}: cycle {c} was verified but its DraftCommitted is missing "
+                f"(from block {from_block or 0} too late?)"
+            )
         tx_hash = to_hex(log["transactionHash"])
         p = verification_p(market, tx_hash, int(job_id), c) if with_p else None
-        drafts[c] = replace(drafts[c], reveal=bytes(a["reveal"]), accepted=int(a["accepted"]),
-                            out_token=int(a["outToken"]), output=tuple(unpack_output(a["output"])), p=p,
-                            verify_tx=tx_hash)
+        drafts[c] = replace(
+            drafts[c],
+            reveal=bytes(a["reveal"]),
+            accepted=int(a["accepted"]),
+            out_token=int(a["outToken"]),
+            output=tuple(unpack_output(a["output"])),
+            p=p,
+            verify_tx=tx_hash,
+        )
     ordered = [drafts[c] for c in sorted(drafts)]
     if [c.cycle for c in ordered] != list(range(len(ordered))):
         raise ChainDataError(f"job {job_id}: cycles {[c.cycle for c in ordered]} are not contiguous from 0")
@@ -295,8 +317,10 @@ def leaf_proof(source, *args, from_block: int | None = None) -> tuple[int, int, 
 # ---------------------------------------------------------------- views as dicts
 
 
-_PRIMITIVE = re.compile(r"^(address|bool|bytes([1-9]|[12][0-9]|3[0-2])|u?int(8|16|24|32|40|48|56|64|72|80|88|96|104|"
-                        r"112|120|128|136|144|152|160|168|176|184|192|200|208|216|224|232|240|248|256)?)$")
+_PRIMITIVE = re.compile(
+    r"^(address|bool|bytes([1-9]|[12][0-9]|3[0-2])|u?int(8|16|24|32|40|48|56|64|72|80|88|96|104|"
+    r"112|120|128|136|144|152|160|168|176|184|192|200|208|216|224|232|240|248|256)?)$"
+)
 _VIEW_CODECS: dict[tuple[str, str, int], tuple[bytes, list[str], list[dict]] | None] = {}
 
 
@@ -308,9 +332,12 @@ def _view_codec(contract, function: str, abi: dict):
         codec = None
         outputs = abi.get("outputs") or []
         inputs = [i["type"] for i in abi.get("inputs", [])]
-        if len(outputs) == 1 and outputs[0]["type"] == "tuple" and all(
-                _PRIMITIVE.match(c["type"]) for c in outputs[0]["components"]) and all(
-                _PRIMITIVE.match(t) for t in inputs):
+        if (
+            len(outputs) == 1
+            and outputs[0]["type"] == "tuple"
+            and all(_PRIMITIVE.match(c["type"]) for c in outputs[0]["components"])
+            and all(_PRIMITIVE.match(t) for t in inputs)
+        ):
             codec = (function_abi_to_4byte_selector(abi), inputs, outputs[0]["components"])
         _VIEW_CODECS[key] = codec
     return _VIEW_CODECS[key]

@@ -59,4 +59,5 @@ def check_fits(prompt_tokens: int, max_tokens: int, gamma: int, max_positions: i
         raise RequesterError(
             f"the prompt does not fit the context window: {prompt_tokens} prompt tokens + {max_tokens} max tokens "
             f"+ gamma {gamma} = {needed} > {max_positions} positions "
-            f"(shorten the prompt or lower --max-tokens)")
+            f"(shorten the prompt or lower --max-tokens)"
+        )

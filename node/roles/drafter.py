@@ -44,9 +44,21 @@ class DrafterNode(PartyNode):
     role = JOB_ROLE
     own_phase = Phase.AwaitDraft
 
-    def __init__(self, w3, deployment, account, store_path, draft_model_path, target_model_path,
-                 behavior: DrafterBehavior | str = DrafterBehavior.HONEST, poll_interval: float = 0.2, device=None, *,
-                 bias_policy: behaviors.BiasPolicy | None = None, **options):
+    def __init__(
+        self,
+        w3,
+        deployment,
+        account,
+        store_path,
+        draft_model_path,
+        target_model_path,
+        behavior: DrafterBehavior | str = DrafterBehavior.HONEST,
+        poll_interval: float = 0.2,
+        device=None,
+        *,
+        bias_policy: behaviors.BiasPolicy | None = None,
+        **options,
+    ):
         self.behavior = DrafterBehavior.parse(behavior)
         self.bias_policy = bias_policy or behaviors.BiasPolicy()
         self.load_models(target_model_path, draft_model_path, device, with_target=False)
@@ -54,8 +66,13 @@ class DrafterNode(PartyNode):
         super().__init__(w3, deployment, account, store_path, poll_interval, **options)
         self.jobs: dict[int, DrafterJobState] = {}
         self.restore()
-        self.log.info("drafter %s: draft model %s, target %s, behavior %s", self.address,
-                      self.draft_id.hex()[:16], self.target_id.hex()[:16], self.behavior)
+        self.log.info(
+            "drafter %s: draft model %s, target %s, behavior %s",
+            self.address,
+            self.draft_id.hex()[:16],
+            self.target_id.hex()[:16],
+            self.behavior,
+        )
 
     # ------------------------------------------------------------------ events
 
@@ -90,8 +107,13 @@ class DrafterNode(PartyNode):
         if transcript is not None and transcript.proposals is not None:
             kept = min(accepted, len(output))
             if list(output[:kept]) != list(transcript.proposals[:kept]):
-                self.log.error("job %d cycle %d: the emitted tokens %s are not my accepted proposals %s",
-                               job_id, c, list(output), transcript.proposals[:accepted])
+                self.log.error(
+                    "job %d cycle %d: the emitted tokens %s are not my accepted proposals %s",
+                    job_id,
+                    c,
+                    list(output),
+                    transcript.proposals[:accepted],
+                )
         hashes = {"verify": event.tx_hash}
         commit = self.txs.tx_hash_of(f"job:{job_id}:cycle:{c}:commit")
         if commit is not None:
@@ -100,8 +122,11 @@ class DrafterNode(PartyNode):
         # my turn again (a JobFinished after this event clears it)
         self.schedule.note_turn(job_id, Phase.AwaitDraft, c + 1, self.draft_deadline(event))
         # the cycle's outcome is on chain: written at the next flush (a crash replays this event)
-        self.later(lambda: self.store.save_cycle(job_id, JOB_ROLE, c, accepted=accepted, emitted_tokens=list(output),
-                                                 tx_hashes=hashes))
+        self.later(
+            lambda: self.store.save_cycle(
+                job_id, JOB_ROLE, c, accepted=accepted, emitted_tokens=list(output), tx_hashes=hashes
+            )
+        )
         self.schedule.mark_dirty(JOB, job_id)
 
     # ------------------------------------------------------------------ work

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from eth_abi import encode as abi_encode
 from eth_utils import function_abi_to_4byte_selector
@@ -48,8 +48,16 @@ class EncodedCall:
 class Transactions:
     """The in-flight transactions of one node (one key, one `TxSender`)."""
 
-    def __init__(self, sender: TxSender, store: NodeStore, log: logging.Logger, *, resubmit_after: float,
-                 receipt_grace_s: float, on_reverted: Callable[[str, TransactionReverted], None]):
+    def __init__(
+        self,
+        sender: TxSender,
+        store: NodeStore,
+        log: logging.Logger,
+        *,
+        resubmit_after: float,
+        receipt_grace_s: float,
+        on_reverted: Callable[[str, TransactionReverted], None],
+    ):
         self.sender = sender
         self.store = store
         self.log = log

@@ -13,7 +13,8 @@ the same prompt into the same tokens and the same sampling settings:
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from eth_hash.auto import keccak
 
@@ -60,12 +61,15 @@ def positions_needed(prompt_length: int, max_tokens: int, gamma: int) -> int:
 def check_fits(prompt_length: int, max_tokens: int, gamma: int, max_positions: int | None) -> None:
     needed = positions_needed(prompt_length, max_tokens, gamma)
     if max_positions is not None and needed > max_positions:
-        raise JobRefused(f"the prompt does not fit: {prompt_length} prompt tokens + {max_tokens} max tokens + "
-                         f"γ {gamma} = {needed} > {max_positions} positions")
+        raise JobRefused(
+            f"the prompt does not fit: {prompt_length} prompt tokens + {max_tokens} max tokens + "
+            f"γ {gamma} = {needed} > {max_positions} positions"
+        )
 
 
-def engine_job(job_id: int, request: Mapping[str, Any], prompt: bytes, tokenizer,
-               max_positions: int | None = None) -> DecodingJob:
+def engine_job(
+    job_id: int, request: Mapping[str, Any], prompt: bytes, tokenizer, max_positions: int | None = None
+) -> DecodingJob:
     """The engine's DecodingJob for on-chain job `job_id` (its JobRequest fields by name, and its prompt bytes).
 
     Raises JobRefused when no node should serve it: prompt not UTF-8 or empty, or not fitting
@@ -77,8 +81,14 @@ def engine_job(job_id: int, request: Mapping[str, Any], prompt: bytes, tokenizer
     max_tokens, gamma = int(request["maxTokens"]), int(request["gamma"])
     check_fits(len(tokens), max_tokens, gamma, max_positions)
     try:
-        return DecodingJob(job_id=int(job_id), prompt=tuple(tokens), max_new_tokens=max_tokens, gamma=gamma,
-                   sampling=sampling_params(request), eos_token_id=eos_token(request))
+        return DecodingJob(
+            job_id=int(job_id),
+            prompt=tuple(tokens),
+            max_new_tokens=max_tokens,
+            gamma=gamma,
+            sampling=sampling_params(request),
+            eos_token_id=eos_token(request),
+        )
     except ValueError as exc:
         raise JobRefused(str(exc)) from None
 

@@ -11,7 +11,8 @@ block's hash has left the EVM's 256-block window has the draw rescheduled first.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from node.chain.enums import DisputeStatus, JobStatus, Outcome, Phase, solidity_name
 from node.chain.events import ChainEvent
@@ -38,8 +39,10 @@ class PartyNode(NodeBase):
             return None
         reason = None
         if record.draft_model != self.draft_id or record.target_model != self.target_id:
-            reason = (f"models (draft {record.draft_model.hex()[:16]}, target {record.target_model.hex()[:16]}) are "
-                      f"not mine (draft {self.draft_id.hex()[:16]}, target {self.target_id.hex()[:16]})")
+            reason = (
+                f"models (draft {record.draft_model.hex()[:16]}, target {record.target_model.hex()[:16]}) are "
+                f"not mine (draft {self.draft_id.hex()[:16]}, target {self.target_id.hex()[:16]})"
+            )
         else:
             try:
                 return record, job_from_record(record, self.tokenizer, self.max_positions)
@@ -83,8 +86,11 @@ class PartyNode(NodeBase):
             waiting_for_other = view["phase"] != self.own_phase
             if waiting_for_other:
                 key = f"job:{job_id}:timeout:{view['cycle']}:{view['phase']}"
-                self.log.warning("job %d: the other party missed its deadline (cycle %d); claiming the timeout",
-                                 job_id, view["cycle"])
+                self.log.warning(
+                    "job %d: the other party missed its deadline (cycle %d); claiming the timeout",
+                    job_id,
+                    view["cycle"],
+                )
                 return self.transact(key, fn.claimTimeout(job_id))
             return 0
         if status == JobStatus.Finished and view["openDisputes"] == 0:
@@ -113,11 +119,21 @@ class PartyNode(NodeBase):
             return
         dispute_id = int(a["disputeId"])
         if self.store.dispute(dispute_id, self.role) is None:
-            self.log.warning("dispute %d opened against me: job %d cycle %d index %d", dispute_id, a["jobId"],
-                             a["cycle"], a["index"])
-            self.store.save_dispute(dispute_id, self.role, "open",
-                                {"job": int(a["jobId"]), "cycle": int(a["cycle"]), "index": int(a["index"]),
-                                 "kind": int(a["kind"]), "token": int(a["token"])})
+            self.log.warning(
+                "dispute %d opened against me: job %d cycle %d index %d", dispute_id, a["jobId"], a["cycle"], a["index"]
+            )
+            self.store.save_dispute(
+                dispute_id,
+                self.role,
+                "open",
+                {
+                    "job": int(a["jobId"]),
+                    "cycle": int(a["cycle"]),
+                    "index": int(a["index"]),
+                    "kind": int(a["kind"]),
+                    "token": int(a["token"]),
+                },
+            )
         self.schedule.track(DISPUTE, dispute_id)
 
     def on_disputes_DisputeResolved(self, event: ChainEvent) -> None:
@@ -149,8 +165,9 @@ class PartyNode(NodeBase):
             # The challenger draws at once, so that an accused cannot wait for the seed block's hash to leave
             # the 256-block window and get a second draw; an accused whose answer comes that late must have
             # the draw rescheduled first (its answer would revert PanelNotDrawn).
-            return self.transact(f"dispute:{dispute_id}:draw:{d['drawBlock']}",
-                                 self.disputes.functions.drawReferees(dispute_id))
+            return self.transact(
+                f"dispute:{dispute_id}:draw:{d['drawBlock']}", self.disputes.functions.drawReferees(dispute_id)
+            )
         if d["accused"] != self.address:
             self.schedule.defer_until(DISPUTE, dispute_id, d["answerDeadline"] + 1)  # DisputeResolved wakes it earlier
             return 0

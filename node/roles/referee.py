@@ -58,8 +58,16 @@ def _prob(row, token: int) -> int:
     return int(row[token]) if 0 <= token < len(row) else 0
 
 
-def judge_position(job: DecodingJob, prefix: list[int], cyc: ChainCycle, index: int, kind: int, tolerance_wad: int,
-                   draft_model=None, target_model=None) -> Judgement:
+def judge_position(
+    job: DecodingJob,
+    prefix: list[int],
+    cyc: ChainCycle,
+    index: int,
+    kind: int,
+    tolerance_wad: int,
+    draft_model=None,
+    target_model=None,
+) -> Judgement:
     """Replay position `index` of verified cycle `cyc` and decide whether the accused was faithful.
 
     `prefix` is the prompt plus the outputs of every earlier cycle; `cyc` comes from chain data (with p).
@@ -76,8 +84,11 @@ def judge_position(job: DecodingJob, prefix: list[int], cyc: ChainCycle, index: 
             if not check.q_faithful:
                 return _verdict(True, f"q_{index} = {cyc.q[index]} but the draft model gives {check.replayed_q}")
             if not check.token_faithful:
-                return _verdict(True, f"x_{index} = {x} is not the inverse-CDF sample "
-                                      f"{protocol.invcdf(row, u)} of the public draft uniform")
+                return _verdict(
+                    True,
+                    f"x_{index} = {x} is not the inverse-CDF sample "
+                    f"{protocol.invcdf(row, u)} of the public draft uniform",
+                )
             return _verdict(False, f"q_{index} and x_{index} replay within {tol}")
         row = next_token_rows(target_model, context, job.sampling)[0]
         replayed, claimed = _prob(row, x), cyc.p[index]
@@ -109,9 +120,21 @@ class RefereeNode(NodeBase):
     wake_on_blocks_when_idle = False  # polls every poll_interval while not judging (see NodeBase)
     role = "referee"  # also its rows in the store
 
-    def __init__(self, w3, deployment, account, store_path, target_model_path, draft_model_path,
-                 poll_interval: float = 0.2, device=None, *, tolerance_wad: int | None = None,
-                 resolve_stagger_s: float = 1.0, **options):
+    def __init__(
+        self,
+        w3,
+        deployment,
+        account,
+        store_path,
+        target_model_path,
+        draft_model_path,
+        poll_interval: float = 0.2,
+        device=None,
+        *,
+        tolerance_wad: int | None = None,
+        resolve_stagger_s: float = 1.0,
+        **options,
+    ):
         from node.decoding.scorer import default_tolerance_wad
 
         self.load_models(target_model_path, draft_model_path, device)
@@ -181,8 +204,11 @@ class RefereeNode(NodeBase):
                     judgement = self.judge(dispute_id, d)
                     if judgement is None:
                         return 0
-                    params = {"verdict": judgement.verdict, "reason": judgement.reason,
-                              "salt": "0x" + os.urandom(32).hex()}
+                    params = {
+                        "verdict": judgement.verdict,
+                        "reason": judgement.reason,
+                        "salt": "0x" + os.urandom(32).hex(),
+                    }
                     self.store.save_dispute(dispute_id, self.role, "judged", params)  # before the commitment leaves
                 commitment = protocol.vote_commitment(dispute_id, self.address, params["verdict"], _salt(params))
                 did += self.transact(f"dispute:{dispute_id}:commit", fn.commitVote(dispute_id, commitment))
@@ -190,8 +216,9 @@ class RefereeNode(NodeBase):
             if "verdict" not in params:
                 self.log.error("dispute %d: committed but the store has no verdict and salt: cannot reveal", dispute_id)
             elif (now > d["commitDeadline"] or d["commits"] == d["drawn"]) and now <= d["revealDeadline"]:
-                did += self.transact(f"dispute:{dispute_id}:reveal",
-                                     fn.revealVote(dispute_id, params["verdict"], _salt(params)))
+                did += self.transact(
+                    f"dispute:{dispute_id}:reveal", fn.revealVote(dispute_id, params["verdict"], _salt(params))
+                )
         if fn.canResolve(dispute_id).call():
             if self._resolve_turn(dispute_id):  # else: the periodic recheck comes back to it
                 did += self.transact(f"dispute:{dispute_id}:resolve", fn.resolve(dispute_id))
@@ -223,18 +250,35 @@ class RefereeNode(NodeBase):
         record = chaindata.job_request(self.market, job_id, from_block=self.start_block)
         needs_draft = kind == DisputeKind.DraftReplay or index == record.gamma
         if (kind == DisputeKind.TargetReplay and record.target_model != self.target_id) or (
-                needs_draft and record.draft_model != self.draft_id):
+            needs_draft and record.draft_model != self.draft_id
+        ):
             self.log.error("dispute on job %d: its models are not the ones I hold; cannot judge", job_id)
             return None
         job = job_from_record(record, self.tokenizer)
         data = chaindata.cycles(self.market, job_id, from_block=self.start_block, with_p=False)
         prefix = list(job.prompt) + [t for x in data[:c] for t in x.output]
         cyc = chaindata.with_p(self.market, data[c])
-        judgement = judge_position(job, prefix, cyc, index, kind, self.tolerance_wad,
-                                   draft_model=self.draft_model, target_model=self.target_model)
+        judgement = judge_position(
+            job,
+            prefix,
+            cyc,
+            index,
+            kind,
+            self.tolerance_wad,
+            draft_model=self.draft_model,
+            target_model=self.target_model,
+        )
         self.judgements[dispute_id] = judgement
-        self.log.info("dispute %d, job %d cycle %d index %d (%s): %s — %s", dispute_id, job_id, c, index,
-                      DisputeKind(kind).name, "CHEATED" if judgement.cheated else "faithful", judgement.reason)
+        self.log.info(
+            "dispute %d, job %d cycle %d index %d (%s): %s — %s",
+            dispute_id,
+            job_id,
+            c,
+            index,
+            DisputeKind(kind).name,
+            "CHEATED" if judgement.cheated else "faithful",
+            judgement.reason,
+        )
         return judgement
 
 

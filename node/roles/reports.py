@@ -5,8 +5,8 @@ Everything in them is read from the chain (events, views, calldata), never from 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
-from typing import Iterable
 
 
 @dataclass
@@ -167,7 +167,7 @@ class JobReport:
         data = asdict(self)
         data["cost_wei"] = self.cost_wei
         data["acceptance_per_cycle"] = [c.acceptance for c in self.cycles]
-        for cycle, raw in zip(self.cycles, data["cycles"]):
+        for raw in data["cycles"]:
             raw["q"] = [str(v) for v in raw["q"]]  # WAD values overflow JSON doubles in some readers
         return data
 

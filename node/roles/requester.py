@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from eth_account.signers.local import LocalAccount
 from eth_utils import to_checksum_address
@@ -26,7 +27,16 @@ from node.chain import logs as chain_logs
 from node.chain.compile import compile_contracts
 from node.chain.deployment import Deployment
 from node.chain.enums import (
-    NO_EOS, DisputeKind, DisputeStatus, FinishReason, JobStatus, Outcome, Phase, Role, Verdict, solidity_name,
+    NO_EOS,
+    DisputeKind,
+    DisputeStatus,
+    FinishReason,
+    JobStatus,
+    Outcome,
+    Phase,
+    Role,
+    Verdict,
+    solidity_name,
 )
 from node.chain.errors import TransactionRejected, TransactionReverted
 from node.chain.revert_decoder import RevertDecoder
@@ -36,7 +46,15 @@ from node.roles import chaindata
 from node.roles.checkpoints import check_fits, load_model_info, load_tokenizer, tokenize_prompt
 from node.roles.errors import RequesterError
 from node.roles.reports import (
-    CycleSummary, DisputeInfo, JobReport, Registration, SubmitResult, TxResult, UnbondResult, VoteInfo, WithdrawResult,
+    CycleSummary,
+    DisputeInfo,
+    JobReport,
+    Registration,
+    SubmitResult,
+    TxResult,
+    UnbondResult,
+    VoteInfo,
+    WithdrawResult,
     alpha_of,
 )
 from node.roles.units import format_eth, format_time, to_wad
@@ -45,8 +63,17 @@ from node.store import NodeStore
 UINT96_MAX = 2**96 - 1
 MAX_GAMMA = 16
 
-_JOB_EVENTS = ("JobSubmitted", "JobAccepted", "DraftCommitted", "CycleVerified", "JobFinished", "JobFinalized",
-               "DisputeOpened", "DisputeClosed", "AlphaSlashed")
+_JOB_EVENTS = (
+    "JobSubmitted",
+    "JobAccepted",
+    "DraftCommitted",
+    "CycleVerified",
+    "JobFinished",
+    "JobFinalized",
+    "DisputeOpened",
+    "DisputeClosed",
+    "AlphaSlashed",
+)
 
 
 def _label_of(enum, value) -> str:
@@ -79,9 +106,15 @@ def _dispute_kind(kind: DisputeKind | str) -> DisputeKind:
 class Requester:
     """Operations of one account (or read-only, without one) against one deployment."""
 
-    def __init__(self, w3: Web3, deployment: Deployment, account: LocalAccount | None = None,
-                 store_path: str | Path | None = None, artifacts: dict | None = None,
-                 receipt_timeout: float = 120.0):
+    def __init__(
+        self,
+        w3: Web3,
+        deployment: Deployment,
+        account: LocalAccount | None = None,
+        store_path: str | Path | None = None,
+        artifacts: dict | None = None,
+        receipt_timeout: float = 120.0,
+    ):
         self.w3 = w3
         self.deployment = deployment
         self.artifacts = artifacts or compile_contracts()
@@ -106,8 +139,9 @@ class Requester:
         if self._sender is None:
             path = self._store_path or Path(".verispec") / "cli" / f"{self.address.lower()}.db"
             self._store = NodeStore(path)
-            self._sender = TxSender(self.w3, self.account, self._store, errors=self.errors,
-                                    receipt_timeout=self._receipt_timeout)
+            self._sender = TxSender(
+                self.w3, self.account, self._store, errors=self.errors, receipt_timeout=self._receipt_timeout
+            )
         return self._sender
 
     def close(self) -> None:
@@ -140,22 +174,37 @@ class Requester:
         address = address or self.address
         state = self.registry.functions.accountOf(address).call()
         stake, role, locks, unbonding_since, alpha_star, target = state
-        return {"stake": stake, "role": _label_of(Role, role), "locks": locks,
-                "unbonding_since": unbonding_since, "alpha_star": alpha_star, "target_model": target}
+        return {
+            "stake": stake,
+            "role": _label_of(Role, role),
+            "locks": locks,
+            "unbonding_since": unbonding_since,
+            "alpha_star": alpha_star,
+            "target_model": target,
+        }
 
-    def register(self, role: Role | str, model_paths: list[Path], stake_wei: int, alpha: float | None = None,
-                 target_model_path: Path | None = None) -> Registration:
+    def register(
+        self,
+        role: Role | str,
+        model_paths: list[Path],
+        stake_wei: int,
+        alpha: float | None = None,
+        target_model_path: Path | None = None,
+    ) -> Registration:
         role = _staked_role(role)
         if not model_paths:
             raise RequesterError("give the model to serve: --model PATH")
         current = self.account_state()
         if current["role"] != "none":
-            raise RequesterError(f"{self.address} is already registered as a {current['role']} "
-                                 f"(one role per address: `verispec unbond`, then `withdraw`, then register again)")
+            raise RequesterError(
+                f"{self.address} is already registered as a {current['role']} "
+                f"(one role per address: `verispec unbond`, then `withdraw`, then register again)"
+            )
         minimum = self.registry.functions.minStake(role).call()
         if stake_wei < minimum or stake_wei == 0:
-            raise RequesterError(f"a {role.label} must stake at least {format_eth(minimum)}; "
-                                 f"--stake gave {format_eth(stake_wei)}")
+            raise RequesterError(
+                f"a {role.label} must stake at least {format_eth(minimum)}; --stake gave {format_eth(stake_wei)}"
+            )
         if role == Role.Drafter:
             if len(model_paths) != 1:
                 raise RequesterError("a drafter serves exactly one draft model: give one --model")
@@ -166,15 +215,19 @@ class Requester:
                 raise RequesterError(f"--alpha must be in [0, 1], got {alpha}")
             draft, target = load_model_info(model_paths[0]), load_model_info(target_model_path)
             alpha_wad = to_wad(alpha, "--alpha")
-            tx, _ = self._send("registerDrafter", self.registry.functions.registerDrafter(
-                draft.model_id, target.model_id, alpha_wad), value=stake_wei)
+            tx, _ = self._send(
+                "registerDrafter",
+                self.registry.functions.registerDrafter(draft.model_id, target.model_id, alpha_wad),
+                value=stake_wei,
+            )
             ids = [draft.model_id, target.model_id]
         else:
             if alpha is not None:
                 raise RequesterError("--alpha is a drafter's claim; verifiers and referees have none")
             if target_model_path is not None:
-                raise RequesterError("--target-model is for drafters; a verifier or referee lists every model "
-                                     "with --model")
+                raise RequesterError(
+                    "--target-model is for drafters; a verifier or referee lists every model with --model"
+                )
             infos = [load_model_info(p) for p in model_paths]
             ids = list(dict.fromkeys(info.model_id for info in infos))
             if len(ids) > 8:
@@ -201,9 +254,12 @@ class Requester:
     def balances(self, address: str | None = None) -> dict[str, int]:
         address = address or self.address
         state = self.account_state(address)
-        result = {"market": self.market.functions.owed(address).call(),
-                  "disputes": self.disputes.functions.credits(address).call() if self.disputes else 0,
-                  "stake": state["stake"], "wallet": self.w3.eth.get_balance(address)}
+        result = {
+            "market": self.market.functions.owed(address).call(),
+            "disputes": self.disputes.functions.credits(address).call() if self.disputes else 0,
+            "stake": state["stake"],
+            "wallet": self.w3.eth.get_balance(address),
+        }
         return result
 
     def withdraw(self) -> WithdrawResult:
@@ -226,8 +282,10 @@ class Requester:
                 tx, _ = self._send("withdrawUnbonded", self.registry.functions.withdrawUnbonded())
                 result.stake_wei, result.txs = state["stake"], result.txs + [tx]
         if not result.txs:
-            raise RequesterError(f"nothing to withdraw for {self.address}"
-                                 + (f" (stake unbonding until {format_time(due)})" if state["unbonding_since"] else ""))
+            raise RequesterError(
+                f"nothing to withdraw for {self.address}"
+                + (f" (stake unbonding until {format_time(due)})" if state["unbonding_since"] else "")
+            )
         return result
 
     # --- finding nodes ----------------------------------------------------------------------------
@@ -241,8 +299,9 @@ class Requester:
         return self._rank([a for a in seen if self.registry.functions.isActiveDrafter(a, draft_id, target_id).call()])
 
     def active_verifiers(self, target_id: bytes) -> list[str]:
-        seen = dict.fromkeys(to_checksum_address(log["args"]["account"])
-                             for log in self._registry_logs("Registered", role=Role.Verifier))
+        seen = dict.fromkeys(
+            to_checksum_address(log["args"]["account"]) for log in self._registry_logs("Registered", role=Role.Verifier)
+        )
         return self._rank([a for a in seen if self.registry.functions.isActive(a, Role.Verifier, target_id).call()])
 
     def _rank(self, accounts: list[str]) -> list[str]:
@@ -252,10 +311,24 @@ class Requester:
 
     # --- jobs -------------------------------------------------------------------------------------
 
-    def submit(self, prompt: str, *, draft_model: Path, target_model: Path, max_tokens: int = 64, gamma: int = 4,
-               temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0, drafter: str | None = None,
-               verifier: str | None = None, price_token_wei: int = 10**12, price_pass_wei: int = 3 * 10**12,
-               escrow_wei: int | None = None, eos: bool = True) -> SubmitResult:
+    def submit(
+        self,
+        prompt: str,
+        *,
+        draft_model: Path,
+        target_model: Path,
+        max_tokens: int = 64,
+        gamma: int = 4,
+        temperature: float = 1.0,
+        top_k: int = 0,
+        top_p: float = 1.0,
+        drafter: str | None = None,
+        verifier: str | None = None,
+        price_token_wei: int = 10**12,
+        price_pass_wei: int = 3 * 10**12,
+        escrow_wei: int | None = None,
+        eos: bool = True,
+    ) -> SubmitResult:
         from node.decoding import tokenizer_digest
 
         if not 1 <= gamma <= MAX_GAMMA:
@@ -285,35 +358,60 @@ class Requester:
         check_fits(len(tokens), max_tokens, gamma, min(limits) if limits else None)
 
         registry = self.registry.functions
-        drafter = self._pick("drafter", drafter, self.active_drafters(draft.model_id, target.model_id),
-                             lambda a: registry.isActiveDrafter(a, draft.model_id, target.model_id).call(),
-                             f"draft model 0x{draft.model_id.hex()[:16]}… "
-                             f"for target 0x{target.model_id.hex()[:16]}…")
-        verifier = self._pick("verifier", verifier, self.active_verifiers(target.model_id),
-                              lambda a: self.registry.functions.isActive(a, Role.Verifier, target.model_id).call(),
-                              f"target model 0x{target.model_id.hex()[:16]}…")
+        drafter = self._pick(
+            "drafter",
+            drafter,
+            self.active_drafters(draft.model_id, target.model_id),
+            lambda a: registry.isActiveDrafter(a, draft.model_id, target.model_id).call(),
+            f"draft model 0x{draft.model_id.hex()[:16]}… for target 0x{target.model_id.hex()[:16]}…",
+        )
+        verifier = self._pick(
+            "verifier",
+            verifier,
+            self.active_verifiers(target.model_id),
+            lambda a: self.registry.functions.isActive(a, Role.Verifier, target.model_id).call(),
+            f"target model 0x{target.model_id.hex()[:16]}…",
+        )
         if len({drafter, verifier, self.address}) != 3:
-            raise RequesterError("requester, drafter and verifier must be three different accounts "
-                                 f"(requester {self.address}, drafter {drafter}, verifier {verifier})")
+            raise RequesterError(
+                "requester, drafter and verifier must be three different accounts "
+                f"(requester {self.address}, drafter {drafter}, verifier {verifier})"
+            )
         required = max_tokens * (price_token_wei + price_pass_wei)
         escrow = required if escrow_wei is None else escrow_wei
         if escrow < required:
-            raise RequesterError(f"escrow {format_eth(escrow)} ({escrow} wei) is too little: the market requires "
-                                 f"max tokens × (price per accepted token + price per pass) = {max_tokens} × "
-                                 f"({price_token_wei} + {price_pass_wei}) = {required} wei")
+            raise RequesterError(
+                f"escrow {format_eth(escrow)} ({escrow} wei) is too little: the market requires "
+                f"max tokens × (price per accepted token + price per pass) = {max_tokens} × "
+                f"({price_token_wei} + {price_pass_wei}) = {required} wei"
+            )
         if escrow > UINT96_MAX:
             raise RequesterError(f"escrow {escrow} wei exceeds the market's uint96 limit")
         eos_token = tokenizer.eos_token_id if eos and tokenizer.eos_token_id is not None else NO_EOS
         # JobRequest, in the struct's field order
-        request = (draft.model_id, target.model_id, drafter, verifier, gamma, to_wad(temperature, "--temperature"),
-                   top_k, to_wad(top_p, "--top-p"), max_tokens, eos_token, price_token_wei, price_pass_wei)
-        tx, receipt = self._send("submitJob", self.market.functions.submitJob(request, prompt.encode("utf-8")),
-                                 value=escrow)
+        request = (
+            draft.model_id,
+            target.model_id,
+            drafter,
+            verifier,
+            gamma,
+            to_wad(temperature, "--temperature"),
+            top_k,
+            to_wad(top_p, "--top-p"),
+            max_tokens,
+            eos_token,
+            price_token_wei,
+            price_pass_wei,
+        )
+        tx, receipt = self._send(
+            "submitJob", self.market.functions.submitJob(request, prompt.encode("utf-8")), value=escrow
+        )
         (event,) = self.market.events.JobSubmitted().process_receipt(receipt, errors=DISCARD)
         return SubmitResult(event["args"]["jobId"], drafter, verifier, escrow, len(tokens), tx)
 
-    def _pick(self, role: str, given: str | None, candidates: list[str], is_active: Callable[[str], bool],
-              what: str) -> str:
+    def _pick(
+        self, role: str, given: str | None, candidates: list[str], is_active: Callable[[str], bool], what: str
+    ) -> str:
         if given:
             try:
                 address = to_checksum_address(given)
@@ -324,12 +422,16 @@ class Requester:
             return address
         others = [c for c in candidates if c != self.address]
         if candidates and not others:
-            raise RequesterError(f"the only active {role} for {what} is the requester itself: requester, drafter "
-                                 "and verifier must be three different accounts")
+            raise RequesterError(
+                f"the only active {role} for {what} is the requester itself: requester, drafter "
+                "and verifier must be three different accounts"
+            )
         candidates = others
         if not candidates:
-            raise RequesterError(f"unknown model: no registered active {role} serves {what} "
-                                 f"(register one with `verispec register --role {role}`)")
+            raise RequesterError(
+                f"unknown model: no registered active {role} serves {what} "
+                f"(register one with `verispec register --role {role}`)"
+            )
         return candidates[0]
 
     # --- reading a job from the chain --------------------------------------------------------------
@@ -339,15 +441,21 @@ class Requester:
         view = chaindata.job_view(self.market, job_id)
         if view["status"] == JobStatus.None_:
             count = self.market.functions.jobCount().call()
-            raise RequesterError(f"there is no job {job_id} (jobs on this deployment: 1..{count})"
-                                 if count else f"there is no job {job_id} (no job was submitted yet)")
+            raise RequesterError(
+                f"there is no job {job_id} (jobs on this deployment: 1..{count})"
+                if count
+                else f"there is no job {job_id} (no job was submitted yet)"
+            )
         return view
 
     def job_logs(self, job_id: int, from_block: int | None = None) -> list:
         """Every market event of `job_id` (jobId is each one's first indexed topic), in chain order."""
         topic = "0x" + job_id.to_bytes(32, "big").hex()
-        logs = chain_logs.get_logs(self.w3, {"address": self.market.address, "topics": [None, topic]},
-                                   self.deployment.start_block if from_block is None else from_block)
+        logs = chain_logs.get_logs(
+            self.w3,
+            {"address": self.market.address, "topics": [None, topic]},
+            self.deployment.start_block if from_block is None else from_block,
+        )
         out = []
         for log in logs:
             event = self._event_for(log)
@@ -381,8 +489,18 @@ class Requester:
             proposals, q = chaindata.unpack_draft(draft["args"]["draft"]) if draft else ([], [])
             tx_hashes = [Web3.to_hex(drafts[a["cycle"]]["transactionHash"])] if a["cycle"] in drafts else []
             tx_hashes.append(Web3.to_hex(log["transactionHash"]))
-            cycles.append(CycleSummary(a["cycle"], proposals, q, a["accepted"], a["outToken"],
-                                    chaindata.unpack_output(a["output"]), Web3.to_hex(a["reveal"]), tx_hashes))
+            cycles.append(
+                CycleSummary(
+                    a["cycle"],
+                    proposals,
+                    q,
+                    a["accepted"],
+                    a["outToken"],
+                    chaindata.unpack_output(a["output"]),
+                    Web3.to_hex(a["reveal"]),
+                    tx_hashes,
+                )
+            )
         tokens = [t for c in cycles for t in c.output]
         finished = by_name.get("JobFinished", [])
         finalized = by_name.get("JobFinalized", [])
@@ -392,8 +510,11 @@ class Requester:
         else:
             drafter_pay = 0 if view["drafterForfeited"] else view["drafterTokens"] * view["pricePerAcceptedToken"]
             verifier_pay = 0 if view["verifierForfeited"] else view["cycle"] * view["pricePerPass"]
-            payments = {"drafter": drafter_pay, "verifier": verifier_pay,
-                        "refund": view["escrow"] - drafter_pay - verifier_pay}
+            payments = {
+                "drafter": drafter_pay,
+                "verifier": verifier_pay,
+                "refund": view["escrow"] - drafter_pay - verifier_pay,
+            }
         gas_used = fees = 0
         tx_hashes = list(dict.fromkeys(Web3.to_hex(log["transactionHash"]) for log in logs))
         if with_gas:
@@ -405,18 +526,38 @@ class Requester:
         if tokenizer_path is not None:
             text = self._decode(tokens, tokenizer_path, view["targetModel"])
         return JobReport(
-            job_id=job_id, status=solidity_name(JobStatus(view["status"])), phase=solidity_name(Phase(view["phase"])),
-            requester=view["requester"], drafter=view["drafter"], verifier=view["verifier"],
-            draft_model=Web3.to_hex(view["draftModel"]), target_model=Web3.to_hex(view["targetModel"]),
-            gamma=view["gamma"], max_tokens=view["maxTokens"], eos_token=view["eosToken"],
-            temperature=request["temperature"] / WAD, top_k=request["topK"], top_p=request["topP"] / WAD,
-            alpha_eligible=view["alphaEligible"], prompt=bytes(submitted["prompt"]).decode("utf-8", "replace"),
-            escrow_wei=view["escrow"], price_token_wei=view["pricePerAcceptedToken"],
-            price_pass_wei=view["pricePerPass"], cycles=cycles, tokens=tokens, text=text, alpha=alpha_of(cycles),
+            job_id=job_id,
+            status=solidity_name(JobStatus(view["status"])),
+            phase=solidity_name(Phase(view["phase"])),
+            requester=view["requester"],
+            drafter=view["drafter"],
+            verifier=view["verifier"],
+            draft_model=Web3.to_hex(view["draftModel"]),
+            target_model=Web3.to_hex(view["targetModel"]),
+            gamma=view["gamma"],
+            max_tokens=view["maxTokens"],
+            eos_token=view["eosToken"],
+            temperature=request["temperature"] / WAD,
+            top_k=request["topK"],
+            top_p=request["topP"] / WAD,
+            alpha_eligible=view["alphaEligible"],
+            prompt=bytes(submitted["prompt"]).decode("utf-8", "replace"),
+            escrow_wei=view["escrow"],
+            price_token_wei=view["pricePerAcceptedToken"],
+            price_pass_wei=view["pricePerPass"],
+            cycles=cycles,
+            tokens=tokens,
+            text=text,
+            alpha=alpha_of(cycles),
             drafter_tokens=view["drafterTokens"],
             finish_reason=FinishReason(finished[-1]["args"]["reason"]).name if finished else None,
-            deadline=view["deadline"], open_disputes=view["openDisputes"], payments=payments,
-            finalized=bool(finalized), disputes=self.job_disputes(job_id), gas_used=gas_used, gas_fees_wei=fees,
+            deadline=view["deadline"],
+            open_disputes=view["openDisputes"],
+            payments=payments,
+            finalized=bool(finalized),
+            disputes=self.job_disputes(job_id),
+            gas_used=gas_used,
+            gas_fees_wei=fees,
             tx_count=len(tx_hashes),
         )
 
@@ -428,8 +569,14 @@ class Requester:
             return None
         return tokenizer.decode(tokens)
 
-    def wait(self, job_id: int, on_cycle: Callable[[CycleSummary, list[int]], None] | None = None,
-             accept_timeout: float = 120.0, timeout: float = 1800.0, poll: float = 0.25) -> str:
+    def wait(
+        self,
+        job_id: int,
+        on_cycle: Callable[[CycleSummary, list[int]], None] | None = None,
+        accept_timeout: float = 120.0,
+        timeout: float = 1800.0,
+        poll: float = 0.25,
+    ) -> str:
         """Block until `job_id` finishes (returns the finish reason), calling `on_cycle` per verified cycle."""
         start = time.monotonic()
         from_block = self.deployment.start_block
@@ -449,19 +596,26 @@ class Requester:
                     output = chaindata.unpack_output(a["output"])
                     tokens.extend(output)
                     if on_cycle is not None:
-                        on_cycle(CycleSummary(a["cycle"], proposals, q, a["accepted"], a["outToken"], output,
-                                           Web3.to_hex(a["reveal"])), list(tokens))
+                        on_cycle(
+                            CycleSummary(
+                                a["cycle"], proposals, q, a["accepted"], a["outToken"], output, Web3.to_hex(a["reveal"])
+                            ),
+                            list(tokens),
+                        )
                 elif log["event"] == "JobFinished":
                     return FinishReason(a["reason"]).name
             from_block = head + 1
             elapsed = time.monotonic() - start
             if accepted_at is None and elapsed > accept_timeout:
-                raise RequesterError(f"job {job_id} was not accepted within {accept_timeout:.0f}s: is the verifier's "
-                                     "node running (`verispec serve verifier`)? Check later with "
-                                     f"`verispec status {job_id}`")
+                raise RequesterError(
+                    f"job {job_id} was not accepted within {accept_timeout:.0f}s: is the verifier's "
+                    "node running (`verispec serve verifier`)? Check later with "
+                    f"`verispec status {job_id}`"
+                )
             if elapsed > timeout:
-                raise RequesterError(f"job {job_id} did not finish within {timeout:.0f}s; "
-                                     f"check later with `verispec status {job_id}`")
+                raise RequesterError(
+                    f"job {job_id} did not finish within {timeout:.0f}s; check later with `verispec status {job_id}`"
+                )
             time.sleep(poll)
 
     def finalize(self, job_id: int) -> tuple[TxResult, dict[str, int]]:
@@ -488,8 +642,9 @@ class Requester:
         self.job_view(job_id)
         record, leaf_proof = self.dispute_evidence(job_id, cycle, index)
         bond = disputes.functions.bond().call()
-        tx, receipt = self._send("openDispute", disputes.functions.openDispute(
-            job_id, cycle, index, kind, record, leaf_proof), value=bond)
+        _, receipt = self._send(
+            "openDispute", disputes.functions.openDispute(job_id, cycle, index, kind, record, leaf_proof), value=bond
+        )
         (event,) = disputes.events.DisputeOpened().process_receipt(receipt, errors=DISCARD)
         dispute_id = event["args"]["disputeId"]
         self.draw_referees(dispute_id)
@@ -534,8 +689,9 @@ class Requester:
     def job_disputes(self, job_id: int) -> list[DisputeInfo]:
         if self.disputes is None:
             return []
-        logs = chain_logs.event_logs(self.disputes.events.DisputeOpened, self.deployment.start_block,
-                                     argument_filters={"jobId": job_id})
+        logs = chain_logs.event_logs(
+            self.disputes.events.DisputeOpened, self.deployment.start_block, argument_filters={"jobId": job_id}
+        )
         return [self.dispute_info(log["args"]["disputeId"]) for log in logs]
 
     def dispute_info(self, dispute_id: int) -> DisputeInfo:
@@ -556,26 +712,45 @@ class Requester:
         answer = None
         if answered:
             a = answered[0]["args"]
-            answer = {"claimed_prob": a["claimedProb"], "top_tokens": list(a["topTokens"]),
-                      "top_probs": list(a["topProbs"])}
+            answer = {
+                "claimed_prob": a["claimedProb"],
+                "top_tokens": list(a["topTokens"]),
+                "top_probs": list(a["topProbs"]),
+            }
         resolved = chain_logs.event_logs(disputes.events.DisputeResolved, start, argument_filters=by_id)
         credited: dict[str, int] = {}
         for log in chain_logs.event_logs(disputes.events.Credited, start, argument_filters=by_id):
             credited[log["args"]["account"]] = credited.get(log["args"]["account"], 0) + log["args"]["amount"]
         a = opened["args"]
         return DisputeInfo(
-            dispute_id=dispute_id, job_id=d["jobId"], cycle=d["cycle"], index=d["index"],
-            kind=DisputeKind(d["kind"]).label, challenger=d["challenger"], accused=d["accused"], token=a["token"],
-            claimed_value=a["claimedValue"], status=solidity_name(DisputeStatus(d["status"])),
+            dispute_id=dispute_id,
+            job_id=d["jobId"],
+            cycle=d["cycle"],
+            index=d["index"],
+            kind=DisputeKind(d["kind"]).label,
+            challenger=d["challenger"],
+            accused=d["accused"],
+            token=a["token"],
+            claimed_value=a["claimedValue"],
+            status=solidity_name(DisputeStatus(d["status"])),
             outcome=solidity_name(Outcome(d["outcome"])),
-            referees=referees, votes=votes, answer=answer, faithful_votes=d["faithfulVotes"],
+            referees=referees,
+            votes=votes,
+            answer=answer,
+            faithful_votes=d["faithfulVotes"],
             cheated_votes=d["cheatedVotes"],
-            accused_slashed_wei=resolved[0]["args"]["accusedSlashed"] if resolved else 0, credits=credited,
+            accused_slashed_wei=resolved[0]["args"]["accusedSlashed"] if resolved else 0,
+            credits=credited,
             open_tx=Web3.to_hex(opened["transactionHash"]),
         )
 
-    def wait_dispute(self, dispute_id: int, timeout: float = 300.0, poll: float = 0.5,
-                     on_change: Callable[[DisputeInfo], None] | None = None) -> DisputeInfo:
+    def wait_dispute(
+        self,
+        dispute_id: int,
+        timeout: float = 300.0,
+        poll: float = 0.5,
+        on_change: Callable[[DisputeInfo], None] | None = None,
+    ) -> DisputeInfo:
         deadline = time.monotonic() + timeout
         last = None
         while True:
@@ -587,6 +762,7 @@ class Requester:
             if info.status == "Resolved":
                 return info
             if time.monotonic() > deadline:
-                raise RequesterError(f"dispute {dispute_id} was not resolved within {timeout:.0f}s "
-                                     f"(status {info.status})")
+                raise RequesterError(
+                    f"dispute {dispute_id} was not resolved within {timeout:.0f}s (status {info.status})"
+                )
             time.sleep(poll)

@@ -30,13 +30,16 @@ def explain_revert(exc: TransactionReverted, now: int | None = None) -> str:
     status = args.get("status")
     status_name = _name_of(JobStatus, status)
     hints = {
-        "JobNotDisputable": lambda: f"job {args.get('jobId')} is {status_name}: disputes can be opened only while "
-                                    "a job is Running or Finished (before finalize)",
+        "JobNotDisputable": lambda: (
+            f"job {args.get('jobId')} is {status_name}: disputes can be opened only while "
+            "a job is Running or Finished (before finalize)"
+        ),
         "JobWrongStatus": lambda: f"job {args.get('jobId')} is {status_name}",
-        "DisputeWrongStatus": lambda: f"dispute {args.get('disputeId')} is "
-                                      f"{_name_of(DisputeStatus, status)}",
-        "DeadlineNotPassed": lambda: f"too early: that waits until {format_time(args['deadline'])}"
-                                     + (f" ({_in(args['deadline'], now)})" if now else ""),
+        "DisputeWrongStatus": lambda: f"dispute {args.get('disputeId')} is {_name_of(DisputeStatus, status)}",
+        "DeadlineNotPassed": lambda: (
+            f"too early: that waits until {format_time(args['deadline'])}"
+            + (f" ({_in(args['deadline'], now)})" if now else "")
+        ),
         "DeadlinePassed": lambda: f"too late: the deadline was {format_time(args['deadline'])}",
         "DisputesOpen": lambda: f"{args.get('open')} dispute(s) on the job are still open",
         "InsufficientEscrow": lambda: f"escrow {args['sent']} wei is below the required {args['required']} wei",
@@ -45,8 +48,9 @@ def explain_revert(exc: TransactionReverted, now: int | None = None) -> str:
         "VerifierNotActive": lambda: f"{args['verifier']} is not an active verifier for this target model",
         "PartiesNotDistinct": lambda: "requester, drafter and verifier must be three different accounts",
         "AlreadyRegistered": lambda: f"{args['account']} is already registered (unbond and withdraw first)",
-        "StakeBelowMinimum": lambda: f"stake {format_eth(args['stake'])} is below the minimum "
-                                     f"{format_eth(args['minimum'])}",
+        "StakeBelowMinimum": lambda: (
+            f"stake {format_eth(args['stake'])} is below the minimum {format_eth(args['minimum'])}"
+        ),
         "NotRegistered": lambda: f"{args['account']} is not registered",
         "AlreadyUnbonding": lambda: f"{args['account']} is already unbonding",
         "NotUnbonding": lambda: f"{args['account']} has not requested unbonding (`verispec unbond` first)",
@@ -56,12 +60,16 @@ def explain_revert(exc: TransactionReverted, now: int | None = None) -> str:
         "NothingToWithdraw": lambda: "nothing is credited to this account by the dispute manager",
         "WrongBond": lambda: f"the bond must be exactly {args.get('required')} wei",
         "CycleNotVerified": lambda: f"cycle {args.get('cycle')} of job {args.get('jobId')} has not been verified",
-        "PositionDoesNotBind": lambda: f"position {args.get('index')} is after the cycle's first rejection "
-                                       f"(accepted={args.get('accepted')}): it decides nothing",
-        "IndexOutOfRange": lambda: f"index {args.get('index')} is beyond the cycle's outToken position "
-                                   f"K={args.get('k')}",
-        "OutTokenNeedsTargetReplay": lambda: "the outToken position (index == γ) can only be disputed with "
-                                             "--kind target",
+        "PositionDoesNotBind": lambda: (
+            f"position {args.get('index')} is after the cycle's first rejection "
+            f"(accepted={args.get('accepted')}): it decides nothing"
+        ),
+        "IndexOutOfRange": lambda: (
+            f"index {args.get('index')} is beyond the cycle's outToken position K={args.get('k')}"
+        ),
+        "OutTokenNeedsTargetReplay": lambda: (
+            "the outToken position (index == γ) can only be disputed with --kind target"
+        ),
         "PositionUnderDispute": lambda: "a dispute on this position is already running",
         "PositionAlreadyProven": lambda: "the accused already lost a dispute on this position",
         "ChallengerIsAccused": lambda: "you cannot dispute your own work",

@@ -17,7 +17,7 @@ so the node can act on its turn without reading `getJob` first.
 from __future__ import annotations
 
 import random
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 JOB, DISPUTE = "job", "dispute"
 
@@ -102,8 +102,11 @@ class Schedule:
         among them). Each item is marked checked just before it is yielded; an item forgotten by the work on an
         earlier one is skipped."""
         due = set(self._dirty)
-        periodic = [item for item, last in self._checked.items()
-                    if now - last >= recheck_interval * self._stretch.get(item, 1.0)]
+        periodic = [
+            item
+            for item, last in self._checked.items()
+            if now - last >= recheck_interval * self._stretch.get(item, 1.0)
+        ]
         if periodic and self._wake:
             chain_now = chain_time()
             periodic = [item for item in periodic if self._woken(item, chain_now, now, recheck_interval)]

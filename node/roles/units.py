@@ -5,7 +5,7 @@ Amounts are parsed exactly (Decimal), never through a float: '1.5', '0.1eth', '2
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 
 from node.protocol import WAD
@@ -51,4 +51,4 @@ def format_eth(wei: int) -> str:
 
 
 def format_time(timestamp: int) -> str:
-    return datetime.fromtimestamp(timestamp, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return datetime.fromtimestamp(timestamp, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")

@@ -75,10 +75,23 @@ class VerifierNode(PartyNode):
     role = JOB_ROLE
     own_phase = Phase.AwaitVerify
 
-    def __init__(self, w3, deployment, account, store_path, target_model_path, draft_model_path,
-                 behavior: VerifierBehavior | str = VerifierBehavior.HONEST, poll_interval: float = 0.2, device=None,
-                 *, retaliation: behaviors.RetaliationPolicy | None = None, dispute_faults: bool = False,
-                 speculate: bool = True, **options):
+    def __init__(
+        self,
+        w3,
+        deployment,
+        account,
+        store_path,
+        target_model_path,
+        draft_model_path,
+        behavior: VerifierBehavior | str = VerifierBehavior.HONEST,
+        poll_interval: float = 0.2,
+        device=None,
+        *,
+        retaliation: behaviors.RetaliationPolicy | None = None,
+        dispute_faults: bool = False,
+        speculate: bool = True,
+        **options,
+    ):
         self.behavior = VerifierBehavior.parse(behavior)
         self.retaliation = retaliation or behaviors.RetaliationPolicy()
         self.dispute_faults = dispute_faults  # open a DraftReplay dispute (bond) on a binding draft fault
@@ -94,8 +107,13 @@ class VerifierNode(PartyNode):
         self.accept_mismatches: list[tuple[int, int, int, int]] = []  # (job, cycle, engine, contract)
         self.draft_faults: list[tuple[int, int, Any]] = []  # (job, cycle, DraftFault) seen by the replay
         self.restore()
-        self.log.info("verifier %s: target model %s, draft %s, behavior %s", self.address,
-                      self.target_id.hex()[:16], self.draft_id.hex()[:16], self.behavior)
+        self.log.info(
+            "verifier %s: target model %s, draft %s, behavior %s",
+            self.address,
+            self.target_id.hex()[:16],
+            self.draft_id.hex()[:16],
+            self.behavior,
+        )
 
     # ------------------------------------------------------------------ events
 
@@ -140,8 +158,13 @@ class VerifierNode(PartyNode):
             vj.draft_deadline = self.draft_deadline(event)
             assumed = vj.assumed.pop(c, None)
             if assumed is not None and assumed != output:  # the session ran ahead on a wrong assumption
-                self.log.error("job %d cycle %d: the chain emitted %s, not %s; rebuilding the session", job_id, c,
-                               list(output), list(assumed))
+                self.log.error(
+                    "job %d cycle %d: the chain emitted %s, not %s; rebuilding the session",
+                    job_id,
+                    c,
+                    list(output),
+                    list(assumed),
+                )
                 self._stop_speculating(vj)
                 vj.session, vj.verified_cycle = None, None
         # the drafter's turn (a JobFinished after this event clears it)
@@ -149,12 +172,25 @@ class VerifierNode(PartyNode):
         transcript = self.store.cycle(job_id, JOB_ROLE, c)
         if transcript is not None and transcript.accepted is not None and transcript.accepted != accepted:
             self.accept_mismatches.append((job_id, c, transcript.accepted, accepted))
-            self.log.error("ACCEPT COUNT MISMATCH job %d cycle %d: the engine accepted %d, the contract %d",
-                           job_id, c, transcript.accepted, accepted)
-        if transcript is not None and transcript.emitted_tokens is not None and \
-                tuple(transcript.emitted_tokens) != output:
-            self.log.error("job %d cycle %d: the contract emitted %s, the engine %s", job_id, c, list(output),
-                           transcript.emitted_tokens)
+            self.log.error(
+                "ACCEPT COUNT MISMATCH job %d cycle %d: the engine accepted %d, the contract %d",
+                job_id,
+                c,
+                transcript.accepted,
+                accepted,
+            )
+        if (
+            transcript is not None
+            and transcript.emitted_tokens is not None
+            and tuple(transcript.emitted_tokens) != output
+        ):
+            self.log.error(
+                "job %d cycle %d: the contract emitted %s, the engine %s",
+                job_id,
+                c,
+                list(output),
+                transcript.emitted_tokens,
+            )
         if transcript is not None:  # its verify hash, at the next flush (a crash replays this event)
             hashes = {"verify": event.tx_hash}
             self.later(lambda: self.store.save_cycle(job_id, JOB_ROLE, c, tx_hashes=hashes))
@@ -169,8 +205,12 @@ class VerifierNode(PartyNode):
         disagrees by mistake should not cost more than one bond."""
         key = f"job:{job_id}:dispute"
         index = min(f["index"] for f in transcript.top_k["faults"])
-        if not protocol.binds(index, accepted, len(transcript.proposals)) or self.disputes is None or \
-                self.txs.in_flight(key) or self.store.sent_tx(key) is not None:
+        if (
+            not protocol.binds(index, accepted, len(transcript.proposals))
+            or self.disputes is None
+            or self.txs.in_flight(key)
+            or self.store.sent_tx(key) is not None
+        ):
             return 0
         root = protocol.draft_root(job_id, c, transcript.proposals, transcript.q)
         record = (root, list(transcript.p), accepted, int(transcript.top_k["out_token"]))
@@ -186,8 +226,11 @@ class VerifierNode(PartyNode):
         vj = self.jobs.get(job_id)
         if vj is None:  # after a restart: rebuild from chain data
             record = chaindata.job_request(self.market, job_id, from_block=self.start_block)
-            vj = VerifierJobState(job_from_record(record, self.tokenizer, self.max_positions), record,
-                             verifier_seed(self.account.key, job_id))
+            vj = VerifierJobState(
+                job_from_record(record, self.tokenizer, self.max_positions),
+                record,
+                verifier_seed(self.account.key, job_id),
+            )
             self._refresh(vj)
             self.jobs[job_id] = vj
         return vj
@@ -204,8 +247,9 @@ class VerifierNode(PartyNode):
             return sent
         view = self.job_view(job_id)
         status = view["status"]
-        self.schedule.set_active(job_id, status == JobStatus.Running or (status == JobStatus.Open and
-                                                             self.chain_time() <= view["deadline"]))
+        self.schedule.set_active(
+            job_id, status == JobStatus.Running or (status == JobStatus.Open and self.chain_time() <= view["deadline"])
+        )
         if status == JobStatus.Open and self.chain_time() <= view["deadline"]:
             vj = self._job(job_id)
             head = chain_head(self.account.key, job_id, vj.job.max_new_tokens)
@@ -259,8 +303,15 @@ class VerifierNode(PartyNode):
                 vj.verified_cycle, vj.last = c, v
             for fault in v.draft_faults:
                 self.draft_faults.append((job_id, c, fault))
-                self.log.warning("job %d cycle %d: draft fault at %d (%s): claimed %d, my replay %d", job_id, c,
-                                 fault.index, fault.kind, fault.claimed, fault.replayed)
+                self.log.warning(
+                    "job %d cycle %d: draft fault at %d (%s): claimed %d, my replay %d",
+                    job_id,
+                    c,
+                    fault.index,
+                    fault.kind,
+                    fault.claimed,
+                    fault.replayed,
+                )
             p, reveal, out_token = list(v.p), v.reveal, v.out_token
             info: dict[str, Any] = {
                 "p_top": [[[tok, w] for tok, w in row] for row in v.top_k(TOP_K)],
@@ -271,10 +322,21 @@ class VerifierNode(PartyNode):
             true_p = getattr(session, "true_p", {}).get(c)
             if true_p is not None:
                 info["true_p"] = list(true_p)
-            self.store.save_cycle(job_id, JOB_ROLE, c, proposals=list(tokens), q=list(q), p=p, top_k=info,
-                                  reveal=reveal, accepted=v.accepted, emitted_tokens=list(v.emitted))
-        call = self.txs.encode_call(self.market, "submitVerification", job_id, c, list(tokens), list(q), list(p),
-                                    reveal, out_token)
+            self.store.save_cycle(
+                job_id,
+                JOB_ROLE,
+                c,
+                proposals=list(tokens),
+                q=list(q),
+                p=p,
+                top_k=info,
+                reveal=reveal,
+                accepted=v.accepted,
+                emitted_tokens=list(v.emitted),
+            )
+        call = self.txs.encode_call(
+            self.market, "submitVerification", job_id, c, list(tokens), list(q), list(p), reveal, out_token
+        )
         sent = self.transact(key, call, sure=sure)
         if sent:  # the hash is in the sent-transaction record already; the transcript gets it at the next flush
             hashes = {"verify": self.txs.tx_hash_of(key)}
@@ -323,7 +385,7 @@ class VerifierNode(PartyNode):
             if s is None:
                 return 0
         if vj.verified_cycle is not None:  # verified (and sent): advance, with my own emitted tokens if the
-            v = vj.last                     # chain's are not known yet (checked when its CycleVerified comes)
+            v = vj.last  # chain's are not known yet (checked when its CycleVerified comes)
             if v is None or v.cycle != vj.verified_cycle or v.done:
                 return 0
             chain = vj.outputs.get(v.cycle)
@@ -423,8 +485,14 @@ class VerifierNode(PartyNode):
         the valid prefix, the residual's q from the draft model at the rejected position. The engine session
         cannot hold the invalid id, so it is rebuilt from chain data next cycle.
         """
-        self.log.warning("job %d cycle %d: proposal %d is token %d, outside the vocabulary (%d)", vj.job.job_id, c,
-                         invalid, tokens[invalid], self.vocab_size)
+        self.log.warning(
+            "job %d cycle %d: proposal %d is token %d, outside the vocabulary (%d)",
+            vj.job.job_id,
+            c,
+            invalid,
+            tokens[invalid],
+            self.vocab_size,
+        )
         if any(k not in vj.outputs for k in range(c)):
             self._refresh(vj)
             if any(k not in vj.outputs for k in range(c)):
@@ -443,15 +511,26 @@ class VerifierNode(PartyNode):
             out_token = protocol.residual_sample(p_rows[n], q_row, u)
         except ValueError:  # p == q there: the rejection was the invalid token's, so sample p itself
             out_token = protocol.invcdf(p_rows[n], u)
-        emitted = protocol.truncate_emitted(list(tokens[:n]) + [out_token], job.eos_token_id,
-                                            job.max_new_tokens - len(emitted_before))
+        emitted = protocol.truncate_emitted(
+            list(tokens[:n]) + [out_token], job.eos_token_id, job.max_new_tokens - len(emitted_before)
+        )
         done = (job.eos_token_id is not None and job.eos_token_id in emitted) or (
-            len(emitted_before) + len(emitted) >= job.max_new_tokens)
+            len(emitted_before) + len(emitted) >= job.max_new_tokens
+        )
         vj.session, vj.verified_cycle = None, None
         padding = np.zeros((k + 1 - len(p_rows), p_rows.shape[1]), dtype=np.int64)  # rows past it: unknown
-        return Verification(cycle=c, reveal=reveal, root=root, p=p, accepted=n, out_token=out_token,
-                            emitted=tuple(emitted), done=done, p_rows=np.vstack([p_rows, padding]),
-                            draft_faults=(DraftFault(invalid, "x", tokens[invalid], -1),))
+        return Verification(
+            cycle=c,
+            reveal=reveal,
+            root=root,
+            p=p,
+            accepted=n,
+            out_token=out_token,
+            emitted=tuple(emitted),
+            done=done,
+            p_rows=np.vstack([p_rows, padding]),
+            draft_faults=(DraftFault(invalid, "x", tokens[invalid], -1),),
+        )
 
     def _session_at(self, vj: VerifierJobState, c: int):
         s = vj.session
@@ -469,8 +548,9 @@ class VerifierNode(PartyNode):
             if any(k not in vj.outputs for k in range(c)):
                 return None
         emitted = [t for k in range(c) for t in vj.outputs[k]]
-        s = behaviors.verify_session(self.behavior, self.target_model, vj.job, vj.seed, draft_model=self.draft_model,
-                                     policy=self.retaliation)
+        s = behaviors.verify_session(
+            self.behavior, self.target_model, vj.job, vj.seed, draft_model=self.draft_model, policy=self.retaliation
+        )
         vj.session = resume_verify_session(s, list(vj.job.prompt) + emitted, c, len(emitted))
         vj.verified_cycle = None
         return s
