@@ -2,15 +2,14 @@
 
 This module parses and prints. Every chain operation lives in node/roles/requester.py, every node loop in
 node/roles/{drafter,verifier,referee}.py (imported lazily, so `verispec --help` does not load torch); what is
-printed at length in node/console.py, the demo in node/demo.py. Every failure a user can cause ends in one
+printed at length in node/console.py, the demo in node/demo.py; `chain …` in node/cli_chain.py, `serve` in
+node/cli_serve.py. Every failure a user can cause ends in one
 line on stderr and exit code 1 — never a traceback (VERISPEC_DEBUG=1 shows one for unexpected errors).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
-import sys
 from contextlib import closing
 from pathlib import Path
 from typing import Annotated
@@ -20,13 +19,14 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")  # its warnings are not
 import typer
 
 from node import BUNDLED_DRAFT, BUNDLED_TARGET
-from node.chain.enums import DisputeKind, Role
-from node.cli_context import CHAIN, KEY, CliError, CommandGroup, Session, one_of, session_options
+from node.chain.enums import DisputeKind
+from node.cli_chain import chain_app
+from node.cli_context import CHAIN, KEY, KINDS, ROLES, CliError, CommandGroup, JobArg, JsonOpt, Session, session_options
+from node.cli_serve import serve
 from node.console import (
     console,
     emit_json,
     err,
-    print_addresses,
     print_audit,
     print_dispute,
     print_report,
@@ -56,7 +56,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode="rich",
 )
-chain_app = typer.Typer(help="Start or stop a local anvil chain with the protocol deployed.", no_args_is_help=True)
 app.add_typer(chain_app, name="chain")
 
 
@@ -71,130 +70,6 @@ def main(
     ] = None,
 ):
     ctx.obj = Session(rpc=rpc, home=home)
-
-
-STAKED_ROLES = [role.label for role in Role.staked()]
-ROLES, SERVE_ROLES, KINDS = (
-    one_of("--role", STAKED_ROLES),
-    one_of("role", STAKED_ROLES),
-    one_of("--kind", DisputeKind.labels()),
-)
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of text.")]
-JobArg = Annotated[int, typer.Argument(help="Job id.", show_default=False)]
-
-
-# ---------------------------------------------------------------- chain up / down
-
-
-def _parse_params(items: list[str]):
-    from node.chain.deploy import DEFAULT_PARAMS
-    from node.roles.units import parse_amount
-
-    names = {f.name for f in dataclasses.fields(DEFAULT_PARAMS)}
-    changes = {}
-    for item in items:
-        name, sep, value = item.partition("=")
-        name = name.strip().replace("-", "_")
-        if not sep or name not in names:
-            raise CliError(f"--param wants NAME=VALUE with NAME one of: {', '.join(sorted(names))}")
-        changes[name] = parse_amount(value.strip())
-    params = DEFAULT_PARAMS.with_(**changes)
-    try:
-        params.validate()
-    except ValueError as exc:
-        raise CliError(f"bad deployment parameters: {exc}") from None
-    return params
-
-
-@chain_app.command("up")
-@session_options("home", before="param")
-def chain_up(
-    ctx: typer.Context,
-    port: Annotated[int | None, typer.Option("--port", help="anvil's port (default: a free one).")] = None,
-    param: Annotated[
-        list[str],
-        typer.Option("--param", help="Deployment parameter NAME=VALUE (e.g. challenge_window=3600); repeatable."),
-    ] = [],
-    as_json: JsonOpt = False,
-):
-    """Start anvil in the background (pid file in the home), deploy the contracts, write the deployment file."""
-    from node.chain.local import chain_up as up
-
-    params = _parse_params(param) if param else None
-    chain = up(ctx.obj.home_dir(), port, params)
-    if as_json:
-        emit_json(
-            {
-                "rpc_url": chain.rpc_url,
-                "pid": chain.pid,
-                "deployment": str(chain.deployment_path),
-                "addresses": chain.deployment.addresses,
-                "chain_id": chain.deployment.chain_id,
-            }
-        )
-        return
-    console.print(
-        f"[green]chain up[/]: anvil pid {chain.pid} at {chain.rpc_url} (chain id {chain.deployment.chain_id})"
-    )
-    print_addresses(chain.deployment.addresses)
-    console.print(f"  deployment file  {chain.deployment_path}")
-    console.print(f"  log              {chain.log_path}")
-    console.print(
-        "Dev accounts 0..19 are funded (account 0 deployed); use --dev-account N. Stop with `verispec chain down`."
-    )
-
-
-@chain_app.command("deploy")
-@session_options("home", before="param")
-def chain_deploy(
-    ctx: typer.Context,
-    rpc: Annotated[
-        str | None,
-        typer.Option(
-            "--rpc",
-            help="RPC of a running dev chain (anvil, hardhat) whose first account is unlocked.",
-            show_default=False,
-        ),
-    ] = None,
-    param: Annotated[list[str], typer.Option("--param", help="Deployment parameter NAME=VALUE; repeatable.")] = [],
-    as_json: JsonOpt = False,
-):
-    """Deploy the contracts onto an already running dev chain and write the deployment file."""
-    from node.chain.local import deploy_to
-
-    url = rpc or ctx.obj.rpc
-    if not url:
-        raise CliError("chain deploy needs --rpc URL (or use `chain up` to start a local anvil)")
-    home = ctx.obj.home_dir()
-    deployment = deploy_to(url, home, _parse_params(param) if param else None)
-    if as_json:
-        emit_json(
-            {
-                "rpc_url": url,
-                "deployment": str(home / "deployment.json"),
-                "addresses": deployment.addresses,
-                "chain_id": deployment.chain_id,
-            }
-        )
-        return
-    console.print(
-        f"[green]deployed[/] on {url} (chain id {deployment.chain_id}); deployment file {home / 'deployment.json'}"
-    )
-    print_addresses(deployment.addresses)
-
-
-@chain_app.command("down")
-@session_options("home")
-def chain_down(ctx: typer.Context):
-    """Stop the anvil that `chain up` started for this home (via its pid file)."""
-    from node.chain.local import chain_down as down
-
-    home = ctx.obj.home_dir()
-    pid = down(home)
-    if pid is None:
-        console.print(f"no chain started by `verispec chain up` is running for {home}")
-    else:
-        console.print(f"[green]chain down[/]: stopped anvil (pid {pid})")
 
 
 # ---------------------------------------------------------------- operators
@@ -529,115 +404,7 @@ def claim_timeout(ctx: typer.Context, job: JobArg, as_json: JsonOpt = False):
     console.print(f"[green]job {job} ended[/]: {finished['reason']}{slashed}")
 
 
-# ---------------------------------------------------------------- node processes
-
-
-NODE_CLASSES = {"drafter": "DrafterNode", "verifier": "VerifierNode", "referee": "RefereeNode"}  # in node.roles
-
-
-def _behavior(role: str, name: str | None):
-    """The role's behaviour called `name` (None: a referee's one way of working); behaviors.py holds the names."""
-    from node.roles.behaviors import BEHAVIORS
-
-    kinds = BEHAVIORS.get(role)
-    if kinds is None:
-        if name not in (None, "honest"):
-            raise CliError(f"a {role} has no --behavior (only drafters and verifiers misbehave)")
-        return None
-    try:
-        return kinds.parse(name if name is not None else kinds.HONEST)
-    except ValueError as exc:
-        raise CliError(f"--behavior: {exc}") from None
-
-
-@app.command()
-@session_options(*KEY, *CHAIN)
-def serve(
-    ctx: typer.Context,
-    role: Annotated[str, typer.Argument(help="drafter | verifier | referee", show_default=False, callback=SERVE_ROLES)],
-    model: Annotated[
-        Path,
-        typer.Option(
-            "--model",
-            help="The model this node runs: a drafter's draft model, a verifier's or referee's target model.",
-            show_default=False,
-        ),
-    ],
-    draft_model: Annotated[
-        Path | None, typer.Option("--draft-model", help="Verifier/referee: the draft model (to replay drafts).")
-    ] = None,
-    target_model: Annotated[
-        Path | None, typer.Option("--target-model", help="Drafter: the target model of its pair.")
-    ] = None,
-    behavior: Annotated[
-        str | None,
-        typer.Option(
-            "--behavior",
-            help="Misbehave, for demos and tests: one "
-            "of the role's behaviours in node/roles/behaviors.py "
-            "(default: honest).",
-            show_default=False,
-        ),
-    ] = None,
-    store: Annotated[
-        Path | None,
-        typer.Option("--store", help="SQLite store of this node (default: <home>/nodes/<role>-<address>.db)."),
-    ] = None,
-    poll_interval: Annotated[float, typer.Option("--poll-interval", help="Seconds between chain polls.")] = 0.2,
-    device: Annotated[str | None, typer.Option("--device", help="cpu | cuda (default: cuda if present).")] = None,
-    threads: Annotated[int | None, typer.Option("--threads", help="torch CPU threads.")] = None,
-    log_level: Annotated[str, typer.Option("--log-level", help="debug | info | warning | error")] = "info",
-):
-    """Run a drafter, verifier or referee node until Ctrl-C / SIGTERM (register it first with `register`)."""
-    behavior = _behavior(role, behavior)
-    if role == "drafter" and target_model is None:
-        raise CliError("a drafter needs --target-model PATH")
-    if role != "drafter" and draft_model is None:
-        raise CliError(f"a {role} needs --draft-model PATH (it replays drafts)")
-    # the node's model pair in the order its class takes them: a drafter (draft, target), the others (target, draft)
-    models = {"draft": model, "target": target_model} if role == "drafter" else {"target": model, "draft": draft_model}
-    for name, path in models.items():
-        if not Path(path).is_dir():
-            raise CliError(f"{name} model directory {path} does not exist")
-    if device is not None:
-        from node.roles.models import node_device
-
-        try:
-            node_device(device)
-        except ValueError as exc:
-            raise CliError(f"--device: {exc}") from None
-    import logging
-
-    level = getattr(logging, log_level.strip().upper(), None)
-    if not isinstance(level, int):
-        raise CliError(f"--log-level must be debug, info, warning or error, got {log_level!r}")
-    logging.basicConfig(level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    account = ctx.obj.account()
-    from node import roles
-    from node.processes import stop_on_signals
-
-    node_class = getattr(roles, NODE_CLASSES[role])  # torch and the node code load here
-    w3, deployment, home = ctx.obj.connect()
-    store = store or home / "nodes" / f"{role}-{account.address.lower()}.db"
-    if threads:
-        import torch
-
-        torch.set_num_threads(threads)
-    kwargs = {"behavior": behavior} if behavior is not None else {}
-    node = node_class(
-        w3, deployment, account, store, *models.values(), poll_interval=poll_interval, device=device, **kwargs
-    )
-    stop = stop_on_signals()
-    err.print(
-        f"{role} node {account.address}{f' ({behavior})' if behavior else ''} serving on {deployment.rpc_url}; "
-        f"store {store}. "
-        "Ctrl-C to stop."
-    )
-    try:
-        node.run(stop)
-    finally:
-        node.close()
-    err.print(f"{role} node {account.address} stopped")
+app.command()(serve)  # node/cli_serve.py
 
 
 # ---------------------------------------------------------------- the demo

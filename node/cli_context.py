@@ -21,6 +21,7 @@ from typing import Annotated
 import typer
 from typer.core import TyperGroup
 
+from node.chain.enums import DisputeKind, Role
 from node.console import console, err, print_error
 
 # ---------------------------------------------------------------- errors
@@ -229,3 +230,15 @@ def one_of(option: str, labels: list[str]) -> Callable:
         return label
 
     return check
+
+
+# ---------------------------------------------------------------- options several commands take
+
+STAKED_ROLES = [role.label for role in Role.staked()]
+ROLES, SERVE_ROLES, KINDS = (
+    one_of("--role", STAKED_ROLES),
+    one_of("role", STAKED_ROLES),
+    one_of("--kind", DisputeKind.labels()),
+)
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of text.")]
+JobArg = Annotated[int, typer.Argument(help="Job id.", show_default=False)]

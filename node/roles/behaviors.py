@@ -52,7 +52,11 @@ class VerifierBehavior(_Behavior):
     RETALIATE = "retaliate"  # RetaliatingVerifySession
 
 
-BEHAVIORS = {"drafter": DrafterBehavior, "verifier": VerifierBehavior}  # role -> what `serve --behavior` takes
+class RefereeBehavior(_Behavior):
+    HONEST = "honest"  # a referee has no misbehaviour here (yet): colluding panels are a soundness issue
+
+
+BEHAVIORS = {"drafter": DrafterBehavior, "verifier": VerifierBehavior, "referee": RefereeBehavior}  # serve --behavior
 
 
 # --------------------------------------------------------------------------- biased drafter

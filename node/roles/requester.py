@@ -3,8 +3,8 @@ dispute|finalize` do, over web3 and the exactly-once `TxSender` (node/chain/send
 
 Everything a report shows is read from the chain (events, views, calldata), never from a node's store:
 the output text is decoded from `CycleVerified` outputs, the proposals from `DraftCommitted`, p from the
-`submitVerification` calldata (via node/roles/chaindata.py). Results are the dataclasses of
-node/roles/reports.py.
+`submitVerification` calldata (via node/roles/chaindata.py; the reading half is node/roles/job_reader.py,
+the dispute half node/roles/disputing.py). Results are the dataclasses of node/roles/reports.py.
 
 Errors a user can cause raise `RequesterError` (node/roles/errors.py) with a one-line message; a contract
 revert is decoded (RevertDecoder) and explained by node/roles/reverts.py.
@@ -12,7 +12,6 @@ revert is decoded (RevertDecoder) and explained by node/roles/reverts.py.
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -28,52 +27,28 @@ from node.chain.compile import compile_contracts
 from node.chain.deployment import Deployment
 from node.chain.enums import (
     NO_EOS,
-    DisputeKind,
-    DisputeStatus,
     FinishReason,
-    JobStatus,
-    Outcome,
-    Phase,
     Role,
-    Verdict,
-    solidity_name,
 )
-from node.chain.errors import TransactionRejected, TransactionReverted
+from node.chain.errors import TransactionRejected
 from node.chain.revert_decoder import RevertDecoder
 from node.chain.sender import TxSender
-from node.protocol import WAD
-from node.roles import chaindata
 from node.roles.checkpoints import check_fits, load_model_info, load_tokenizer, tokenize_prompt
+from node.roles.disputing import DisputeClient
 from node.roles.errors import RequesterError
+from node.roles.job_reader import JobReader
 from node.roles.reports import (
-    CycleSummary,
-    DisputeInfo,
-    JobReport,
     Registration,
     SubmitResult,
     TxResult,
     UnbondResult,
-    VoteInfo,
     WithdrawResult,
-    alpha_of,
 )
 from node.roles.units import format_eth, format_time, to_wad
 from node.store import NodeStore
 
 UINT96_MAX = 2**96 - 1
 MAX_GAMMA = 16
-
-_JOB_EVENTS = (
-    "JobSubmitted",
-    "JobAccepted",
-    "DraftCommitted",
-    "CycleVerified",
-    "JobFinished",
-    "JobFinalized",
-    "DisputeOpened",
-    "DisputeClosed",
-    "AlphaSlashed",
-)
 
 
 def _label_of(enum, value) -> str:
@@ -93,17 +68,7 @@ def _staked_role(role: Role | str) -> Role:
     raise RequesterError(f"unknown role {role!r}: use drafter, verifier or referee")
 
 
-def _dispute_kind(kind: DisputeKind | str) -> DisputeKind:
-    """A DisputeKind from itself or its label ("draft", "target"); a RequesterError for anything else."""
-    if isinstance(kind, DisputeKind):
-        return kind
-    try:
-        return DisputeKind.from_label(kind)
-    except (ValueError, AttributeError):
-        raise RequesterError(f"--kind must be draft or target, got {kind!r}") from None
-
-
-class Requester:
+class Requester(JobReader, DisputeClient):
     """Operations of one account (or read-only, without one) against one deployment."""
 
     def __init__(
@@ -434,190 +399,6 @@ class Requester:
             )
         return candidates[0]
 
-    # --- reading a job from the chain --------------------------------------------------------------
-
-    def job_view(self, job_id: int) -> dict:
-        """The market's `getJob` view of `job_id`; a RequesterError when the deployment has no such job."""
-        view = chaindata.job_view(self.market, job_id)
-        if view["status"] == JobStatus.None_:
-            count = self.market.functions.jobCount().call()
-            raise RequesterError(
-                f"there is no job {job_id} (jobs on this deployment: 1..{count})"
-                if count
-                else f"there is no job {job_id} (no job was submitted yet)"
-            )
-        return view
-
-    def job_logs(self, job_id: int, from_block: int | None = None) -> list:
-        """Every market event of `job_id` (jobId is each one's first indexed topic), in chain order."""
-        topic = "0x" + job_id.to_bytes(32, "big").hex()
-        logs = chain_logs.get_logs(
-            self.w3,
-            {"address": self.market.address, "topics": [None, topic]},
-            self.deployment.start_block if from_block is None else from_block,
-        )
-        out = []
-        for log in logs:
-            event = self._event_for(log)
-            if event is not None:
-                out.append(event.process_log(log))
-        return out
-
-    def _event_for(self, log):
-        if not hasattr(self, "_topic_map"):
-            from eth_utils.abi import event_abi_to_log_topic
-
-            self._topic_map = {}
-            for entry in self.market.abi:
-                if entry.get("type") == "event" and entry["name"] in _JOB_EVENTS:
-                    self._topic_map[bytes(event_abi_to_log_topic(entry))] = self.market.events[entry["name"]]()
-        return self._topic_map.get(bytes(log["topics"][0])) if log["topics"] else None
-
-    def report(self, job_id: int, tokenizer_path: Path | None = None, with_gas: bool = True) -> JobReport:
-        view = self.job_view(job_id)
-        logs = self.job_logs(job_id)
-        by_name: dict[str, list] = {}
-        for log in logs:
-            by_name.setdefault(log["event"], []).append(log)
-        submitted = by_name["JobSubmitted"][0]["args"]
-        request = dict(submitted["request"])
-        drafts = {log["args"]["cycle"]: log for log in by_name.get("DraftCommitted", [])}
-        cycles = []
-        for log in by_name.get("CycleVerified", []):
-            a = log["args"]
-            draft = drafts.get(a["cycle"])
-            proposals, q = chaindata.unpack_draft(draft["args"]["draft"]) if draft else ([], [])
-            tx_hashes = [Web3.to_hex(drafts[a["cycle"]]["transactionHash"])] if a["cycle"] in drafts else []
-            tx_hashes.append(Web3.to_hex(log["transactionHash"]))
-            cycles.append(
-                CycleSummary(
-                    a["cycle"],
-                    proposals,
-                    q,
-                    a["accepted"],
-                    a["outToken"],
-                    chaindata.unpack_output(a["output"]),
-                    Web3.to_hex(a["reveal"]),
-                    tx_hashes,
-                )
-            )
-        tokens = [t for c in cycles for t in c.output]
-        finished = by_name.get("JobFinished", [])
-        finalized = by_name.get("JobFinalized", [])
-        if finalized:
-            f = finalized[-1]["args"]
-            payments = {"drafter": f["drafterPay"], "verifier": f["verifierPay"], "refund": f["refund"]}
-        else:
-            drafter_pay = 0 if view["drafterForfeited"] else view["drafterTokens"] * view["pricePerAcceptedToken"]
-            verifier_pay = 0 if view["verifierForfeited"] else view["cycle"] * view["pricePerPass"]
-            payments = {
-                "drafter": drafter_pay,
-                "verifier": verifier_pay,
-                "refund": view["escrow"] - drafter_pay - verifier_pay,
-            }
-        gas_used = fees = 0
-        tx_hashes = list(dict.fromkeys(Web3.to_hex(log["transactionHash"]) for log in logs))
-        if with_gas:
-            for tx_hash in tx_hashes:
-                receipt = self.w3.eth.get_transaction_receipt(tx_hash)
-                gas_used += receipt["gasUsed"]
-                fees += receipt["gasUsed"] * receipt.get("effectiveGasPrice", 0)
-        text = None
-        if tokenizer_path is not None:
-            text = self._decode(tokens, tokenizer_path, view["targetModel"])
-        return JobReport(
-            job_id=job_id,
-            status=solidity_name(JobStatus(view["status"])),
-            phase=solidity_name(Phase(view["phase"])),
-            requester=view["requester"],
-            drafter=view["drafter"],
-            verifier=view["verifier"],
-            draft_model=Web3.to_hex(view["draftModel"]),
-            target_model=Web3.to_hex(view["targetModel"]),
-            gamma=view["gamma"],
-            max_tokens=view["maxTokens"],
-            eos_token=view["eosToken"],
-            temperature=request["temperature"] / WAD,
-            top_k=request["topK"],
-            top_p=request["topP"] / WAD,
-            alpha_eligible=view["alphaEligible"],
-            prompt=bytes(submitted["prompt"]).decode("utf-8", "replace"),
-            escrow_wei=view["escrow"],
-            price_token_wei=view["pricePerAcceptedToken"],
-            price_pass_wei=view["pricePerPass"],
-            cycles=cycles,
-            tokens=tokens,
-            text=text,
-            alpha=alpha_of(cycles),
-            drafter_tokens=view["drafterTokens"],
-            finish_reason=FinishReason(finished[-1]["args"]["reason"]).name if finished else None,
-            deadline=view["deadline"],
-            open_disputes=view["openDisputes"],
-            payments=payments,
-            finalized=bool(finalized),
-            disputes=self.job_disputes(job_id),
-            gas_used=gas_used,
-            gas_fees_wei=fees,
-            tx_count=len(tx_hashes),
-        )
-
-    def _decode(self, tokens: list[int], tokenizer_path: Path, target_model: bytes) -> str | None:
-        """The text of `tokens`, with the tokenizer at `tokenizer_path` (None if it cannot be loaded)."""
-        try:
-            tokenizer = load_tokenizer(tokenizer_path)
-        except RequesterError:
-            return None
-        return tokenizer.decode(tokens)
-
-    def wait(
-        self,
-        job_id: int,
-        on_cycle: Callable[[CycleSummary, list[int]], None] | None = None,
-        accept_timeout: float = 120.0,
-        timeout: float = 1800.0,
-        poll: float = 0.25,
-    ) -> str:
-        """Block until `job_id` finishes (returns the finish reason), calling `on_cycle` per verified cycle."""
-        start = time.monotonic()
-        from_block = self.deployment.start_block
-        drafts: dict[int, tuple[list[int], list[int]]] = {}
-        tokens: list[int] = []
-        accepted_at = None
-        while True:
-            head = self.w3.eth.block_number
-            for log in self.job_logs(job_id, from_block) if head >= from_block else []:
-                a = log["args"]
-                if log["event"] == "JobAccepted":
-                    accepted_at = time.monotonic()
-                elif log["event"] == "DraftCommitted":
-                    drafts[a["cycle"]] = chaindata.unpack_draft(a["draft"])
-                elif log["event"] == "CycleVerified":
-                    proposals, q = drafts.get(a["cycle"], ([], []))
-                    output = chaindata.unpack_output(a["output"])
-                    tokens.extend(output)
-                    if on_cycle is not None:
-                        on_cycle(
-                            CycleSummary(
-                                a["cycle"], proposals, q, a["accepted"], a["outToken"], output, Web3.to_hex(a["reveal"])
-                            ),
-                            list(tokens),
-                        )
-                elif log["event"] == "JobFinished":
-                    return FinishReason(a["reason"]).name
-            from_block = head + 1
-            elapsed = time.monotonic() - start
-            if accepted_at is None and elapsed > accept_timeout:
-                raise RequesterError(
-                    f"job {job_id} was not accepted within {accept_timeout:.0f}s: is the verifier's "
-                    "node running (`verispec serve verifier`)? Check later with "
-                    f"`verispec status {job_id}`"
-                )
-            if elapsed > timeout:
-                raise RequesterError(
-                    f"job {job_id} did not finish within {timeout:.0f}s; check later with `verispec status {job_id}`"
-                )
-            time.sleep(poll)
-
     def finalize(self, job_id: int) -> tuple[TxResult, dict[str, int]]:
         self.job_view(job_id)
         tx, receipt = self._send("finalize", self.market.functions.finalize(job_id), key=None)
@@ -632,137 +413,3 @@ class Requester:
         (event,) = self.market.events.JobFinished().process_receipt(receipt, errors=DISCARD)
         a = event["args"]
         return tx, {"reason": FinishReason(a["reason"]).name, "party": a["party"], "slashed": a["slashed"]}
-
-    # --- disputes ---------------------------------------------------------------------------------
-
-    def open_dispute(self, job_id: int, cycle: int, index: int, kind: DisputeKind | str) -> DisputeInfo:
-        """Open a dispute of `kind` (a DisputeKind, or its label "draft" / "target") on a position, with the bond."""
-        disputes = self._require_disputes()
-        kind = _dispute_kind(kind)
-        self.job_view(job_id)
-        record, leaf_proof = self.dispute_evidence(job_id, cycle, index)
-        bond = disputes.functions.bond().call()
-        _, receipt = self._send(
-            "openDispute", disputes.functions.openDispute(job_id, cycle, index, kind, record, leaf_proof), value=bond
-        )
-        (event,) = disputes.events.DisputeOpened().process_receipt(receipt, errors=DISCARD)
-        dispute_id = event["args"]["disputeId"]
-        self.draw_referees(dispute_id)
-        return self.dispute_info(dispute_id)
-
-    def draw_referees(self, dispute_id: int, timeout: float = 30.0) -> bool:
-        """Draw the referees of `dispute_id` now, from the hash of its opening block, in a later block. The
-        challenger draws at once so that an accused cannot wait for that hash to age out of the 256-block window
-        to get a second draw. False when there was nothing to do: already drawn, answered (the answer draws) or
-        resolved."""
-        disputes = self._require_disputes()
-        d = chaindata.dispute_view(disputes, dispute_id)
-        if d["status"] != DisputeStatus.AwaitingAnswer or d["drawn"]:
-            return False
-        # the node may hand out the opening's receipt before its block is the latest one; estimated against a
-        # pending block that is still the opening block, the draw would revert DrawTooEarly
-        deadline = time.monotonic() + timeout
-        while self.w3.eth.block_number < d["drawBlock"] and time.monotonic() < deadline:
-            time.sleep(0.05)
-        try:
-            self._send("drawReferees", disputes.functions.drawReferees(dispute_id))
-        except TransactionReverted as exc:
-            if exc.error_name in ("AlreadyDrawn", "DisputeWrongStatus"):  # the accused's answer came first
-                return False
-            if exc.error_name == "DrawTooEarly":  # the opening is on chain either way; the answer will draw
-                return False
-            raise
-        return True
-
-    def dispute_evidence(self, job_id: int, cycle: int, index: int) -> tuple[tuple, tuple]:
-        """(record preimage, leaf proof) of position `index` of `cycle`, rebuilt from chain data alone."""
-        try:
-            record = chaindata.record_preimage(self.system, job_id, cycle, from_block=self.deployment.start_block)
-        except LookupError as exc:
-            raise RequesterError(f"cannot dispute cycle {cycle} of job {job_id}: {exc}") from None
-        gamma = len(record[1])
-        if not 0 <= index <= gamma:
-            raise RequesterError(f"--index must be in 0..{gamma} (γ = {gamma}; index {gamma} is the outToken)")
-        proof = chaindata.leaf_proof(self.system, job_id, cycle, index, from_block=self.deployment.start_block)
-        return record, proof
-
-    def job_disputes(self, job_id: int) -> list[DisputeInfo]:
-        if self.disputes is None:
-            return []
-        logs = chain_logs.event_logs(
-            self.disputes.events.DisputeOpened, self.deployment.start_block, argument_filters={"jobId": job_id}
-        )
-        return [self.dispute_info(log["args"]["disputeId"]) for log in logs]
-
-    def dispute_info(self, dispute_id: int) -> DisputeInfo:
-        disputes = self._require_disputes()
-        count = disputes.functions.disputeCount().call()
-        if not 1 <= dispute_id <= count:
-            raise RequesterError(f"there is no dispute {dispute_id}")
-        d = chaindata.dispute_view(disputes, dispute_id)
-        start = self.deployment.start_block
-        by_id = {"disputeId": dispute_id}
-        opened = chain_logs.event_logs(disputes.events.DisputeOpened, start, argument_filters=by_id)[0]
-        referees = list(disputes.functions.refereesOf(dispute_id).call())
-        votes = []
-        for referee in referees:
-            commitment, _drawn, verdict = disputes.functions.ballotOf(dispute_id, referee).call()
-            votes.append(VoteInfo(referee, commitment != b"\0" * 32, solidity_name(Verdict(verdict))))
-        answered = chain_logs.event_logs(disputes.events.Answered, start, argument_filters=by_id)
-        answer = None
-        if answered:
-            a = answered[0]["args"]
-            answer = {
-                "claimed_prob": a["claimedProb"],
-                "top_tokens": list(a["topTokens"]),
-                "top_probs": list(a["topProbs"]),
-            }
-        resolved = chain_logs.event_logs(disputes.events.DisputeResolved, start, argument_filters=by_id)
-        credited: dict[str, int] = {}
-        for log in chain_logs.event_logs(disputes.events.Credited, start, argument_filters=by_id):
-            credited[log["args"]["account"]] = credited.get(log["args"]["account"], 0) + log["args"]["amount"]
-        a = opened["args"]
-        return DisputeInfo(
-            dispute_id=dispute_id,
-            job_id=d["jobId"],
-            cycle=d["cycle"],
-            index=d["index"],
-            kind=DisputeKind(d["kind"]).label,
-            challenger=d["challenger"],
-            accused=d["accused"],
-            token=a["token"],
-            claimed_value=a["claimedValue"],
-            status=solidity_name(DisputeStatus(d["status"])),
-            outcome=solidity_name(Outcome(d["outcome"])),
-            referees=referees,
-            votes=votes,
-            answer=answer,
-            faithful_votes=d["faithfulVotes"],
-            cheated_votes=d["cheatedVotes"],
-            accused_slashed_wei=resolved[0]["args"]["accusedSlashed"] if resolved else 0,
-            credits=credited,
-            open_tx=Web3.to_hex(opened["transactionHash"]),
-        )
-
-    def wait_dispute(
-        self,
-        dispute_id: int,
-        timeout: float = 300.0,
-        poll: float = 0.5,
-        on_change: Callable[[DisputeInfo], None] | None = None,
-    ) -> DisputeInfo:
-        deadline = time.monotonic() + timeout
-        last = None
-        while True:
-            info = self.dispute_info(dispute_id)
-            state = (info.status, info.answer is not None, tuple((v.committed, v.verdict) for v in info.votes))
-            if state != last and on_change is not None:
-                on_change(info)
-            last = state
-            if info.status == "Resolved":
-                return info
-            if time.monotonic() > deadline:
-                raise RequesterError(
-                    f"dispute {dispute_id} was not resolved within {timeout:.0f}s (status {info.status})"
-                )
-            time.sleep(poll)

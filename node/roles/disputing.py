@@ -1,0 +1,175 @@
+"""The dispute half of the requester client: open a dispute with the evidence rebuilt from chain data, draw
+its referees, read it and wait for its verdict (contracts/DisputeManager.sol, docs/disputes.md).
+
+A mixin of `Requester` (node/roles/requester.py), whose `system`, `disputes` and `_send` it uses.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from web3 import Web3
+from web3.logs import DISCARD
+
+from node.chain import logs as chain_logs
+from node.chain.enums import (
+    DisputeKind,
+    DisputeStatus,
+    Outcome,
+    Verdict,
+    solidity_name,
+)
+from node.chain.errors import TransactionReverted
+from node.roles import chaindata
+from node.roles.errors import RequesterError
+from node.roles.reports import (
+    DisputeInfo,
+    VoteInfo,
+)
+
+
+def _dispute_kind(kind: DisputeKind | str) -> DisputeKind:
+    """A DisputeKind from itself or its label ("draft", "target"); a RequesterError for anything else."""
+    if isinstance(kind, DisputeKind):
+        return kind
+    try:
+        return DisputeKind.from_label(kind)
+    except (ValueError, AttributeError):
+        raise RequesterError(f"--kind must be draft or target, got {kind!r}") from None
+
+
+class DisputeClient:
+    """Disputes on one deployment (the host class provides `system`, `disputes`, `_send` and `job_view`)."""
+
+    def open_dispute(self, job_id: int, cycle: int, index: int, kind: DisputeKind | str) -> DisputeInfo:
+        """Open a dispute of `kind` (a DisputeKind, or its label "draft" / "target") on a position, with the bond."""
+        disputes = self._require_disputes()
+        kind = _dispute_kind(kind)
+        self.job_view(job_id)
+        record, leaf_proof = self.dispute_evidence(job_id, cycle, index)
+        bond = disputes.functions.bond().call()
+        _, receipt = self._send(
+            "openDispute", disputes.functions.openDispute(job_id, cycle, index, kind, record, leaf_proof), value=bond
+        )
+        (event,) = disputes.events.DisputeOpened().process_receipt(receipt, errors=DISCARD)
+        dispute_id = event["args"]["disputeId"]
+        self.draw_referees(dispute_id)
+        return self.dispute_info(dispute_id)
+
+    def draw_referees(self, dispute_id: int, timeout: float = 30.0) -> bool:
+        """Draw the referees of `dispute_id` now, from the hash of its opening block, in a later block. The
+        challenger draws at once so that an accused cannot wait for that hash to age out of the 256-block window
+        to get a second draw. False when there was nothing to do: already drawn, answered (the answer draws) or
+        resolved."""
+        disputes = self._require_disputes()
+        d = chaindata.dispute_view(disputes, dispute_id)
+        if d["status"] != DisputeStatus.AwaitingAnswer or d["drawn"]:
+            return False
+        # the node may hand out the opening's receipt before its block is the latest one; estimated against a
+        # pending block that is still the opening block, the draw would revert DrawTooEarly
+        deadline = time.monotonic() + timeout
+        while self.w3.eth.block_number < d["drawBlock"] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        try:
+            self._send("drawReferees", disputes.functions.drawReferees(dispute_id))
+        except TransactionReverted as exc:
+            if exc.error_name in ("AlreadyDrawn", "DisputeWrongStatus"):  # the accused's answer came first
+                return False
+            if exc.error_name == "DrawTooEarly":  # the opening is on chain either way; the answer will draw
+                return False
+            raise
+        return True
+
+    def dispute_evidence(self, job_id: int, cycle: int, index: int) -> tuple[tuple, tuple]:
+        """(record preimage, leaf proof) of position `index` of `cycle`, rebuilt from chain data alone."""
+        try:
+            record = chaindata.record_preimage(self.system, job_id, cycle, from_block=self.deployment.start_block)
+        except LookupError as exc:
+            raise RequesterError(f"cannot dispute cycle {cycle} of job {job_id}: {exc}") from None
+        gamma = len(record[1])
+        if not 0 <= index <= gamma:
+            raise RequesterError(f"--index must be in 0..{gamma} (γ = {gamma}; index {gamma} is the outToken)")
+        proof = chaindata.leaf_proof(self.system, job_id, cycle, index, from_block=self.deployment.start_block)
+        return record, proof
+
+    def job_disputes(self, job_id: int) -> list[DisputeInfo]:
+        if self.disputes is None:
+            return []
+        logs = chain_logs.event_logs(
+            self.disputes.events.DisputeOpened, self.deployment.start_block, argument_filters={"jobId": job_id}
+        )
+        return [self.dispute_info(log["args"]["disputeId"]) for log in logs]
+
+    def dispute_info(self, dispute_id: int) -> DisputeInfo:
+        disputes = self._require_disputes()
+        count = disputes.functions.disputeCount().call()
+        if not 1 <= dispute_id <= count:
+            raise RequesterError(f"there is no dispute {dispute_id}")
+        d = chaindata.dispute_view(disputes, dispute_id)
+        start = self.deployment.start_block
+        by_id = {"disputeId": dispute_id}
+        opened = chain_logs.event_logs(disputes.events.DisputeOpened, start, argument_filters=by_id)[0]
+        referees = list(disputes.functions.refereesOf(dispute_id).call())
+        votes = []
+        for referee in referees:
+            commitment, _drawn, verdict = disputes.functions.ballotOf(dispute_id, referee).call()
+            votes.append(VoteInfo(referee, commitment != b"\0" * 32, solidity_name(Verdict(verdict))))
+        answered = chain_logs.event_logs(disputes.events.Answered, start, argument_filters=by_id)
+        answer = None
+        if answered:
+            a = answered[0]["args"]
+            answer = {
+                "claimed_prob": a["claimedProb"],
+                "top_tokens": list(a["topTokens"]),
+                "top_probs": list(a["topProbs"]),
+            }
+        resolved = chain_logs.event_logs(disputes.events.DisputeResolved, start, argument_filters=by_id)
+        credited: dict[str, int] = {}
+        for log in chain_logs.event_logs(disputes.events.Credited, start, argument_filters=by_id):
+            credited[log["args"]["account"]] = credited.get(log["args"]["account"], 0) + log["args"]["amount"]
+        a = opened["args"]
+        return DisputeInfo(
+            dispute_id=dispute_id,
+            job_id=d["jobId"],
+            cycle=d["cycle"],
+            index=d["index"],
+            kind=DisputeKind(d["kind"]).label,
+            challenger=d["challenger"],
+            accused=d["accused"],
+            token=a["token"],
+            claimed_value=a["claimedValue"],
+            status=solidity_name(DisputeStatus(d["status"])),
+            outcome=solidity_name(Outcome(d["outcome"])),
+            referees=referees,
+            votes=votes,
+            answer=answer,
+            faithful_votes=d["faithfulVotes"],
+            cheated_votes=d["cheatedVotes"],
+            accused_slashed_wei=resolved[0]["args"]["accusedSlashed"] if resolved else 0,
+            credits=credited,
+            open_tx=Web3.to_hex(opened["transactionHash"]),
+        )
+
+    def wait_dispute(
+        self,
+        dispute_id: int,
+        timeout: float = 300.0,
+        poll: float = 0.5,
+        on_change: Callable[[DisputeInfo], None] | None = None,
+    ) -> DisputeInfo:
+        deadline = time.monotonic() + timeout
+        last = None
+        while True:
+            info = self.dispute_info(dispute_id)
+            state = (info.status, info.answer is not None, tuple((v.committed, v.verdict) for v in info.votes))
+            if state != last and on_change is not None:
+                on_change(info)
+            last = state
+            if info.status == "Resolved":
+                return info
+            if time.monotonic() > deadline:
+                raise RequesterError(
+                    f"dispute {dispute_id} was not resolved within {timeout:.0f}s (status {info.status})"
+                )
+            time.sleep(poll)
