@@ -34,7 +34,7 @@ lint: setup
 	@rc=0; \
 	$(VENV)/bin/ruff check . || rc=1; \
 	$(VENV)/bin/ruff format --check . || rc=1; \
-	if [ -f scripts/slither.sh ]; then bash scripts/slither.sh || rc=1; fi; \
+	bash scripts/slither.sh || rc=1; \
 	exit $$rc
 
 # ape's suite (tests_ape/) on its own anvil, in ape's own venv .venv-ape (made by the script, pinned by

@@ -14,7 +14,7 @@ chain_app = typer.Typer(help="Start or stop a local anvil chain with the protoco
 
 
 def _parse_params(items: list[str]):
-    from node.chain.deploy import DEFAULT_PARAMS
+    from node.chain.params import DEFAULT_PARAMS
     from node.roles.units import parse_amount
 
     names = {f.name for f in dataclasses.fields(DEFAULT_PARAMS)}

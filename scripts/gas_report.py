@@ -34,8 +34,9 @@ from web3.logs import DISCARD
 
 from node import protocol as P
 from node.chain.anvil import running_anvil
-from node.chain.deploy import ETHER, WAD, deploy_system
+from node.chain.deploy import deploy_system
 from node.chain.enums import Verdict
+from node.chain.params import ETHER, WAD
 
 GAMMAS = (1, 4, 8, 16)
 ALPHAS = (0.6, 0.8)

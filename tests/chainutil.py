@@ -17,8 +17,9 @@ from web3.exceptions import ContractCustomError, ContractLogicError
 from web3.logs import DISCARD
 
 from node import protocol as P
-from node.chain.deploy import DEFAULT_PARAMS, ETHER, WAD, DeploymentParams, System, deploy_system
+from node.chain.deploy import System, deploy_system
 from node.chain.enums import FinishReason, JobStatus, Phase, Role
+from node.chain.params import DEFAULT_PARAMS, ETHER, WAD, DeploymentParams
 from node.roles.chaindata import unpack_draft, unpack_output  # noqa: F401 (the packed event bytes, shared with the nodes)
 
 DRAFT_MODEL = keccak(b"verispec.test.draft-model")

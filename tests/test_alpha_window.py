@@ -22,7 +22,7 @@ from chainutil import (
     submit_job,
     transact,
 )
-from node.chain.deploy import DEFAULT_PARAMS
+from node.chain.params import DEFAULT_PARAMS
 
 BUCKET = 2  # cycles per bucket: a full window is 8 buckets of (at least) 2 cycles
 TAU = DEFAULT_PARAMS.alpha_tolerance

@@ -16,8 +16,9 @@ from web3.exceptions import ContractCustomError
 from web3.logs import DISCARD
 
 from node import protocol as P
-from node.chain.deploy import DEFAULT_PARAMS, deploy_system
+from node.chain.deploy import deploy_system
 from node.chain.enums import DisputeKind, DisputeStatus, JobStatus, Outcome, PositionState, Role, Verdict
+from node.chain.params import DEFAULT_PARAMS
 
 WAD = P.WAD
 ETHER = 10**18

@@ -25,7 +25,8 @@ from chainutil import (  # noqa: F401  (env is a fixture)
     transact,
 )
 from node.chain.contracts import deploy_contract
-from node.chain.deploy import DEFAULT_PARAMS, ETHER, deploy_system
+from node.chain.deploy import deploy_system
+from node.chain.params import DEFAULT_PARAMS, ETHER
 
 
 def account(env, who) -> dict:

@@ -20,10 +20,11 @@ from eth_hash.auto import keccak
 
 from node import protocol
 from node.chain.anvil import running_anvil
-from node.chain.deploy import DEFAULT_PARAMS, deploy_system
+from node.chain.deploy import deploy_system
 from node.chain.deployment import Deployment
 from node.chain.enums import DisputeKind, DisputeStatus, FinishReason, JobStatus, Outcome, Role, Verdict
 from node.chain.keys import dev_account
+from node.chain.params import DEFAULT_PARAMS
 from node.chain.rpc import connect
 from node.decoding import SpeculativeDecoder
 from node.roles import DrafterNode, RefereeNode, VerifierNode, chaindata

@@ -65,7 +65,8 @@ from web3 import Web3
 from chainutil import decode_error
 from node import protocol as P
 from node.chain import enums
-from node.chain.deploy import DEFAULT_PARAMS, ETHER, deploy_system
+from node.chain.deploy import deploy_system
+from node.chain.params import DEFAULT_PARAMS, ETHER
 
 WAD = P.WAD
 # α windows fill after 8 jobs; a panel of up to 7 takes every eligible referee (see the module docstring).

@@ -8,10 +8,15 @@ This folder runs only under ape (`bash scripts/ape.sh test`, in .venv-ape): it n
 from __future__ import annotations
 
 import importlib.util
+import sys
+from pathlib import Path
 
 import pytest
 
-from deployment import MARKET_ARGS, REGISTRY_ARGS, ZERO_ADDRESS
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # node.chain.params: plain Python, no web3 needed
+from node.chain.params import DEFAULT_PARAMS
+
+ZERO_ADDRESS = "0x" + "00" * 20
 
 if importlib.util.find_spec("ape") is None:  # the main venv: nothing here can run
     collect_ignore_glob = ["*"]
@@ -33,12 +38,12 @@ def deployer(accounts):
 
 @pytest.fixture(scope="session")
 def registry(project, deployer):
-    return deployer.deploy(project.StakingRegistry, *REGISTRY_ARGS.values())
+    return deployer.deploy(project.StakingRegistry, *DEFAULT_PARAMS.registry_args())
 
 
 @pytest.fixture(scope="session")
 def market(project, deployer, registry):
     """The market (also the α window), wired into the registry without a dispute manager."""
-    market = deployer.deploy(project.InferenceMarket, registry.address, *MARKET_ARGS.values())
+    market = deployer.deploy(project.InferenceMarket, registry.address, *DEFAULT_PARAMS.market_args())
     registry.setProtocolContracts(market.address, ZERO_ADDRESS, sender=deployer)
     return market

@@ -6,7 +6,9 @@ import ape
 import pytest
 from eth_utils import keccak
 
-from deployment import ETHER, MARKET_ARGS, REGISTRY_ARGS, WAD, ZERO_ADDRESS
+from node.chain.params import DEFAULT_PARAMS, ETHER, WAD
+
+ZERO_ADDRESS = "0x" + "00" * 20
 
 # IStakingRegistry.Role
 NONE, DRAFTER, VERIFIER, REFEREE = range(4)
@@ -26,31 +28,31 @@ def referee(accounts):
 
 
 def test_deployment_and_wiring(project, deployer, registry, market):
-    assert registry.minDrafterStake() == REGISTRY_ARGS["min_drafter_stake"]
+    assert registry.minDrafterStake() == DEFAULT_PARAMS.min_drafter_stake
     assert [registry.minStake(role) for role in range(4)] == [0, ETHER, ETHER, ETHER // 2]
-    assert registry.unbondingPeriod() == REGISTRY_ARGS["unbonding_period"]
+    assert registry.unbondingPeriod() == DEFAULT_PARAMS.unbonding_period
     assert registry.deployer() == deployer.address
     assert registry.market() == market.address
     assert registry.disputes() == ZERO_ADDRESS
     assert market.registry() == registry.address
-    assert market.challengeWindow() == MARKET_ARGS["challenge_window"]
+    assert market.challengeWindow() == DEFAULT_PARAMS.challenge_window
     # The wiring transaction is in the registry's history, with its event.
     (wired,) = list(registry.ProtocolContractsSet)  # the registry's logs of that event: one wiring
     assert wired.market == market.address and wired.disputes == ZERO_ADDRESS
 
 
 def test_wiring_happens_once_and_only_by_the_deployer(accounts, project, deployer, registry, market):
-    with ape.reverts(registry.AlreadyWired):
+    with ape.reverts(registry.RegistryAlreadyWired):
         registry.setProtocolContracts(market.address, ZERO_ADDRESS, sender=deployer)
-    fresh = deployer.deploy(project.StakingRegistry, *REGISTRY_ARGS.values())
-    with ape.reverts(fresh.NotDeployer, caller=accounts[1].address):
+    fresh = deployer.deploy(project.StakingRegistry, *DEFAULT_PARAMS.registry_args())
+    with ape.reverts(fresh.RegistryNotDeployer, caller=accounts[1].address):
         fresh.setProtocolContracts(market.address, ZERO_ADDRESS, sender=accounts[1])
     # The unbonding period must outlast the market's challenge window.
-    short = deployer.deploy(project.StakingRegistry, ETHER, ETHER, ETHER, MARKET_ARGS["challenge_window"])
+    short = deployer.deploy(project.StakingRegistry, ETHER, ETHER, ETHER, DEFAULT_PARAMS.challenge_window)
     with ape.reverts(
         short.UnbondingTooShort,
-        unbondingPeriod=MARKET_ARGS["challenge_window"],
-        challengeWindow=MARKET_ARGS["challenge_window"],
+        unbondingPeriod=DEFAULT_PARAMS.challenge_window,
+        challengeWindow=DEFAULT_PARAMS.challenge_window,
     ):
         short.setProtocolContracts(market.address, ZERO_ADDRESS, sender=deployer)
     with ape.reverts(fresh.NotWired):
@@ -84,7 +86,7 @@ def test_register_drafter_stakes_and_emits(chain, registry, market, drafter):
 
 
 def test_registration_rejects_bad_input(registry, market, drafter, referee):
-    minimum = REGISTRY_ARGS["min_drafter_stake"]
+    minimum = DEFAULT_PARAMS.min_drafter_stake
     with ape.reverts(registry.StakeBelowMinimum, stake=minimum - 1, minimum=minimum):
         registry.registerDrafter(DRAFT_MODEL, TARGET_MODEL, ALPHA_STAR, sender=drafter, value=minimum - 1)
     with ape.reverts(registry.AlphaAboveWad, alphaStar=WAD + 1):
@@ -120,7 +122,7 @@ def test_referee_unbonds_after_the_period(chain, registry, market, referee):
     assert registry.refereeAt(TARGET_MODEL, 0) == referee.address
 
     tx = registry.requestUnbond(sender=referee)
-    withdrawable_at = chain.blocks[tx.block_number].timestamp + REGISTRY_ARGS["unbonding_period"]
+    withdrawable_at = chain.blocks[tx.block_number].timestamp + DEFAULT_PARAMS.unbonding_period
     assert tx.events == [registry.UnbondRequested(account=referee, withdrawableAt=withdrawable_at)]
     assert [registry.refereeCount(m) for m in (TARGET_MODEL, DRAFT_MODEL)] == [0, 0]  # left the lists at once
     assert not registry.isActive(referee, REFEREE, TARGET_MODEL)

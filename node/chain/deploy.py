@@ -1,5 +1,5 @@
 """Deploy and wire the protocol: StakingRegistry, InferenceMarket (also the α window) and, when its
-artifact exists, DisputeManager. All default parameters live in `DeploymentParams`.
+artifact exists, DisputeManager, with the parameters of node/chain/params.py.
 
 Wiring order: registry → market(registry) → disputes(registry, market) →
 registry.setProtocolContracts(market, disputes) → market.setDisputeManager(disputes).
@@ -7,77 +7,14 @@ registry.setProtocolContracts(market, disputes) → market.setDisputeManager(dis
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass
 
 from web3 import Web3
 from web3.contract import Contract
 
 from node.chain.compile import compile_contracts
 from node.chain.contracts import DeploymentError, deploy_contract
-
-ETHER = 10**18
-WAD = 10**18
-MINUTE = 60
-HOUR = 3600
-DAY = 86400
-
-
-@dataclass(frozen=True)
-class DeploymentParams:
-    """Every deployment parameter, with the defaults in one place (wei, seconds, WAD, basis points)."""
-
-    # StakingRegistry
-    min_drafter_stake: int = 1 * ETHER
-    min_verifier_stake: int = 1 * ETHER
-    min_referee_stake: int = ETHER // 2
-    unbonding_period: int = 3 * DAY
-    # InferenceMarket
-    accept_timeout: int = 10 * MINUTE
-    commit_timeout: int = 2 * MINUTE
-    verify_timeout: int = 2 * MINUTE
-    challenge_window: int = 1 * DAY
-    timeout_slash: int = ETHER // 10
-    # α window (inherited by the market): a full window holds 8 buckets of >= alpha_bucket_cycles cycles.
-    # N = 512, τ = 0.1: an honest drafter whose true α equals its claim is slashed within 20,000 cycles with
-    # probability < 5e-5 at γ ≥ 4 and ~1e-3 at γ = 1 (geometric model; see docs/contracts.md).
-    alpha_bucket_cycles: int = 64
-    alpha_tolerance: int = WAD // 10
-    alpha_slash_bps: int = 1_000
-    # DisputeManager (deployed only when its artifact exists)
-    dispute_bond: int = ETHER // 10
-    answer_period: int = 1 * HOUR
-    vote_commit_period: int = 1 * HOUR
-    vote_reveal_period: int = 1 * HOUR
-    referee_count: int = 3
-    accused_slash: int = ETHER // 2
-    referee_penalty: int = ETHER // 100
-
-    @property
-    def alpha_window_cycles(self) -> int:
-        return 8 * self.alpha_bucket_cycles
-
-    @property
-    def dispute_duration(self) -> int:
-        return self.answer_period + self.vote_commit_period + self.vote_reveal_period
-
-    def validate(self) -> None:
-        """Unbonding must outlast the challenge window plus a full dispute, so nobody escapes a slash."""
-        needed = self.challenge_window + self.dispute_duration
-        if self.unbonding_period <= needed:
-            raise ValueError(
-                f"unbonding_period={self.unbonding_period}s must exceed challenge window + dispute duration = {needed}s"
-            )
-        if not 1 <= self.alpha_bucket_cycles <= 2**24:
-            raise ValueError("alpha_bucket_cycles must be in 1..2^24")
-
-    def with_(self, **changes) -> DeploymentParams:
-        return replace(self, **changes)
-
-    def as_dict(self) -> dict:
-        return asdict(self)
-
-
-DEFAULT_PARAMS = DeploymentParams()
+from node.chain.params import DEFAULT_PARAMS, DeploymentParams
 
 
 @dataclass
@@ -112,30 +49,9 @@ def deploy_system(
     deployer = deployer or w3.eth.accounts[0]
     p = params
 
-    registry = deploy_contract(
-        w3,
-        "StakingRegistry",
-        p.min_drafter_stake,
-        p.min_verifier_stake,
-        p.min_referee_stake,
-        p.unbonding_period,
-        sender=deployer,
-        artifacts=artifacts,
-    )
+    registry = deploy_contract(w3, "StakingRegistry", *p.registry_args(), sender=deployer, artifacts=artifacts)
     market = deploy_contract(
-        w3,
-        "InferenceMarket",
-        registry.address,
-        p.accept_timeout,
-        p.commit_timeout,
-        p.verify_timeout,
-        p.challenge_window,
-        p.timeout_slash,
-        p.alpha_bucket_cycles,
-        p.alpha_tolerance,
-        p.alpha_slash_bps,
-        sender=deployer,
-        artifacts=artifacts,
+        w3, "InferenceMarket", registry.address, *p.market_args(), sender=deployer, artifacts=artifacts
     )
     disputes = None
     if with_disputes and "DisputeManager" in artifacts:
@@ -144,13 +60,7 @@ def deploy_system(
             "DisputeManager",
             registry.address,
             market.address,
-            p.dispute_bond,
-            p.answer_period,
-            p.vote_commit_period,
-            p.vote_reveal_period,
-            p.referee_count,
-            p.accused_slash,
-            p.referee_penalty,
+            *p.disputes_args(),
             sender=deployer,
             artifacts=artifacts,
         )

@@ -15,7 +15,8 @@ from web3 import Web3
 from web3.contract import Contract
 
 from node.chain.compile import compile_contracts
-from node.chain.deploy import DeploymentParams, System
+from node.chain.deploy import System
+from node.chain.params import DeploymentParams
 
 CONTRACT_NAMES = ("StakingRegistry", "InferenceMarket", "DisputeManager")
 

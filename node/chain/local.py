@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from node.chain.anvil import ANVIL_BINARY, ANVIL_CHAIN_ID, _rpc_ready, free_port
-from node.chain.deploy import DeploymentParams, deploy_system
+from node.chain.deploy import deploy_system
 from node.chain.deployment import Deployment
+from node.chain.params import DeploymentParams
 from node.chain.rpc import connect
 
 PID_FILE = "anvil.pid"

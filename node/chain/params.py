@@ -1,0 +1,102 @@
+"""Every deployment parameter, with its default, in one place (wei, seconds, WAD, basis points).
+
+Plain Python with no web3: node/chain/deploy.py deploys with it, and so does the ape suite (tests_ape/), which
+runs in its own venv.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+
+ETHER = 10**18
+WAD = 10**18
+MINUTE = 60
+HOUR = 3600
+DAY = 86400
+
+
+@dataclass(frozen=True)
+class DeploymentParams:
+    """Every deployment parameter, with the defaults in one place (wei, seconds, WAD, basis points)."""
+
+    # StakingRegistry
+    min_drafter_stake: int = 1 * ETHER
+    min_verifier_stake: int = 1 * ETHER
+    min_referee_stake: int = ETHER // 2
+    unbonding_period: int = 3 * DAY
+    # InferenceMarket
+    accept_timeout: int = 10 * MINUTE
+    commit_timeout: int = 2 * MINUTE
+    verify_timeout: int = 2 * MINUTE
+    challenge_window: int = 1 * DAY
+    timeout_slash: int = ETHER // 10
+    # α window (inherited by the market): a full window holds 8 buckets of >= alpha_bucket_cycles cycles.
+    # N = 512, τ = 0.1: an honest drafter whose true α equals its claim is slashed within 20,000 cycles with
+    # probability < 5e-5 at γ ≥ 4 and ~1e-3 at γ = 1 (geometric model; see docs/contracts.md).
+    alpha_bucket_cycles: int = 64
+    alpha_tolerance: int = WAD // 10
+    alpha_slash_bps: int = 1_000
+    # DisputeManager (deployed only when its artifact exists)
+    dispute_bond: int = ETHER // 10
+    answer_period: int = 1 * HOUR
+    vote_commit_period: int = 1 * HOUR
+    vote_reveal_period: int = 1 * HOUR
+    referee_count: int = 3
+    accused_slash: int = ETHER // 2
+    referee_penalty: int = ETHER // 100
+
+    @property
+    def alpha_window_cycles(self) -> int:
+        return 8 * self.alpha_bucket_cycles
+
+    @property
+    def dispute_duration(self) -> int:
+        return self.answer_period + self.vote_commit_period + self.vote_reveal_period
+
+    def validate(self) -> None:
+        """Unbonding must outlast the challenge window plus a full dispute, so nobody escapes a slash."""
+        needed = self.challenge_window + self.dispute_duration
+        if self.unbonding_period <= needed:
+            raise ValueError(
+                f"unbonding_period={self.unbonding_period}s must exceed challenge window + dispute duration = {needed}s"
+            )
+        if not 1 <= self.alpha_bucket_cycles <= 2**24:
+            raise ValueError("alpha_bucket_cycles must be in 1..2^24")
+
+    def registry_args(self) -> tuple[int, ...]:
+        """StakingRegistry's constructor arguments."""
+        return (self.min_drafter_stake, self.min_verifier_stake, self.min_referee_stake, self.unbonding_period)
+
+    def market_args(self) -> tuple[int, ...]:
+        """InferenceMarket's constructor arguments after the registry address."""
+        return (
+            self.accept_timeout,
+            self.commit_timeout,
+            self.verify_timeout,
+            self.challenge_window,
+            self.timeout_slash,
+            self.alpha_bucket_cycles,
+            self.alpha_tolerance,
+            self.alpha_slash_bps,
+        )
+
+    def disputes_args(self) -> tuple[int, ...]:
+        """DisputeManager's constructor arguments after the registry and market addresses."""
+        return (
+            self.dispute_bond,
+            self.answer_period,
+            self.vote_commit_period,
+            self.vote_reveal_period,
+            self.referee_count,
+            self.accused_slash,
+            self.referee_penalty,
+        )
+
+    def with_(self, **changes) -> DeploymentParams:
+        return replace(self, **changes)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+DEFAULT_PARAMS = DeploymentParams()
