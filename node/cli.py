@@ -325,11 +325,11 @@ def audit(
     with closing(ctx.obj.requester(need_key=False)) as requester:  # it refuses a missing or wrong model
         faults = (
             replay_draft(requester, job, draft_model)
-            if kind == DisputeKind.DraftReplay.label
+            if kind is DisputeKind.DraftReplay
             else replay_target(requester, job, target_model, draft_model)
         )
     if as_json:
-        emit_json({"job_id": job, "kind": kind, "faults": faults})
+        emit_json({"job_id": job, "kind": kind.label, "faults": faults})
         return
     print_audit(job, kind, faults)
 
@@ -361,7 +361,7 @@ def dispute(
         if not as_json:
             console.print(
                 f"[green]dispute {info.dispute_id} opened[/] on job {job} cycle {cycle} index {index} "
-                f"({kind} replay) against {info.accused}; referees: {', '.join(info.referees) or 'none drawn'}"
+                f"({kind.label} replay) against {info.accused}; referees: {', '.join(info.referees) or 'none drawn'}"
             )
         if wait:
             info = requester.wait_dispute(info.dispute_id, timeout=timeout)

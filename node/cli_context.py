@@ -16,7 +16,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from typer.core import TyperGroup
@@ -217,17 +217,17 @@ def session_options(*names: str, before: str = "as_json") -> Callable:
     return decorate
 
 
-def one_of(option: str, labels: list[str]) -> Callable:
-    """An option's check: one of `labels` (any case). Anything else is refused as a command's own checks refuse a
-    bad value (one line, exit 1), before the command runs."""
+def one_of(option: str, labels: list[str], parse: Callable[[str], Any] = str) -> Callable:
+    """An option's check: one of `labels` (any case), handed to the command as `parse(label)`. Anything else is
+    refused as a command's own checks refuse a bad value (one line, exit 1), before the command runs."""
 
-    def check(value: str | None) -> str | None:
+    def check(value: str | None):
         if value is None:
             return None
         label = value.strip().lower()
         if label not in labels:
             raise CliError(f"{option} must be {', '.join(labels[:-1])} or {labels[-1]}, got {label!r}")
-        return label
+        return parse(label)
 
     return check
 
@@ -238,7 +238,7 @@ STAKED_ROLES = [role.label for role in Role.staked()]
 ROLES, SERVE_ROLES, KINDS = (
     one_of("--role", STAKED_ROLES),
     one_of("role", STAKED_ROLES),
-    one_of("--kind", DisputeKind.labels()),
+    one_of("--kind", DisputeKind.labels(), DisputeKind.from_label),  # the command gets a DisputeKind
 )
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of text.")]
 JobArg = Annotated[int, typer.Argument(help="Job id.", show_default=False)]

@@ -16,6 +16,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from node.chain.enums import DisputeKind
+
 
 def _width(stream) -> int | None:
     """Terminal width on a terminal; 120 columns (or $COLUMNS) when piped, so tables are not squeezed to 80."""
@@ -168,16 +170,16 @@ def print_dispute(info) -> None:
         console.print(f"  referee {vote.referee}: {vote.verdict}")
 
 
-def print_audit(job: int, kind: str, faults: list) -> None:
+def print_audit(job: int, kind: DisputeKind, faults: list) -> None:
     """The faults of `verispec audit`, and the dispute command for the first binding one."""
     from node.protocol import WAD
 
     if not faults:
-        who = "drafter" if kind == "draft" else "verifier"
+        who = "drafter" if kind is DisputeKind.DraftReplay else "verifier"
         console.print(f"job {job}: the replay agrees with everything the {who} posted in every verified cycle")
         return
     table = Table(box=None, header_style="bold")
-    if kind == "draft":
+    if kind is DisputeKind.DraftReplay:
         for column in (
             "cycle",
             "index",
@@ -212,7 +214,8 @@ def print_audit(job: int, kind: str, faults: list) -> None:
     if binding:
         f = binding[0]
         console.print(
-            f"dispute the first binding one: verispec dispute {job} --cycle {f.cycle} --index {f.index} --kind {kind}"
+            f"dispute the first binding one: verispec dispute {job} --cycle {f.cycle} --index {f.index} "
+            f"--kind {kind.label}"
         )
     else:
         console.print("none binds (each lies after its cycle's first rejection): nothing to dispute")
