@@ -143,10 +143,9 @@ class DrafterNode(PartyNode):
         view = self.job_view(job_id)
         status = view["status"]
         self.schedule.set_active(job_id, status in (JobStatus.Open, JobStatus.Running))
-        if status == JobStatus.Running and view["phase"] == Phase.AwaitDraft:
-            if self.chain_time(max_age=1.0) > view["deadline"]:
-                return 0  # too late for this draft (the contract would refuse it); anyone may claim the timeout
-            return self._draft(job_id, int(view["cycle"]))
+        sent = self.take_own_turn(view, lambda c: self._draft(job_id, c))
+        if sent is not None:
+            return sent
         if status != JobStatus.Running and job_id in self.jobs:
             self.jobs[job_id].session = None  # generation is over: free the cache
         if status in (JobStatus.Finalized, JobStatus.None_):

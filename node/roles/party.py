@@ -102,6 +102,15 @@ class PartyNode(NodeBase):
             return 0
         return act(cycle, self.sure(deadline)) or None
 
+    def take_own_turn(self, view: dict[str, Any], act: Callable[[int], int]) -> int | None:
+        """The job's view shows this party's turn: `act(cycle)` unless its deadline has passed (then 0: the contract
+        would refuse it; anyone may claim the timeout). None when the view shows no turn of this party."""
+        if view["status"] != JobStatus.Running or view["phase"] != self.own_phase:
+            return None
+        if self.chain_time(max_age=1.0) > view["deadline"]:
+            return 0
+        return act(int(view["cycle"]))
+
     # ------------------------------------------------------------------ the job's view
 
     def job_view(self, job_id: int) -> dict[str, Any]:

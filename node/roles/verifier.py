@@ -245,10 +245,9 @@ class VerifierNode(PartyNode):
                 vj.accepted = True
                 self._try_speculate(vj)
             return sent
-        if status == JobStatus.Running and view["phase"] == Phase.AwaitVerify:
-            if self.chain_time(max_age=1.0) > view["deadline"]:
-                return 0  # too late for this verification (the contract would refuse it)
-            return self._verify(job_id, int(view["cycle"]))
+        sent = self.take_own_turn(view, lambda c: self._verify(job_id, c))
+        if sent is not None:
+            return sent
         if status != JobStatus.Running and job_id in self.jobs:
             self._stop_speculating(self.jobs[job_id])
             self.jobs[job_id].session = None
