@@ -13,15 +13,19 @@ import json
 import math
 import pathlib
 import platform
+import sys
 import sysconfig
 import time
 
-import tokenizers
 import torch
 import torch.nn.functional as F
 import transformers
-from tokenizers import decoders, models, pre_tokenizers, trainers
-from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
+from transformers import GPT2Config, GPT2LMHeadModel
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from node.decoding.bpe import train_byte_level_bpe  # noqa: E402
 
 EOS = "<|endoftext|>"
 VOCAB_SIZE = 768
@@ -53,18 +57,7 @@ def read(files):
 
 
 def train_tokenizer(texts):
-    """Byte-level BPE, so any text (and any byte) can be encoded."""
-    tok = tokenizers.Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=VOCAB_SIZE,
-        special_tokens=[EOS],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tok.train_from_iterator(texts, trainer)
-    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=EOS, model_max_length=CONTEXT)
+    return train_byte_level_bpe(texts, VOCAB_SIZE, EOS, CONTEXT)
 
 
 def encode(tokenizer, texts):

@@ -85,6 +85,15 @@ def clean_error(result, *fragments: str) -> str:
     return lines[0]
 
 
+REFEREE_MODELS = ("--model", TARGET, "--model", DRAFT)  # a referee replays with both models
+DRAFTER_MODELS = ("--model", DRAFT, "--target-model", TARGET)
+
+
+def register(home: Path, role: str, stake: str, dev: int, *options):
+    """`verispec register --role ROLE --stake STAKE OPTIONS --dev-account DEV` in `home`."""
+    return cli("register", "--role", role, "--stake", stake, *options, "--dev-account", dev, home=home)
+
+
 def chain_state(w3: Web3, deployment: Deployment, accounts: list[str]) -> tuple:
     system = deployment.system(w3)
     market, registry, disputes = system.market, system.registry, system.disputes
@@ -118,38 +127,8 @@ def chain_with_drafter_and_verifier(home: Path, *chain_up_args: str):
     `chain down` at the end."""
     ok(cli("chain", "up", *chain_up_args, home=home))
     try:
-        ok(
-            cli(
-                "register",
-                "--role",
-                "drafter",
-                "--stake",
-                "2",
-                "--model",
-                DRAFT,
-                "--target-model",
-                TARGET,
-                "--alpha",
-                "0.5",
-                "--dev-account",
-                DRAFTER,
-                home=home,
-            )
-        )
-        ok(
-            cli(
-                "register",
-                "--role",
-                "verifier",
-                "--stake",
-                "2",
-                "--model",
-                TARGET,
-                "--dev-account",
-                VERIFIER,
-                home=home,
-            )
-        )
+        ok(register(home, "drafter", "2", DRAFTER, *DRAFTER_MODELS, "--alpha", "0.5"))
+        ok(register(home, "verifier", "2", VERIFIER, "--model", TARGET))
         yield home
     finally:
         cli("chain", "down", home=home)
@@ -361,35 +340,11 @@ def test_register_bad_inputs(home, w3, deployment):
         "--role",
     )
     clean_error(
-        cli(
-            "register",
-            "--role",
-            "verifier",
-            "--stake",
-            "2",
-            "--model",
-            ROOT / "nope",
-            "--dev-account",
-            REFEREE,
-            home=home,
-        ),
+        register(home, "verifier", "2", REFEREE, "--model", ROOT / "nope"),
         "does not exist",
     )
     clean_error(
-        cli(
-            "register",
-            "--role",
-            "drafter",
-            "--stake",
-            "2",
-            "--model",
-            DRAFT,
-            "--target-model",
-            TARGET,
-            "--dev-account",
-            DRAFTER,
-            home=home,
-        ),
+        register(home, "drafter", "2", DRAFTER, *DRAFTER_MODELS),
         "already registered",
     )
     assert chain_state(w3, deployment, who) == before
@@ -420,22 +375,7 @@ def test_status_and_finalize_of_unknown_jobs(home):
 
 def test_unbond_and_withdraw(home, w3, deployment, snapshot):
     who = address(UNBONDER)
-    ok(
-        cli(
-            "register",
-            "--role",
-            "referee",
-            "--stake",
-            "1",
-            "--model",
-            TARGET,
-            "--model",
-            DRAFT,
-            "--dev-account",
-            UNBONDER,
-            home=home,
-        )
-    )
+    ok(register(home, "referee", "1", UNBONDER, *REFEREE_MODELS))
     registry = deployment.system(w3).registry
     assert registry.functions.stakeOf(who).call() == 10**18
     out = json.loads(ok(cli("unbond", "--dev-account", UNBONDER, "--json", home=home)))
@@ -500,39 +440,9 @@ def _stop(process: subprocess.Popen) -> int:
 
 def _start_nodes(home: Path) -> dict[str, subprocess.Popen]:
     """Real node processes: an honest and a biased drafter, a verifier and three referees (`verispec serve`)."""
-    ok(
-        cli(
-            "register",
-            "--role",
-            "drafter",
-            "--stake",
-            "2",
-            "--model",
-            DRAFT,
-            "--target-model",
-            TARGET,
-            "--dev-account",
-            BIASED,
-            home=home,
-        )
-    )
+    ok(register(home, "drafter", "2", BIASED, *DRAFTER_MODELS))
     for dev in REFEREES:
-        ok(
-            cli(
-                "register",
-                "--role",
-                "referee",
-                "--stake",
-                "1",
-                "--model",
-                TARGET,
-                "--model",
-                DRAFT,
-                "--dev-account",
-                dev,
-                home=home,
-            )
-        )
+        ok(register(home, "referee", "1", dev, *REFEREE_MODELS))
     processes = {
         "drafter": _serve(home, "drafter", DRAFTER),
         "verifier": _serve(home, "verifier", VERIFIER),
@@ -549,6 +459,24 @@ def _alive(processes: dict, home: Path) -> None:
 
 def _log_tail(home: Path) -> str:
     return "\n".join(f"{log.name}: {log.read_text(errors='replace')[-1500:]}" for log in sorted(home.glob("*.log")))
+
+
+def _dispute_draft(home: Path, job_id: int, check, *options: str):
+    """`verispec dispute JOB` of the audit finding `check` as a DraftReplay, sent by the watchdog."""
+    return cli(
+        "dispute",
+        job_id,
+        "--cycle",
+        check.cycle,
+        "--index",
+        check.index,
+        "--kind",
+        "draft",
+        *options,
+        "--dev-account",
+        WATCHDOG,
+        home=home,
+    )
 
 
 def test_end_to_end_through_the_cli_with_node_processes(home, w3, deployment):
@@ -634,27 +562,7 @@ def test_end_to_end_through_the_cli_with_node_processes(home, w3, deployment):
         clean_error(cli("audit", job_id, "--draft-model", home / "nowhere", home=home), "does not exist")
         registry = deployment.system(w3).registry
         stake = registry.functions.stakeOf(address(BIASED)).call()
-        info = json.loads(
-            ok(
-                cli(
-                    "dispute",
-                    biased["job_id"],
-                    "--cycle",
-                    check.cycle,
-                    "--index",
-                    check.index,
-                    "--kind",
-                    "draft",
-                    "--wait",
-                    "--timeout",
-                    "180",
-                    "--json",
-                    "--dev-account",
-                    WATCHDOG,
-                    home=home,
-                )
-            )
-        )
+        info = json.loads(ok(_dispute_draft(home, biased["job_id"], check, "--wait", "--timeout", "180", "--json")))
         assert info["outcome"] == "AccusedLost" and info["status"] == "Resolved", info
         assert info["accused"] == address(BIASED) and info["cheated_votes"] == 3
         assert sorted(v["referee"] for v in info["votes"]) == sorted(address(d) for d in REFEREES)
@@ -665,19 +573,7 @@ def test_end_to_end_through_the_cli_with_node_processes(home, w3, deployment):
         assert [d["outcome"] for d in status["disputes"]] == ["AccusedLost"]
         # the same position cannot be punished twice: the contract's error, decoded
         clean_error(
-            cli(
-                "dispute",
-                biased["job_id"],
-                "--cycle",
-                check.cycle,
-                "--index",
-                check.index,
-                "--kind",
-                "draft",
-                "--dev-account",
-                WATCHDOG,
-                home=home,
-            ),
+            _dispute_draft(home, biased["job_id"], check),
             "PositionAlreadyProven",
         )
         _alive(nodes, home)

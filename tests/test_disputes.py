@@ -264,6 +264,14 @@ def panel(world, dispute_id):
     return world.dm.functions.refereesOf(dispute_id).call()
 
 
+def answered_dispute(world, index, kind):
+    """A dispute on the running cycle's position `index`, drawn and answered: (dispute id, its referees)."""
+    dispute_id, _ = open_dispute(world, index=index, kind=kind)
+    refs = panel(world, dispute_id)
+    answer(world, dispute_id)
+    return dispute_id, refs
+
+
 def credits(world, account):
     return world.dm.functions.credits(account).call()
 
@@ -557,9 +565,7 @@ def test_answer_timeout_accused_loses(world):
 
 def test_commit_timeout_without_votes_is_void(world):
     dm = world.dm
-    dispute_id, _ = open_dispute(world, index=1, kind=TARGET)
-    refs = panel(world, dispute_id)
-    answer(world, dispute_id)
+    dispute_id, refs = answered_dispute(world, index=1, kind=TARGET)
     expect_revert(
         dm,
         dm.functions.resolve(dispute_id),
@@ -592,9 +598,7 @@ def test_commit_timeout_without_votes_is_void(world):
 
 def test_commit_deadline_with_partial_commits_resolves_once_committers_revealed(world):
     dm = world.dm
-    dispute_id, _ = open_dispute(world, index=1, kind=DRAFT)
-    refs = panel(world, dispute_id)
-    answer(world, dispute_id)
+    dispute_id, refs = answered_dispute(world, index=1, kind=DRAFT)
     commit(world, dispute_id, refs[0], V_CHEATED)
     commit(world, dispute_id, refs[1], V_CHEATED)
     expect_revert(
@@ -619,9 +623,7 @@ def test_commit_deadline_with_partial_commits_resolves_once_committers_revealed(
 
 def test_reveal_timeout_without_reveals_is_void(world):
     dm = world.dm
-    dispute_id, _ = open_dispute(world, index=0, kind=TARGET)
-    refs = panel(world, dispute_id)
-    answer(world, dispute_id)
+    dispute_id, refs = answered_dispute(world, index=0, kind=TARGET)
     for r in refs:
         commit(world, dispute_id, r, V_CHEATED)
     assert not dm.functions.canResolve(dispute_id).call()
@@ -643,9 +645,7 @@ def test_reveal_timeout_without_reveals_is_void(world):
 
 def test_tie_is_void_and_revealers_share_the_no_show_penalty(world):
     dm = world.dm
-    dispute_id, _ = open_dispute(world, index=1, kind=DRAFT)
-    refs = panel(world, dispute_id)
-    answer(world, dispute_id)
+    dispute_id, refs = answered_dispute(world, index=1, kind=DRAFT)
     commit(world, dispute_id, refs[0], V_CHEATED)
     commit(world, dispute_id, refs[1], V_FAITHFUL)
     commit(world, dispute_id, refs[2], V_CHEATED)

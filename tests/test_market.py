@@ -70,6 +70,13 @@ def locks(env, who) -> int:
     return env.registry.functions.accountOf(who).call()[2]
 
 
+def expect_no_more_drafts(env, runner: JobRunner, cycle: int) -> None:
+    """The finished job refuses the drafter's draft of `cycle`: JobWrongStatus (Finished)."""
+    d = make_draft(runner.job_id, cycle, 4)
+    fn = env.market.functions.commitDraft(runner.job_id, cycle, d.root, d.tokens, d.q)
+    expect_revert(env, fn, env.actors.drafter, "JobWrongStatus", (runner.job_id, STATUS_FINISHED))
+
+
 # ---------------------------------------------------------------- submitJob
 
 
@@ -379,14 +386,7 @@ def test_job_ends_at_max_tokens_and_settles_to_the_wei(chain, env):
     assert (job["status"], job["emitted"], job["cycle"], job["drafterTokens"]) == (STATUS_FINISHED, 10, 3, 8)
     assert job["deadline"] == w3.eth.get_block(last.blockNumber)["timestamp"] + env.params.challenge_window
     # Nothing more can be drafted.
-    d = make_draft(runner.job_id, 3, 4)
-    expect_revert(
-        env,
-        m.functions.commitDraft(runner.job_id, 3, d.root, d.tokens, d.q),
-        a.drafter,
-        "JobWrongStatus",
-        (runner.job_id, STATUS_FINISHED),
-    )
+    expect_no_more_drafts(env, runner, 3)
     expect_revert(env, m.functions.finalize(runner.job_id), a.outsider, "DeadlineNotPassed", (job["deadline"],))
     advance(w3, env.params.challenge_window + 1)
     receipt = transact(w3, m.functions.finalize(runner.job_id), a.outsider)
@@ -615,14 +615,7 @@ def test_open_dispute_blocks_finalize_and_a_lost_dispute_forfeits(chain, hooked)
     assert (fin.args.reason, fin.args.party) == (REASON_DISPUTE, a.drafter)
     job = job_view(hooked, runner.job_id)
     assert (job["status"], job["drafterForfeited"], job["verifierForfeited"]) == (STATUS_FINISHED, True, False)
-    d = make_draft(runner.job_id, 2, 4)
-    expect_revert(
-        hooked,
-        m.functions.commitDraft(runner.job_id, 2, d.root, d.tokens, d.q),
-        a.drafter,
-        "JobWrongStatus",
-        (runner.job_id, STATUS_FINISHED),
-    )
+    expect_no_more_drafts(hooked, runner, 2)
     advance(w3, p.challenge_window + 1)
     expect_revert(hooked, m.functions.finalize(runner.job_id), a.outsider, "DisputesOpen", (1,))
     transact(w3, m.functions.disputeClosed(runner.job_id, a.verifier, False), dm)  # the verifier was faithful

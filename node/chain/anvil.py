@@ -54,6 +54,24 @@ def _rpc_ready(url: str) -> bool:
         return False
 
 
+def anvil_command(port: int, accounts: int, balance_eth: int, *extra_args: str) -> list[str]:
+    """The anvil command line: on 127.0.0.1:`port`, `accounts` dev accounts of `balance_eth` each, our chain id."""
+    return [
+        str(ANVIL_BINARY),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--accounts",
+        str(accounts),
+        "--balance",
+        str(balance_eth),
+        "--chain-id",
+        str(ANVIL_CHAIN_ID),
+        *extra_args,
+    ]
+
+
 def start_anvil(
     port: int | None = None,
     accounts: int = 20,
@@ -65,20 +83,7 @@ def start_anvil(
         raise AnvilError(f"{ANVIL_BINARY} is missing: run `make setup` (npm install) first")
     port = port or free_port()
     process = subprocess.Popen(
-        [
-            str(ANVIL_BINARY),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--accounts",
-            str(accounts),
-            "--balance",
-            str(balance_eth),
-            "--chain-id",
-            str(ANVIL_CHAIN_ID),
-            *extra_args,
-        ],
+        anvil_command(port, accounts, balance_eth, *extra_args),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         start_new_session=True,

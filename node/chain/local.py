@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from node.chain.anvil import ANVIL_BINARY, ANVIL_CHAIN_ID, _rpc_ready, free_port
+from node.chain.anvil import ANVIL_BINARY, _rpc_ready, anvil_command, free_port
 from node.chain.deploy import deploy_system
 from node.chain.deployment import Deployment
 from node.chain.params import DeploymentParams
@@ -101,19 +101,7 @@ def start_detached_anvil(home: Path, port: int | None = None, startup_timeout: f
     log_path = home / LOG_FILE
     with open(log_path, "ab") as log:
         process = subprocess.Popen(
-            [
-                str(ANVIL_BINARY),
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--accounts",
-                str(DEV_ACCOUNTS),
-                "--balance",
-                str(DEV_BALANCE_ETH),
-                "--chain-id",
-                str(ANVIL_CHAIN_ID),
-            ],
+            anvil_command(port, DEV_ACCOUNTS, DEV_BALANCE_ETH),
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,

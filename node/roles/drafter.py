@@ -21,7 +21,7 @@ from node.decoding.loading import max_positions
 from node.decoding.messages import DecodingJob
 from node.roles import behaviors, chaindata
 from node.roles.behaviors import DrafterBehavior
-from node.roles.jobs import job_from_record, resume_draft_session
+from node.roles.jobs import resume_draft_session
 from node.roles.models import next_token_rows
 from node.roles.party import PartyNode
 from node.roles.schedule import JOB
@@ -66,13 +66,7 @@ class DrafterNode(PartyNode):
         super().__init__(w3, deployment, account, store_path, poll_interval, **options)
         self.jobs: dict[int, DrafterJobState] = {}
         self.restore()
-        self.log.info(
-            "drafter %s: draft model %s, target %s, behavior %s",
-            self.address,
-            self.draft_id.hex()[:16],
-            self.target_id.hex()[:16],
-            self.behavior,
-        )
+        self.log_start("draft")
 
     # ------------------------------------------------------------------ events
 
@@ -81,9 +75,7 @@ class DrafterNode(PartyNode):
         if taken is None:
             return
         record, job = taken
-        self.store.save_job(record.job_id, JOB_ROLE, "active", {"verifier": record.verifier})
-        self.jobs[record.job_id] = DrafterJobState(job, record)
-        self.schedule.track(JOB, record.job_id)
+        self.serve_job(record, DrafterJobState(job, record))
         self.log.info("job %d: assigned (γ=%d, maxTokens=%d)", record.job_id, job.gamma, job.max_new_tokens)
 
     def on_market_JobAccepted(self, event: ChainEvent) -> None:
@@ -95,11 +87,10 @@ class DrafterNode(PartyNode):
         self.schedule.mark_dirty(JOB, event.args["jobId"])
 
     def on_market_CycleVerified(self, event: ChainEvent) -> None:
-        job_id, c = int(event.args["jobId"]), int(event.args["cycle"])
-        if not self.schedule.tracked(JOB, job_id):
+        verified = self.verified_cycle(event)
+        if verified is None:
             return
-        output = tuple(chaindata.unpack_output(event.args["output"]))
-        accepted = int(event.args["accepted"])
+        job_id, c, output, accepted = verified
         dj = self.jobs.get(job_id)
         if dj is not None:
             dj.outputs.setdefault(c, output)
@@ -134,8 +125,8 @@ class DrafterNode(PartyNode):
     def _job(self, job_id: int) -> DrafterJobState:
         dj = self.jobs.get(job_id)
         if dj is None:  # after a restart: rebuild from chain data
-            record = chaindata.job_request(self.market, job_id, from_block=self.start_block)
-            dj = DrafterJobState(job_from_record(record, self.tokenizer, self.max_positions), record)
+            record, job = self.rebuild_job(job_id)
+            dj = DrafterJobState(job, record)
             self._refresh_outputs(dj)
             self.jobs[job_id] = dj
         return dj
@@ -152,10 +143,9 @@ class DrafterNode(PartyNode):
         view = self.job_view(job_id)
         status = view["status"]
         self.schedule.set_active(job_id, status in (JobStatus.Open, JobStatus.Running))
-        if status == JobStatus.Running and view["phase"] == Phase.AwaitDraft:
-            if self.chain_time(max_age=1.0) > view["deadline"]:
-                return 0  # too late for this draft (the contract would refuse it); anyone may claim the timeout
-            return self._draft(job_id, int(view["cycle"]))
+        sent = self.take_own_turn(view, lambda c: self._draft(job_id, c))
+        if sent is not None:
+            return sent
         if status != JobStatus.Running and job_id in self.jobs:
             self.jobs[job_id].session = None  # generation is over: free the cache
         if status in (JobStatus.Finalized, JobStatus.None_):

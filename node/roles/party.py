@@ -52,6 +52,42 @@ class PartyNode(NodeBase):
         self.store.save_job(record.job_id, self.role, "refused", {"reason": reason})
         return None
 
+    def serve_job(self, record: chaindata.ChainJob, state: Any) -> None:
+        """Serve a taken job: recorded active in the store (with the other party's address), `state` kept in
+        `jobs`, the job tracked."""
+        other = "verifier" if self.role == "drafter" else "drafter"
+        self.store.save_job(record.job_id, self.role, "active", {other: getattr(record, other)})
+        self.jobs[record.job_id] = state
+        self.schedule.track(JOB, record.job_id)
+
+    def rebuild_job(self, job_id: int):
+        """(record, engine DecodingJob) of a job this party serves, from chain data (after a restart)."""
+        record = chaindata.job_request(self.market, job_id, from_block=self.start_block)
+        return record, job_from_record(record, self.tokenizer, self.max_positions)
+
+    def verified_cycle(self, event: ChainEvent) -> tuple[int, int, tuple[int, ...], int] | None:
+        """(job id, cycle, emitted tokens, accepted count) of a tracked job's `CycleVerified`; None for another job."""
+        job_id, c = int(event.args["jobId"]), int(event.args["cycle"])
+        if not self.schedule.tracked(JOB, job_id):
+            return None
+        return job_id, c, tuple(chaindata.unpack_output(event.args["output"])), int(event.args["accepted"])
+
+    def log_start(self, own_model: str) -> None:
+        """The start-up line: address, the model this party decides with (`own_model`: draft or target), the
+        other one, behavior."""
+        ids = {"draft": self.draft_id, "target": self.target_id}
+        other = "target" if own_model == "draft" else "draft"
+        self.log.info(
+            "%s %s: %s model %s, %s %s, behavior %s",
+            self.role,
+            self.address,
+            own_model,
+            ids[own_model].hex()[:16],
+            other,
+            ids[other].hex()[:16],
+            self.behavior,
+        )
+
     def act_on_announced_turn(self, job_id: int, act: Callable[[int, bool], int]) -> int | None:
         """Take the turn an event announced for the job (`note_turn`) without reading its view: on this party's
         own phase `act(cycle, sure)` (see `sure`); on the other party's, nothing (the periodic recheck reads the
@@ -65,6 +101,15 @@ class PartyNode(NodeBase):
         if phase != self.own_phase:
             return 0
         return act(cycle, self.sure(deadline)) or None
+
+    def take_own_turn(self, view: dict[str, Any], act: Callable[[int], int]) -> int | None:
+        """The job's view shows this party's turn: `act(cycle)` unless its deadline has passed (then 0: the contract
+        would refuse it; anyone may claim the timeout). None when the view shows no turn of this party."""
+        if view["status"] != JobStatus.Running or view["phase"] != self.own_phase:
+            return None
+        if self.chain_time(max_age=1.0) > view["deadline"]:
+            return 0
+        return act(int(view["cycle"]))
 
     # ------------------------------------------------------------------ the job's view
 

@@ -27,7 +27,7 @@ from node.decoding.messages import DecodingJob, Draft, DraftFault, Verification
 from node.decoding.scorer import VerifySession
 from node.roles import behaviors, chaindata
 from node.roles.behaviors import DrafterBehavior, VerifierBehavior
-from node.roles.jobs import chain_head, job_from_record, resume_verify_session, verifier_seed
+from node.roles.jobs import chain_head, resume_verify_session, verifier_seed
 from node.roles.models import next_token_rows
 from node.roles.party import PartyNode
 from node.roles.schedule import JOB
@@ -107,13 +107,7 @@ class VerifierNode(PartyNode):
         self.accept_mismatches: list[tuple[int, int, int, int]] = []  # (job, cycle, engine, contract)
         self.draft_faults: list[tuple[int, int, Any]] = []  # (job, cycle, DraftFault) seen by the replay
         self.restore()
-        self.log.info(
-            "verifier %s: target model %s, draft %s, behavior %s",
-            self.address,
-            self.target_id.hex()[:16],
-            self.draft_id.hex()[:16],
-            self.behavior,
-        )
+        self.log_start("target")
 
     # ------------------------------------------------------------------ events
 
@@ -122,9 +116,7 @@ class VerifierNode(PartyNode):
         if taken is None:
             return
         record, job = taken
-        self.store.save_job(record.job_id, JOB_ROLE, "active", {"drafter": record.drafter})
-        self.jobs[record.job_id] = VerifierJobState(job, record, verifier_seed(self.account.key, record.job_id))
-        self.schedule.track(JOB, record.job_id)
+        self.serve_job(record, VerifierJobState(job, record, verifier_seed(self.account.key, record.job_id)))
 
     def on_market_JobAccepted(self, event: ChainEvent) -> None:
         vj = self.jobs.get(int(event.args["jobId"]))
@@ -147,11 +139,10 @@ class VerifierNode(PartyNode):
         self.schedule.mark_dirty(JOB, job_id)
 
     def on_market_CycleVerified(self, event: ChainEvent) -> None:
-        job_id, c = int(event.args["jobId"]), int(event.args["cycle"])
-        if not self.schedule.tracked(JOB, job_id):
+        verified = self.verified_cycle(event)
+        if verified is None:
             return
-        output = tuple(chaindata.unpack_output(event.args["output"]))
-        accepted = int(event.args["accepted"])
+        job_id, c, output, accepted = verified
         vj = self.jobs.get(job_id)
         if vj is not None:
             vj.outputs.setdefault(c, output)
@@ -225,12 +216,8 @@ class VerifierNode(PartyNode):
     def _job(self, job_id: int) -> VerifierJobState:
         vj = self.jobs.get(job_id)
         if vj is None:  # after a restart: rebuild from chain data
-            record = chaindata.job_request(self.market, job_id, from_block=self.start_block)
-            vj = VerifierJobState(
-                job_from_record(record, self.tokenizer, self.max_positions),
-                record,
-                verifier_seed(self.account.key, job_id),
-            )
+            record, job = self.rebuild_job(job_id)
+            vj = VerifierJobState(job, record, verifier_seed(self.account.key, job_id))
             self._refresh(vj)
             self.jobs[job_id] = vj
         return vj
@@ -258,10 +245,9 @@ class VerifierNode(PartyNode):
                 vj.accepted = True
                 self._try_speculate(vj)
             return sent
-        if status == JobStatus.Running and view["phase"] == Phase.AwaitVerify:
-            if self.chain_time(max_age=1.0) > view["deadline"]:
-                return 0  # too late for this verification (the contract would refuse it)
-            return self._verify(job_id, int(view["cycle"]))
+        sent = self.take_own_turn(view, lambda c: self._verify(job_id, c))
+        if sent is not None:
+            return sent
         if status != JobStatus.Running and job_id in self.jobs:
             self._stop_speculating(self.jobs[job_id])
             self.jobs[job_id].session = None
