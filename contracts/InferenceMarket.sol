@@ -493,12 +493,7 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
             mstore(0x40, add(packed, and(add(mul(k, 12), 0x53), not(0x1f)))) // 0x20 + 12k + 20, rounded up
         }
         for (uint256 i; i < k; ++i) {
-            uint256 token;
-            uint256 qi;
-            assembly ("memory-safe") {
-                token := calldataload(add(tokens.offset, shl(5, i)))
-                qi := calldataload(add(q.offset, shl(5, i)))
-            }
+            (uint256 token, uint256 qi) = SpecMath.draftWordsAt(tokens, q, i);
             if (token > type(uint32).max) revert TokenOutOfRange(i, token);
             if (!SpecMath.isDraftProbability(qi)) SpecMath.revertDraftProbability(i, qi);
             assembly ("memory-safe") {

@@ -213,18 +213,31 @@ library SpecMath {
         }
         uint256 preimage = _leafPreimage(jobId, cycle); // past the nodes
         for (uint256 i; i < k; ++i) {
-            uint256 token;
-            uint256 qWad;
-            assembly ("memory-safe") {
-                token := calldataload(add(tokens.offset, shl(5, i)))
-                qWad := calldataload(add(q.offset, shl(5, i)))
-            }
+            (uint256 token, uint256 qWad) = draftWordsAt(tokens, q, i);
             bytes32 node = _leafAt(preimage, i, token, qWad);
             assembly ("memory-safe") {
                 mstore(add(nodes, shl(5, i)), node)
             }
         }
         return _root(nodes, k);
+    }
+
+    /// @notice Proposal `i` of a calldata draft as the raw words (tokens[i], q[i]), unchecked: neither the index
+    /// nor the words' ranges (branch-free, so callers' loops inline it).
+    /// @param tokens The proposed tokens.
+    /// @param q Their draft probabilities, WAD.
+    /// @param i The proposal's position, below both lengths.
+    /// @return token The raw calldata word of tokens[i].
+    /// @return qWad The raw calldata word of q[i].
+    function draftWordsAt(uint32[] calldata tokens, uint64[] calldata q, uint256 i)
+        internal
+        pure
+        returns (uint256 token, uint256 qWad)
+    {
+        assembly ("memory-safe") {
+            token := calldataload(add(tokens.offset, shl(5, i)))
+            qWad := calldataload(add(q.offset, shl(5, i)))
+        }
     }
 
     /// @notice `countAccepted` over calldata arrays: the same range checks and the same walk.
