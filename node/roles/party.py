@@ -11,6 +11,7 @@ block's hash has left the EVM's 256-block window has the draw rescheduled first.
 
 from __future__ import annotations
 
+from abc import ABCMeta, abstractmethod
 from collections.abc import Callable
 from typing import Any
 
@@ -22,7 +23,7 @@ from node.roles.jobs import JobRefused, job_from_record
 from node.roles.schedule import DISPUTE, JOB
 
 
-class PartyNode(NodeBase):
+class PartyNode(NodeBase, metaclass=ABCMeta):
     """The drafter's and the verifier's common part (see the module doc); their store rows (jobs, disputes, cycles)
     are under their `role`, `own_phase` is the phase in which they act."""
 
@@ -224,6 +225,7 @@ class PartyNode(NodeBase):
         """Whether the next block can no longer see the hash of the dispute's seed block (EVM: last 256 only)."""
         return self.w3.eth.block_number + 1 - int(d["drawBlock"]) > 256
 
+    @abstractmethod
     def answer_values(self, job_id: int, c: int, index: int) -> tuple[int, list[tuple[int, int]]]:
-        """(claimed value of the disputed position, top-k of my distribution there): each party's own."""
-        raise NotImplementedError(f"{type(self).__name__} must define answer_values (drafter: q, verifier: p)")
+        """(claimed value of the disputed position, top-k of my distribution there): each party's own (drafter: q,
+        verifier: p)."""
