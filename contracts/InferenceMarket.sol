@@ -37,6 +37,7 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         uint16 maxTokens;
         uint32 eosToken;
         uint16 openDisputes;
+        uint32 vocabSize; // both models' registered vocabulary: every token the chain accepts is below it
         // slot 2
         address requester;
         uint96 escrow;
@@ -46,9 +47,10 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         // slot 4, 5
         bytes32 draftModel;
         bytes32 targetModel;
-        // slot 6, bits 255..1: awaiting a draft (bit 0 = 0): the verifier's last reveal (the chain head
-        // before cycle 0); awaiting its verification (bit 0 = 1): keccak256(draftRoot, last reveal).
-        // Comparisons use 255 bits, far beyond any collision or preimage search.
+        // slot 6: bits 255..65 (191 bits): awaiting a draft (bit 0 = 0): the verifier's last reveal (the chain
+        // head before cycle 0); awaiting its verification (bit 0 = 1): keccak256(draftRoot, those 191 bits of
+        // the last reveal, low bits zero). Bits 64..1: the drafter's salt (0 until the cycle-0 draft writes it; every later
+        // write carries it). Comparisons use the 191 high bits, far beyond any collision or preimage search.
         bytes32 commitment;
     }
 
@@ -77,6 +79,8 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         bool drafterForfeited;
         bool verifierForfeited;
         bytes32 commitment;
+        uint64 salt; // the drafter's salt (committed with the cycle-0 draft; 0 before it)
+        uint32 vocabSize; // the job's vocabulary size
     }
 
     uint8 private constant _STATUS_MASK = uint8(JobSlot.STATUS_MASK);
@@ -86,6 +90,11 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
     uint8 private constant _VERIFIER_FORFEIT = 0x80;
     uint256 private constant _WAD = 1e18;
     uint256 private constant _PHASE_BIT = 1;
+    uint256 private constant _SALT_AT = 1;
+    /// @dev The salt's 64 bits in the commitment word.
+    uint256 private constant _SALT_BITS = uint256(type(uint64).max) << _SALT_AT;
+    /// @dev The reveal / hash part of the commitment word (bits 255..65).
+    uint256 private constant _HIGH_BITS = ~(_SALT_BITS | _PHASE_BIT);
     /// @notice Largest γ (proposals per cycle).
     uint256 public constant MAX_GAMMA = 16;
 
@@ -181,6 +190,7 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         if (!registry.isActive(verifier, IStakingRegistry.Role.Verifier, request.targetModel)) {
             revert VerifierNotActive(verifier);
         }
+        uint256 vocab = _jobVocab(drafter, request.draftModel, verifier, request.targetModel);
         uint256 required =
             uint256(request.maxTokens) * (uint256(request.pricePerAcceptedToken) + request.pricePerPass);
         if (msg.value < required) revert InsufficientEscrow(msg.value, required);
@@ -196,6 +206,7 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         job.verifier = verifier;
         job.maxTokens = request.maxTokens;
         job.eosToken = request.eosToken;
+        job.vocabSize = uint32(vocab);
         job.requester = msg.sender;
         job.escrow = uint96(msg.value);
         job.pricePerAcceptedToken = request.pricePerAcceptedToken;
@@ -218,35 +229,71 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         if (chainHead == bytes32(0)) revert ZeroChainHead();
         _setStatus(job, JobStatus.Running);
         job.deadline = uint32(block.timestamp + commitTimeout);
-        job.commitment = _clearPhase(chainHead); // phase: AwaitDraft
+        job.commitment = bytes32(uint256(chainHead) & _HIGH_BITS); // phase: AwaitDraft, no salt yet
         emit JobAccepted(jobId, chainHead);
+    }
+
+    /// @notice The drafter commits the first draft (cycle 0) with its per-job `salt`, chosen after the verifier's
+    /// chain head is on chain: the salt enters the accept and residual uniforms of every cycle of the job
+    /// (docs/protocol.md §3, "Randomness nobody can choose"), so neither party can steer them. Otherwise as
+    /// {commitDraft}. Emits {SaltCommitted} and {DraftCommitted}.
+    function commitFirstDraft(uint256 jobId, bytes32 root, uint32[] calldata tokens, uint64[] calldata q, uint64 salt)
+        external
+    {
+        _commitDraft(jobId, 0, root, tokens, q, uint256(salt) << _SALT_AT);
+        emit SaltCommitted(jobId, salt);
     }
 
     /// @notice The drafter commits cycle `cycle`'s γ proposals `tokens` with their draft probabilities `q`
     /// (WAD, 1..WAD); `root` must be their draft root (SpecMath.leaf / SpecMath.root). The proposals are
-    /// emitted (packed) so that the verifier, and anyone, has them.
+    /// emitted (packed) so that the verifier, and anyone, has them. Cycle 0 goes through {commitFirstDraft}
+    /// (reverts {FirstDraftNeedsSalt} here).
     function commitDraft(uint256 jobId, uint32 cycle, bytes32 root, uint32[] calldata tokens, uint64[] calldata q)
         external
     {
+        if (cycle == 0) revert FirstDraftNeedsSalt();
+        _commitDraft(jobId, cycle, root, tokens, q, 0);
+    }
+
+    /// @dev The draft commit of both entries: checks, range checks, root, then the commitment word
+    /// keccak256(root, the word's high bits) in the high bits, the salt bits kept (`saltBits` only ORs in the cycle-0 salt) and
+    /// the phase bit set.
+    function _commitDraft(
+        uint256 jobId,
+        uint32 cycle,
+        bytes32 root,
+        uint32[] calldata tokens,
+        uint64[] calldata q,
+        uint256 saltBits
+    ) private {
         Job storage job = _jobs[jobId];
         uint256 head = _runningSlot0(jobId, job);
-        address drafter = JobSlot.drafter(head);
-        if (msg.sender != drafter) revert NotJobDrafter(msg.sender);
-        bytes32 last = job.commitment;
-        if (uint256(last) & _PHASE_BIT != 0) revert WrongPhase(jobId, Phase.AwaitVerify);
+        {
+            address drafter = JobSlot.drafter(head);
+            if (msg.sender != drafter) revert NotJobDrafter(msg.sender);
+        }
+        uint256 last = uint256(job.commitment);
+        if (last & _PHASE_BIT != 0) revert WrongPhase(jobId, Phase.AwaitVerify);
         {
             uint256 deadline = JobSlot.deadline(head);
             if (block.timestamp > deadline) revert DeadlinePassed(deadline);
             uint256 expected = JobSlot.cycle(head);
             if (cycle != expected) revert WrongCycle(expected, cycle);
+            uint256 k = JobSlot.gamma(head);
+            if (tokens.length != k) revert GammaLengthMismatch(k, tokens.length);
+            if (q.length != k) revert GammaLengthMismatch(k, q.length);
         }
-        uint256 k = JobSlot.gamma(head);
-        if (tokens.length != k) revert GammaLengthMismatch(k, tokens.length);
-        if (q.length != k) revert GammaLengthMismatch(k, q.length);
         bytes memory packed = _packDraft(tokens, q);
-        bytes32 computed = SpecMath.draftRootCalldata(jobId, cycle, tokens, q);
-        if (computed != root) revert RootMismatch(computed, root);
-        job.commitment = bytes32(uint256(Hashes.efficientKeccak256(root, last)) | _PHASE_BIT); // phase: AwaitVerify
+        {
+            bytes32 computed = SpecMath.draftRootCalldata(jobId, cycle, tokens, q);
+            if (computed != root) revert RootMismatch(computed, root);
+        }
+        // phase: AwaitVerify
+        job.commitment = bytes32(
+            (uint256(Hashes.efficientKeccak256(root, bytes32(last & _HIGH_BITS))) & _HIGH_BITS) | (last & _SALT_BITS)
+                | saltBits
+                | _PHASE_BIT
+        );
         emit DraftCommitted(jobId, cycle, root, packed);
     }
 
@@ -255,7 +302,10 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
     /// residual/bonus sample `outToken`. The contract applies the accept rule, stores the cycle record,
     /// emits the cycle's output tokens (the accepted proposals then outToken, cut after EOS or at
     /// maxTokens) and accrues earnings and α counts. The job finishes at EOS/maxTokens.
-    /// @dev Deadline: the cycle's draft deadline + verifyTimeout.
+    /// @dev Deadline: the cycle's draft deadline + verifyTimeout. The uniforms take the job's salt. Token ranges
+    /// (docs/protocol.md §4): outToken ≥ the job's vocabulary reverts {TokenOutOfRange} (index γ); a proposal ≥
+    /// the vocabulary has target probability 0, so the accept count stops before the first such proposal
+    /// whatever p says (none is ever accepted or emitted).
     function submitVerification(
         uint256 jobId,
         uint32 cycle,
@@ -266,8 +316,10 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         uint32 outToken
     ) external {
         Job storage job = _jobs[jobId];
+        // `info`: job slot 1 with the verifier's field (checked) replaced by the job's salt
         (uint256 head, uint256 info, bytes32 root) = _checkVerification(jobId, job, cycle, tokens, q, p.length, reveal);
-        uint256 accepted = SpecMath.countAcceptedCalldata(reveal, root, q, p);
+        uint256 accepted = SpecMath.countAcceptedCalldata(reveal, root, q, p, uint64(info));
+        accepted = _capAtVocab(tokens, accepted, info, outToken);
         _storeRecord(jobId, cycle, root, p, accepted, outToken);
         _advance(jobId, tokens, reveal, outToken, job, head, info, accepted);
     }
@@ -412,6 +464,8 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         v.drafterForfeited = state & _DRAFTER_FORFEIT != 0;
         v.verifierForfeited = state & _VERIFIER_FORFEIT != 0;
         v.commitment = job.commitment;
+        v.salt = uint64(uint256(v.commitment) >> _SALT_AT);
+        v.vocabSize = job.vocabSize;
     }
 
     // ------------------------------------------------------------------ internals
@@ -439,7 +493,8 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
     }
 
     /// @dev All checks of a verification, in this order: status, caller, phase, deadline, cycle, lengths, then
-    /// the draft and the reveal against the commitment. Returns job slots 0 and 1 and the draft root.
+    /// the draft and the reveal against the commitment. Returns job slot 0, slot 1 with the job's salt in place of
+    /// the verifier (bits 63..0; the other fields where JobSlot reads them) and the draft root.
     function _checkVerification(
         uint256 jobId,
         Job storage job,
@@ -470,9 +525,45 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
             _checkLengths(gamma, tokens.length, q.length, pLength);
         }
         root = SpecMath.draftRootCalldata(jobId, cycle, tokens, q);
-        // keccak256(root, previous reveal), and the previous reveal is H(reveal) for an honest chain
-        bytes32 expected = Hashes.efficientKeccak256(root, _clearPhase(SpecMath.chainHash(reveal)));
-        if (uint256(expected) | _PHASE_BIT != commitment) revert CommitmentMismatch();
+        // keccak256(root, high bits of the previous reveal), and the previous reveal is H(reveal) for an honest chain
+        bytes32 last = bytes32(uint256(SpecMath.chainHash(reveal)) & _HIGH_BITS);
+        uint256 expected = uint256(Hashes.efficientKeccak256(root, last));
+        if ((expected ^ commitment) & _HIGH_BITS != 0) revert CommitmentMismatch();
+        // the verifier's field is not needed any more: it carries the salt to the accept walk and the next word
+        info = (info & ~uint256(type(uint160).max)) | ((commitment & _SALT_BITS) >> _SALT_AT);
+    }
+
+    /// @dev Token ranges of a verification: outToken below the job's vocabulary (else {TokenOutOfRange} with
+    /// index γ), and the accept count `accepted` cut at the first proposal at or above it (probability 0 under
+    /// the target, so it is rejected whatever p says).
+    function _capAtVocab(uint32[] calldata tokens, uint256 accepted, uint256 info, uint32 outToken)
+        private
+        pure
+        returns (uint256)
+    {
+        uint256 vocab = JobSlot.vocabSize(info);
+        if (outToken >= vocab) revert TokenOutOfRange(tokens.length, outToken);
+        assembly ("memory-safe") {
+            // accepted ≤ γ = tokens.length (checked); each word is the raw calldata word (above uint32: out)
+            for { let i := 0 } lt(i, accepted) { i := add(i, 1) } {
+                if iszero(lt(calldataload(add(tokens.offset, shl(5, i))), vocab)) {
+                    accepted := i
+                    break
+                }
+            }
+        }
+        return accepted;
+    }
+
+    /// @dev The vocabulary both parties registered for the job's models (docs/protocol.md §4, "Token ranges").
+    function _jobVocab(address drafter, bytes32 draftModel, address verifier, bytes32 targetModel)
+        private
+        view
+        returns (uint256 vocab)
+    {
+        vocab = registry.vocabSizeOf(drafter, draftModel);
+        uint256 targetVocab = registry.vocabSizeOf(verifier, targetModel);
+        if (vocab != targetVocab) revert VocabMismatch(vocab, targetVocab);
     }
 
     function _checkLengths(uint256 gamma, uint256 tokens, uint256 q, uint256 p) private pure {
@@ -531,7 +622,8 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         assembly ("memory-safe") {
             sstore(job.slot, next)
         }
-        job.commitment = _clearPhase(reveal); // phase: AwaitDraft
+        // phase: AwaitDraft, the salt (from `info`, see submitVerification) kept
+        job.commitment = bytes32((uint256(reveal) & _HIGH_BITS) | (uint256(uint64(info)) << _SALT_AT));
         if (finished) {
             emit JobFinished(jobId, FinishReason.Completed, address(0), 0);
             // α counts: the earlier cycles each emitted accepted + 1 tokens; this one `accepted` proposals.
@@ -653,9 +745,5 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         emit JobFinalized(jobId, drafterPay, verifierPay, refund);
         registry.unlock(drafter);
         registry.unlock(verifier);
-    }
-
-    function _clearPhase(bytes32 value) private pure returns (bytes32) {
-        return bytes32(uint256(value) & ~_PHASE_BIT);
     }
 }

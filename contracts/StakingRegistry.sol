@@ -18,6 +18,8 @@ contract StakingRegistry is IStakingRegistry, ReentrancyGuardTransient {
     /// @notice Most model ids one verifier or referee may serve (bounds every loop over them).
     uint256 public constant MAX_MODELS = 8;
     uint256 internal constant WAD = 1e18;
+    /// @notice Largest vocabulary size a model id can be registered with (token ids are uint32).
+    uint256 public constant MAX_VOCAB = type(uint32).max;
 
     struct Account {
         uint128 stake; // wei, slashes deducted
@@ -52,6 +54,7 @@ contract StakingRegistry is IStakingRegistry, ReentrancyGuardTransient {
     mapping(bytes32 modelId => address[]) private _referees;
     mapping(bytes32 modelId => mapping(address referee => uint256)) private _refereeIndexPlusOne;
     mapping(address account => uint256) private _registeredBlock;
+    mapping(address account => mapping(bytes32 modelId => uint256)) private _vocab;
 
     modifier onlyProtocol() {
         if (msg.sender == address(0) || (msg.sender != market && msg.sender != disputes)) {
@@ -98,11 +101,17 @@ contract StakingRegistry is IStakingRegistry, ReentrancyGuardTransient {
     // ------------------------------------------------------------------ registration
 
     /// @notice Registers the caller as a drafter of `draftModel` for `targetModel`, staking `msg.value`
-    /// and claiming acceptance rate `alphaStar` (WAD). Starts a fresh α window.
-    function registerDrafter(bytes32 draftModel, bytes32 targetModel, uint64 alphaStar) external payable whenWired {
+    /// and claiming acceptance rate `alphaStar` (WAD); `vocabSize` is the draft model's vocabulary size
+    /// (2..MAX_VOCAB), which a job's target vocabulary must equal. Starts a fresh α window.
+    function registerDrafter(bytes32 draftModel, bytes32 targetModel, uint64 alphaStar, uint256 vocabSize)
+        external
+        payable
+        whenWired
+    {
         if (draftModel == bytes32(0) || targetModel == bytes32(0)) revert ZeroModel();
         if (alphaStar > WAD) revert AlphaAboveWad(alphaStar);
         _register(Role.Drafter, minDrafterStake);
+        _setVocab(draftModel, vocabSize);
         Account storage account = _accounts[msg.sender];
         account.alphaStar = alphaStar;
         account.targetModel = targetModel;
@@ -117,8 +126,9 @@ contract StakingRegistry is IStakingRegistry, ReentrancyGuardTransient {
     }
 
     /// @notice Registers the caller as a verifier (target model ids) or referee (model ids it can replay),
-    /// staking `msg.value`.
-    function register(Role role, bytes32[] calldata modelIds) external payable whenWired {
+    /// staking `msg.value`; `vocabSizes[i]` is the vocabulary size of `modelIds[i]` (2..MAX_VOCAB), recorded
+    /// for the caller alone (nobody can set another account's vocabulary for a model id).
+    function register(Role role, bytes32[] calldata modelIds, uint256[] calldata vocabSizes) external payable whenWired {
 // slither-disable-next-line uninitialized-local (set on every branch that does not revert)
         uint256 minimum;
         if (role == Role.Verifier) minimum = minVerifierStake;
@@ -126,6 +136,7 @@ contract StakingRegistry is IStakingRegistry, ReentrancyGuardTransient {
         else revert InvalidRole(role);
         uint256 count = modelIds.length;
         if (count == 0 || count > MAX_MODELS) revert BadModelCount(count);
+        if (vocabSizes.length != count) revert VocabCountMismatch(count, vocabSizes.length);
         _register(role, minimum);
         for (uint256 i = 0; i < count; ++i) {
             bytes32 modelId = modelIds[i];
@@ -133,6 +144,7 @@ contract StakingRegistry is IStakingRegistry, ReentrancyGuardTransient {
             if (_serves[msg.sender][modelId]) revert DuplicateModel(modelId);
             _serves[msg.sender][modelId] = true;
             _models[msg.sender].push(modelId);
+            _setVocab(modelId, vocabSizes[i]);
             if (role == Role.Referee) {
                 _referees[modelId].push(msg.sender);
                 _refereeIndexPlusOne[modelId][msg.sender] = _referees[modelId].length;
@@ -261,6 +273,11 @@ contract StakingRegistry is IStakingRegistry, ReentrancyGuardTransient {
         return isActive(account, Role.Drafter, draftModel) && _accounts[account].targetModel == targetModel;
     }
 
+    /// @inheritdoc IStakingRegistry
+    function vocabSizeOf(address account, bytes32 modelId) external view returns (uint256) {
+        return _serves[account][modelId] ? _vocab[account][modelId] : 0;
+    }
+
     /// @notice The minimum stake of `role` (0 for Role.None).
     function minStake(Role role) public view returns (uint256) {
         if (role == Role.Drafter) return minDrafterStake;
@@ -308,6 +325,13 @@ contract StakingRegistry is IStakingRegistry, ReentrancyGuardTransient {
         account.role = role;
         account.stake = uint128(msg.value);
         _registeredBlock[msg.sender] = block.number;
+    }
+
+    /// @dev Records the caller's vocabulary size of `modelId` (2..MAX_VOCAB).
+    function _setVocab(bytes32 modelId, uint256 vocabSize) private {
+        if (vocabSize < 2 || vocabSize > MAX_VOCAB) revert BadVocabSize(vocabSize);
+        _vocab[msg.sender][modelId] = vocabSize;
+        emit VocabSizeSet(msg.sender, modelId, vocabSize);
     }
 
     /// @dev O(1) swap-and-pop removal of `referee` from the list of `modelId`.

@@ -8,6 +8,7 @@ implementations together.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -135,13 +136,23 @@ def draft_uniform(job_id: int, cycle: int, index: int) -> int:
     return uniform(keccak(DRAFT_TAG + _word(job_id) + _word(cycle) + _word(index)))
 
 
-def accept_uniform(reveal: bytes, draft_root_hash: bytes, index: int) -> int:
+def accept_uniform(reveal: bytes, draft_root_hash: bytes, index: int, salt: int) -> int:
+    """U(keccak256(abi.encode(ACCEPT_TAG, reveal, draftRoot, uint32 index, uint64 salt))); `salt` is the drafter's
+    per-job salt, committed with the cycle-0 draft (docs/protocol.md §3)."""
     _check_range("index", index, UINT32_MAX)
-    return uniform(keccak(ACCEPT_TAG + _bytes32(reveal) + _bytes32(draft_root_hash) + _word(index)))
+    _check_range("salt", salt, UINT64_MAX)
+    return uniform(keccak(ACCEPT_TAG + _bytes32(reveal) + _bytes32(draft_root_hash) + _word(index) + _word(salt)))
 
 
-def residual_uniform(reveal: bytes, draft_root_hash: bytes) -> int:
-    return uniform(keccak(RESIDUAL_TAG + _bytes32(reveal) + _bytes32(draft_root_hash)))
+def residual_uniform(reveal: bytes, draft_root_hash: bytes, salt: int) -> int:
+    """U(keccak256(abi.encode(RESIDUAL_TAG, reveal, draftRoot, uint64 salt)))."""
+    _check_range("salt", salt, UINT64_MAX)
+    return uniform(keccak(RESIDUAL_TAG + _bytes32(reveal) + _bytes32(draft_root_hash) + _word(salt)))
+
+
+def new_salt() -> int:
+    """A fresh drafter salt: 64 bits from the OS's randomness (docs/protocol.md §3)."""
+    return int.from_bytes(os.urandom(8), "big")
 
 
 # ---------------------------------------------------------------- verifier hash chain
@@ -171,17 +182,27 @@ def _check_probability(name: str, value: int, allow_zero: bool) -> None:
         raise ValueError(f"{name}={value} out of range {bound}")
 
 
-def count_accepted(reveal: bytes, draft_root_hash: bytes, q: Sequence[int], p: Sequence[int]) -> int:
-    """Accepted prefix length: accept proposal i while u_i * q_i < p_i * WAD."""
+def count_accepted(reveal: bytes, draft_root_hash: bytes, q: Sequence[int], p: Sequence[int], salt: int) -> int:
+    """Accepted prefix length: accept proposal i while u_i * q_i < p_i * WAD, u_i = accept_uniform(..., i, salt)."""
     if len(q) != len(p):
         raise ValueError(f"{len(q)} q values but {len(p)} p values")
     for i, (q_i, p_i) in enumerate(zip(q, p)):
         _check_probability(f"q[{i}]", q_i, allow_zero=False)
         _check_probability(f"p[{i}]", p_i, allow_zero=True)
+    _check_range("salt", salt, UINT64_MAX)
     for i, (q_i, p_i) in enumerate(zip(q, p)):
-        if accept_uniform(reveal, draft_root_hash, i) * q_i >= p_i * WAD:
+        if accept_uniform(reveal, draft_root_hash, i, salt) * q_i >= p_i * WAD:
             return i
     return len(q)
+
+
+def cap_at_vocab(tokens: Sequence[int], accepted: int, vocab_size: int) -> int:
+    """The accept count the contract records (docs/protocol.md §4, "Token ranges"): a proposal at or above the job's
+    vocabulary has target probability 0, so `accepted` stops before the first such proposal whatever p says."""
+    for i in range(accepted):
+        if tokens[i] >= vocab_size:
+            return i
+    return accepted
 
 
 # ---------------------------------------------------------------- distributions

@@ -3,7 +3,8 @@
 Deploys the system (node.chain.deploy.deploy_system) and reports receipt gasUsed (21000 base + calldata
 + execution) of:
   * one cycle, commitDraft + submitVerification, at γ = 1, 4, 8, 16 (steady state: the third cycle of a
-    job, γ-1 of γ proposals accepted, full-width q, p, reveal and token ids);
+    job, γ-1 of γ proposals accepted, full-width q, p, reveal and token ids), and cycle 0 (commitFirstDraft,
+    which also commits the drafter's salt, + submitVerification);
   * gas per generated token at α = 0.6 and 0.8. A cycle emits n + 1 tokens (n accepted proposals, then the
     residual / bonus token). Under the geometric model (each proposal accepted with probability α until the
     first rejection) P(n) = α^n (1 - α) for n < γ, P(γ) = α^γ, and
@@ -46,17 +47,18 @@ TARGET_MODEL = keccak(b"verispec.gas-report.target-model")
 ROLE_VERIFIER, ROLE_REFEREE = 2, 3
 DRAFT_REPLAY = 0
 EOS, OUT_TOKEN = 2, 777  # proposals and outToken are never EOS, so no job ends early
+VOCAB = 2**20  # registered for both models; every proposal below is in range
 
 
 def forced_p(n: int):
     """p values (full width) for which the accept rule accepts exactly n proposals: p_i ≥ q_i always accepts,
     p_n = ⌊u_n·q_n / WAD⌋ rejects."""
 
-    def p(reveal: bytes, root: bytes, q: list[int]) -> list[int]:
+    def p(reveal: bytes, root: bytes, q: list[int], salt: int) -> list[int]:
         return [
             min(WAD, x + WAD // 7 + 12345)
             if i < n
-            else P.accept_uniform(reveal, root, i) * x // WAD
+            else P.accept_uniform(reveal, root, i, salt) * x // WAD
             if i == n
             else WAD // 3 + 987654321 * i
             for i, x in enumerate(q)
@@ -68,7 +70,7 @@ def forced_p(n: int):
 def alpha_p(alpha: float):
     """p_i = α·q_i: proposal i is accepted iff u_i·q_i < p_i·WAD, i.e. iff u_i < α (up to rounding)."""
     a = round(alpha * WAD)
-    return lambda reveal, root, q: [x * a // WAD for x in q]
+    return lambda reveal, root, q, salt: [x * a // WAD for x in q]
 
 
 class Chain:
@@ -81,11 +83,13 @@ class Chain:
         self.system = deploy_system(w3, a[0])
         self.market, self.disputes, self.params = self.system.market, self.system.disputes, self.system.params
         registry = self.system.registry.functions
-        self.send(registry.registerDrafter(DRAFT_MODEL, TARGET_MODEL, WAD // 2), self.drafter, 5 * ETHER)
-        self.send(registry.register(ROLE_VERIFIER, [TARGET_MODEL]), self.verifier, 5 * ETHER)
+        self.send(registry.registerDrafter(DRAFT_MODEL, TARGET_MODEL, WAD // 2, VOCAB), self.drafter, 5 * ETHER)
+        self.send(registry.register(ROLE_VERIFIER, [TARGET_MODEL], [VOCAB]), self.verifier, 5 * ETHER)
         for referee in a[5:10]:
             self.send(
-                registry.register(ROLE_REFEREE, [DRAFT_MODEL, TARGET_MODEL]), referee, self.params.min_referee_stake
+                registry.register(ROLE_REFEREE, [DRAFT_MODEL, TARGET_MODEL], [VOCAB, VOCAB]),
+                referee,
+                self.params.min_referee_stake,
             )
 
     def send(self, fn, sender: str, value: int = 0) -> dict:
@@ -126,6 +130,7 @@ class Job:
         self.seed = keccak(b"verispec.gas-report.seed" + self.id.to_bytes(32, "big"))
         length = P.hash_chain_length(max_tokens)
         self.reveals = P.chain_reveals(self.seed, length)
+        self.salt = int.from_bytes(keccak(b"verispec.gas-report.salt" + self.id.to_bytes(32, "big"))[:8], "big")
         self.accept_gas = chain.send(m.acceptJob(self.id, P.hash_chain(self.seed, length)), chain.verifier).gasUsed
 
     def draft(self, cycle: int) -> tuple[list[int], list[int]]:
@@ -139,9 +144,12 @@ class Job:
         chain, m = self.chain, self.chain.market.functions
         tokens, q = self.draft(cycle)
         root, reveal = P.draft_root(self.id, cycle, tokens, q), self.reveals[cycle]
-        p = p_of(reveal, root, q)
-        accepted = P.count_accepted(reveal, root, q, p)
-        commit = chain.send(m.commitDraft(self.id, cycle, root, tokens, q), chain.drafter)
+        p = p_of(reveal, root, q, self.salt)
+        accepted = P.count_accepted(reveal, root, q, p, self.salt)
+        if cycle == 0:  # the first draft carries the drafter's salt
+            commit = chain.send(m.commitFirstDraft(self.id, root, tokens, q, self.salt), chain.drafter)
+        else:
+            commit = chain.send(m.commitDraft(self.id, cycle, root, tokens, q), chain.drafter)
         verify = chain.send(m.submitVerification(self.id, cycle, tokens, q, p, reveal, OUT_TOKEN), chain.verifier)
         (event,) = chain.market.events.CycleVerified().process_receipt(verify, errors=DISCARD)
         assert event.args.accepted == accepted, "the contract's accept count differs from node.protocol's"
@@ -161,8 +169,15 @@ def cycle_gas(chain: Chain) -> list[dict]:
     rows = []
     for gamma in GAMMAS:
         job = Job(chain, gamma, max_tokens=4 * (gamma + 1))
-        last = [job.cycle(c, forced_p(gamma - 1)) for c in range(3)][-1]
-        rows.append({"gamma": gamma, **{k: last[k] for k in ("commitDraft", "submitVerification", "total")}})
+        runs = [job.cycle(c, forced_p(gamma - 1)) for c in range(3)]
+        first, last = runs[0], runs[-1]
+        rows.append(
+            {
+                "gamma": gamma,
+                **{k: last[k] for k in ("commitDraft", "submitVerification", "total")},
+                "firstCycle": {"commitFirstDraft": first["commitDraft"], "total": first["total"]},
+            }
+        )
     return rows
 
 
@@ -273,11 +288,13 @@ def render(r: dict) -> str:
         "Gas per cycle (commitDraft + submitVerification; receipt gasUsed, 21000 base and calldata included;",
         "steady state, γ-1 of γ proposals accepted)",
         "",
-        "| γ | commitDraft | submitVerification | cycle total |",
-        "|---|---:|---:|---:|",
+        "| γ | commitDraft | submitVerification | cycle total | cycle 0: commitFirstDraft | cycle 0 total |",
+        "|---|---:|---:|---:|---:|---:|",
     ]
     lines += [
-        f"| {c['gamma']} | {n(c['commitDraft'])} | {n(c['submitVerification'])} | {n(c['total'])} |" for c in r["cycle"]
+        f"| {c['gamma']} | {n(c['commitDraft'])} | {n(c['submitVerification'])} | {n(c['total'])} "
+        f"| {n(c['firstCycle']['commitFirstDraft'])} | {n(c['firstCycle']['total'])} |"
+        for c in r["cycle"]
     ]
     lines += [
         "",

@@ -29,6 +29,12 @@ def _rand_hash(rng: random.Random) -> bytes:
     return keccak(rng.getrandbits(256).to_bytes(32, "big"))
 
 
+def _rand_salt(rng: random.Random) -> int:
+    """A drafter salt (uint64), the extremes included now and then."""
+    pick = rng.random()
+    return 0 if pick < 0.1 else P.UINT64_MAX if pick < 0.2 else rng.getrandbits(64)
+
+
 def _prob_pair(rng: random.Random, case: str) -> tuple[int, int]:
     """(q, p) for one proposal, shaped by the case the vector is meant to cover."""
     q = rng.randint(1, P.WAD)
@@ -84,17 +90,23 @@ def build(rng: random.Random) -> dict:
         vectors["draftUniform"].append(
             {"jobId": job, "cycle": cycle, "index": index, "expected": P.draft_uniform(job, cycle, index)}
         )
-        reveal, root = _rand_hash(rng), _rand_hash(rng)
+        reveal, root, salt = _rand_hash(rng), _rand_hash(rng), _rand_salt(rng)
         vectors["acceptUniform"].append(
             {
                 "reveal": _hex(reveal),
                 "draftRoot": _hex(root),
                 "index": index,
-                "expected": P.accept_uniform(reveal, root, index),
+                "salt": salt,
+                "expected": P.accept_uniform(reveal, root, index, salt),
             }
         )
         vectors["residualUniform"].append(
-            {"reveal": _hex(reveal), "draftRoot": _hex(root), "expected": P.residual_uniform(reveal, root)}
+            {
+                "reveal": _hex(reveal),
+                "draftRoot": _hex(root),
+                "salt": salt,
+                "expected": P.residual_uniform(reveal, root, salt),
+            }
         )
     for extreme in (b"\x00" * 32, b"\xff" * 32):
         vectors["uniform"].append({"h": _hex(extreme), "expected": P.uniform(extreme)})
@@ -125,7 +137,7 @@ def build(rng: random.Random) -> dict:
             for _ in range(2):
                 pairs = [_prob_pair(rng, case if i % 2 == 0 else "mixed") for i in range(k)]
                 q, p = [a for a, _ in pairs], [b for _, b in pairs]
-                reveal, root = _rand_hash(rng), _rand_hash(rng)
+                reveal, root, salt = _rand_hash(rng), _rand_hash(rng), _rand_salt(rng)
                 vectors["countAccepted"].append(
                     {
                         "case": case,
@@ -133,7 +145,8 @@ def build(rng: random.Random) -> dict:
                         "draftRoot": _hex(root),
                         "q": q,
                         "p": p,
-                        "expected": P.count_accepted(reveal, root, q, p),
+                        "salt": salt,
+                        "expected": P.count_accepted(reveal, root, q, p, salt),
                     }
                 )
     reveal, root = _rand_hash(rng), _rand_hash(rng)
@@ -144,7 +157,7 @@ def build(rng: random.Random) -> dict:
         ("SpecMathProbabilityAboveWad", [1], [P.WAD + 1]),
     ):
         vectors["countAcceptedReverts"].append(
-            {"reveal": _hex(reveal), "draftRoot": _hex(root), "q": q, "p": p, "error": name}
+            {"reveal": _hex(reveal), "draftRoot": _hex(root), "q": q, "p": p, "salt": 7, "error": name}
         )
 
     for k in (1, 4, 16):

@@ -7,6 +7,7 @@ conformance surface (docs/protocol.md §3a) and the calldata variants the market
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -58,8 +59,10 @@ def _raw_call(w3, harness, signature: str, types: list[str], values: list):
 
 
 def test_vectors_file_is_current():
+    # PYTHONPATH: the script imports this checkout's node (not an editable install's, docs/TEAM_NOTES.md)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "gen_vectors.py"), "--check"], capture_output=True, text=True
+        [sys.executable, str(ROOT / "scripts" / "gen_vectors.py"), "--check"], capture_output=True, text=True, env=env
     )
     assert done.returncode == 0, done.stderr
 
@@ -76,10 +79,27 @@ def test_uniforms(harness):
     for v in VECTORS["draftUniform"]:
         assert harness.functions.draftUniform(v["jobId"], v["cycle"], v["index"]).call() == v["expected"]
     for v in VECTORS["acceptUniform"]:
-        got = harness.functions.acceptUniform(_b(v["reveal"]), _b(v["draftRoot"]), v["index"]).call()
-        assert got == v["expected"]
+        got = harness.functions.acceptUniform(_b(v["reveal"]), _b(v["draftRoot"]), v["index"], v["salt"]).call()
+        assert got == v["expected"] == P.accept_uniform(_b(v["reveal"]), _b(v["draftRoot"]), v["index"], v["salt"])
     for v in VECTORS["residualUniform"]:
-        assert harness.functions.residualUniform(_b(v["reveal"]), _b(v["draftRoot"])).call() == v["expected"]
+        got = harness.functions.residualUniform(_b(v["reveal"]), _b(v["draftRoot"]), v["salt"]).call()
+        assert got == v["expected"] == P.residual_uniform(_b(v["reveal"]), _b(v["draftRoot"]), v["salt"])
+    # the salt is in every vector, the extremes included
+    salts = {v["salt"] for v in VECTORS["acceptUniform"] + VECTORS["countAccepted"]}
+    assert {0, P.UINT64_MAX} <= salts and len(salts) > 10
+
+
+def test_the_salt_moves_every_uniform(harness):
+    """docs/protocol.md §3: the drafter's salt enters the accept and residual uniforms (a verifier that fixed its
+    reveals cannot know them before the salt), and the contract and node/protocol.py agree on it."""
+    reveal, root = keccak(b"reveal"), keccak(b"root")
+    h = harness.functions
+    accepts = {h.acceptUniform(reveal, root, 0, salt).call() for salt in range(8)}
+    residuals = {h.residualUniform(reveal, root, salt).call() for salt in range(8)}
+    assert len(accepts) == len(residuals) == 8
+    assert accepts == {P.accept_uniform(reveal, root, 0, salt) for salt in range(8)}
+    with pytest.raises(ValueError):
+        P.accept_uniform(reveal, root, 0, P.UINT64_MAX + 1)
 
 
 def test_root_and_proofs(harness):
@@ -119,7 +139,7 @@ def test_count_accepted(harness):
     h = harness.functions
     outcomes = set()
     for v in VECTORS["countAccepted"]:
-        args = (_b(v["reveal"]), _b(v["draftRoot"]), v["q"], v["p"])
+        args = (_b(v["reveal"]), _b(v["draftRoot"]), v["q"], v["p"], v["salt"])
         got = h.countAccepted(*args).call()
         assert got == v["expected"], v["case"]
         assert h.countAcceptedCalldata(*args).call() == v["expected"], v["case"]
@@ -131,7 +151,7 @@ def test_count_accepted(harness):
 def test_count_accepted_reverts(harness):
     h = harness.functions
     for v in VECTORS["countAcceptedReverts"]:
-        args = (_b(v["reveal"]), _b(v["draftRoot"]), v["q"], v["p"])
+        args = (_b(v["reveal"]), _b(v["draftRoot"]), v["q"], v["p"], v["salt"])
         _reverts_with(harness, h.countAccepted(*args), v["error"])
         _reverts_with(harness, h.countAcceptedCalldata(*args), v["error"])
         with pytest.raises(ValueError):
@@ -174,9 +194,9 @@ def test_calldata_doors_read_raw_words(w3, harness):
         _raw_call(
             w3,
             harness,
-            "countAcceptedCalldata(bytes32,bytes32,uint64[],uint64[])",
-            ["bytes32", "bytes32", "uint256[]", "uint256[]"],
-            [reveal, root, [q[0], dirty], p],
+            "countAcceptedCalldata(bytes32,bytes32,uint64[],uint64[],uint64)",
+            ["bytes32", "bytes32", "uint256[]", "uint256[]", "uint64"],
+            [reveal, root, [q[0], dirty], p, 5],
         )
     assert raised.value.data == _hex(
         function_signature_to_4byte_selector("SpecMathProbabilityAboveWad(uint256,uint256)")

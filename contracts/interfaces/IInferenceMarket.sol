@@ -60,6 +60,9 @@ interface IInferenceMarket {
     );
     /// @notice The verifier accepted `jobId`, committing to hash-chain head `chainHead`.
     event JobAccepted(uint256 indexed jobId, bytes32 chainHead);
+    /// @notice The drafter committed its per-job `salt` with the cycle-0 draft; it enters the accept and residual
+    /// uniforms of every cycle of `jobId` (docs/protocol.md §3).
+    event SaltCommitted(uint256 indexed jobId, uint64 salt);
     /// @notice The drafter committed cycle `cycle`'s proposals and their draft probabilities (`draft`).
     /// @dev `draft` packs each proposal i as 12 big-endian bytes: token (uint32) ‖ q (uint64).
     event DraftCommitted(uint256 indexed jobId, uint256 cycle, bytes32 draftRoot, bytes draft);
@@ -123,8 +126,13 @@ interface IInferenceMarket {
     error WrongCycle(uint256 expected, uint256 got);
     /// @dev An array's length is not γ.
     error GammaLengthMismatch(uint256 expected, uint256 got);
-    /// @dev A proposed token does not fit in uint32.
+    /// @dev A token out of range: a proposal that does not fit in uint32 (commitDraft), or the outToken
+    /// (index γ) at or above the job's vocabulary size (submitVerification).
     error TokenOutOfRange(uint256 index, uint256 token);
+    /// @dev Cycle 0 is committed with the drafter's salt, through `commitFirstDraft`.
+    error FirstDraftNeedsSalt();
+    /// @dev The drafter's registered vocabulary of the draft model differs from the verifier's of the target.
+    error VocabMismatch(uint256 draftVocab, uint256 targetVocab);
     /// @dev `root` is not the root of (tokens, q).
     error RootMismatch(bytes32 computed, bytes32 given);
     /// @dev (tokens, q) are not the committed draft, or keccak256(reveal) is not the previous reveal.

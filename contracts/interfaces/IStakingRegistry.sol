@@ -18,6 +18,8 @@ interface IStakingRegistry {
     event Registered(address indexed account, Role indexed role, uint256 stake, bytes32[] modelIds);
     /// @notice Drafter `account` drafts with `draftModel` for `targetModel`.
     event DrafterPairSet(address indexed account, bytes32 indexed draftModel, bytes32 indexed targetModel);
+    /// @notice `account` serves `modelId` with vocabulary size `vocabSize` (every token id is below it).
+    event VocabSizeSet(address indexed account, bytes32 indexed modelId, uint256 vocabSize);
     /// @notice Drafter `account` claims acceptance rate `alphaStar` (WAD).
     event AlphaStarSet(address indexed account, uint64 alphaStar);
     /// @notice `account` added `amount` wei; its stake is now `stake`.
@@ -53,6 +55,10 @@ interface IStakingRegistry {
     error InvalidRole(Role role);
     /// @dev A verifier or referee must serve between 1 and MAX_MODELS model ids.
     error BadModelCount(uint256 count);
+    /// @dev A vocabulary size outside 2..MAX_VOCAB (2^32 - 1).
+    error BadVocabSize(uint256 vocabSize);
+    /// @dev `register` got a different number of vocabulary sizes than model ids.
+    error VocabCountMismatch(uint256 models, uint256 vocabSizes);
     /// @dev A model id was zero.
     error ZeroModel();
     /// @dev A model id appeared twice.
@@ -85,6 +91,9 @@ interface IStakingRegistry {
     /// @notice `isActive`, and registered in block `atBlock` or earlier: the referee draw counts only stakers
     /// who registered before its seed could be known.
     function isActiveSince(address account, Role role, bytes32 modelId, uint256 atBlock) external view returns (bool);
+
+    /// @notice The vocabulary size `account` registered for `modelId`; 0 when it does not serve `modelId`.
+    function vocabSizeOf(address account, bytes32 modelId) external view returns (uint256);
 
     /// @notice Current stake of `account` (wei), slashes already deducted.
     function stakeOf(address account) external view returns (uint256);

@@ -4,7 +4,7 @@ pragma solidity 0.8.28;
 /// @title JobSlot
 /// @notice The two packed storage words of a market job that the cycle hot path loads and stores whole.
 /// Slot 0: drafter, state (status in the low 4 bits, flags in the high 4), γ, cycle, emitted, rejected, deadline.
-/// Slot 1: verifier, maxTokens, EOS token, open disputes.
+/// Slot 1: verifier, maxTokens, EOS token, open disputes, vocabulary size.
 /// @dev The offsets are where Solidity packs `InferenceMarket.Job` (fields right-aligned, in declaration order);
 /// tests/test_job_slot.py checks them against the compiler's storage layout and pins them with known words.
 /// Readers mask their field. `pack` and `nextCycle` do not mask (the hot path would pay for it every cycle): each
@@ -23,6 +23,7 @@ library JobSlot {
     uint256 internal constant MAX_TOKENS_AT = 160;
     uint256 internal constant EOS_AT = 176;
     uint256 internal constant OPEN_DISPUTES_AT = 208;
+    uint256 internal constant VOCAB_AT = 224;
     /// @notice The job status's bits in `state`.
     uint256 internal constant STATUS_MASK = 0x0f;
 
@@ -133,5 +134,11 @@ library JobSlot {
     /// @notice Open disputes in slot 1.
     function openDisputes(uint256 info) internal pure returns (uint256) {
         return (info >> OPEN_DISPUTES_AT) & 0xffff;
+    }
+
+    /// @notice The job's vocabulary size (the registered vocabulary of both models) in slot 1: every token the
+    /// chain accepts is below it (docs/protocol.md §4, "Token ranges").
+    function vocabSize(uint256 info) internal pure returns (uint256) {
+        return info >> VOCAB_AT;
     }
 }

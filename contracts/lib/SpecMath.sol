@@ -95,27 +95,34 @@ library SpecMath {
         return uniform(keccak256(abi.encode(DRAFT_TAG, jobId, cycle, index)));
     }
 
-    /// @notice The accept uniform of proposal `index`, unknown to the drafter until the reveal:
-    /// uniform(keccak256(abi.encode(ACCEPT_TAG, reveal, draftRoot, index))).
+    /// @notice The accept uniform of proposal `index`, unknown to the drafter until the reveal and to the verifier
+    /// until the drafter's salt (docs/protocol.md §3, "Randomness nobody can choose"):
+    /// uniform(keccak256(abi.encode(ACCEPT_TAG, reveal, draftRoot, index, salt))).
     /// @param reveal The verifier's hash-chain reveal for the cycle.
     /// @param draftRoot The cycle's draft root.
     /// @param index The proposal's position in the draft.
+    /// @param salt The drafter's per-job salt, committed with the cycle-0 draft.
     /// @return u The uniform, in WAD.
-    function acceptUniform(bytes32 reveal, bytes32 draftRoot, uint32 index) internal pure returns (uint64 u) {
-        return _acceptUniformAt(_acceptPreimage(reveal, draftRoot), index);
+    function acceptUniform(bytes32 reveal, bytes32 draftRoot, uint32 index, uint64 salt)
+        internal
+        pure
+        returns (uint64 u)
+    {
+        return _acceptUniformAt(_acceptPreimage(reveal, draftRoot, salt), index);
     }
 
     /// @notice The uniform of the residual (after a rejection) or bonus (all accepted) sample:
-    /// uniform(keccak256(abi.encode(RESIDUAL_TAG, reveal, draftRoot))).
+    /// uniform(keccak256(abi.encode(RESIDUAL_TAG, reveal, draftRoot, salt))).
     /// @param reveal The verifier's hash-chain reveal for the cycle.
     /// @param draftRoot The cycle's draft root.
+    /// @param salt The drafter's per-job salt, committed with the cycle-0 draft.
     /// @return The uniform, in WAD.
-    function residualUniform(bytes32 reveal, bytes32 draftRoot) internal pure returns (uint64) {
-        return uniform(keccak256(abi.encode(RESIDUAL_TAG, reveal, draftRoot)));
+    function residualUniform(bytes32 reveal, bytes32 draftRoot, uint64 salt) internal pure returns (uint64) {
+        return uniform(keccak256(abi.encode(RESIDUAL_TAG, reveal, draftRoot, salt)));
     }
 
     /// @notice Number of proposals accepted before the first rejection: accept i while u_i * q_i < p_i * WAD,
-    /// with u_i = acceptUniform(reveal, draftRoot, i).
+    /// with u_i = acceptUniform(reveal, draftRoot, i, salt).
     /// @dev Every q (1..WAD) and p (0..WAD) is range-checked, also past the first rejection, so bad input never
     /// passes silently. Reverts {SpecMathLengthMismatch}, {SpecMathZeroDraftProbability},
     /// {SpecMathProbabilityAboveWad}.
@@ -123,8 +130,9 @@ library SpecMath {
     /// @param draftRoot The cycle's draft root.
     /// @param q The draft probabilities q_i(x_i), WAD.
     /// @param p The target probabilities p_i(x_i), WAD.
+    /// @param salt The drafter's per-job salt, committed with the cycle-0 draft.
     /// @return The accepted prefix length n, 0..q.length.
-    function countAccepted(bytes32 reveal, bytes32 draftRoot, uint64[] memory q, uint64[] memory p)
+    function countAccepted(bytes32 reveal, bytes32 draftRoot, uint64[] memory q, uint64[] memory p, uint64 salt)
         internal
         pure
         returns (uint256)
@@ -137,7 +145,7 @@ library SpecMath {
             qWords := add(q, 0x20)
             pWords := add(p, 0x20)
         }
-        return _countAccepted(reveal, draftRoot, qWords, pWords, k);
+        return _countAccepted(_acceptPreimage(reveal, draftRoot, salt), qWords, pWords, k);
     }
 
     // ------------------------------------------------------------------ beyond §3a: the hash chain
@@ -242,17 +250,21 @@ library SpecMath {
 
     /// @notice `countAccepted` over calldata arrays: the same range checks and the same walk.
     /// @dev The words are copied to memory and go through the kernel of `countAccepted`; a word with bits
-    /// above uint64 is above WAD and reverts {SpecMathProbabilityAboveWad}.
+    /// above uint64 is above WAD and reverts {SpecMathProbabilityAboveWad}. The salt is a raw word: a caller
+    /// passing one above uint64 gets uniforms that no well-formed salt gives (the market passes 64 bits).
     /// @param reveal The verifier's hash-chain reveal for the cycle.
     /// @param draftRoot The cycle's draft root.
     /// @param q The draft probabilities q_i(x_i), WAD.
     /// @param p The target probabilities p_i(x_i), WAD.
+    /// @param salt The drafter's per-job salt, committed with the cycle-0 draft.
     /// @return The accepted prefix length n, 0..q.length.
-    function countAcceptedCalldata(bytes32 reveal, bytes32 draftRoot, uint64[] calldata q, uint64[] calldata p)
-        internal
-        pure
-        returns (uint256)
-    {
+    function countAcceptedCalldata(
+        bytes32 reveal,
+        bytes32 draftRoot,
+        uint64[] calldata q,
+        uint64[] calldata p,
+        uint256 salt
+    ) internal pure returns (uint256) {
         uint256 k = q.length;
         if (p.length != k) revert SpecMathLengthMismatch(k, p.length);
         uint256 qWords;
@@ -264,7 +276,7 @@ library SpecMath {
             calldatacopy(qWords, q.offset, shl(5, k))
             calldatacopy(pWords, p.offset, shl(5, k))
         }
-        return _countAccepted(reveal, draftRoot, qWords, pWords, k);
+        return _countAccepted(_acceptPreimage(reveal, draftRoot, salt), qWords, pWords, k);
     }
 
     // ------------------------------------------------------------------ kernels
@@ -319,15 +331,16 @@ library SpecMath {
         }
     }
 
-    /// @dev The accept-uniform rule, part 1: the preimage abi.encode(ACCEPT_TAG, reveal, draftRoot, index) is
-    /// built in scratch memory at the free memory pointer; this writes its fixed words and returns its address.
-    function _acceptPreimage(bytes32 reveal, bytes32 draftRoot) private pure returns (uint256 preimage) {
+    /// @dev The accept-uniform rule, part 1: the preimage abi.encode(ACCEPT_TAG, reveal, draftRoot, index, salt)
+    /// is built in scratch memory at the free memory pointer; this writes its fixed words and returns its address.
+    function _acceptPreimage(bytes32 reveal, bytes32 draftRoot, uint256 salt) private pure returns (uint256 preimage) {
         bytes32 tag = ACCEPT_TAG;
         assembly ("memory-safe") {
             preimage := mload(0x40)
             mstore(preimage, tag)
             mstore(add(preimage, 0x20), reveal)
             mstore(add(preimage, 0x40), draftRoot)
+            mstore(add(preimage, 0x80), salt)
         }
     }
 
@@ -336,22 +349,22 @@ library SpecMath {
         bytes32 h;
         assembly ("memory-safe") {
             mstore(add(preimage, 0x60), index)
-            h := keccak256(preimage, 0x80)
+            h := keccak256(preimage, 0xa0)
         }
         return uniform(h);
     }
 
-    /// @dev The accept rule over k words each of q and p in memory, in one pass. Every index is range-checked
+    /// @dev The accept rule over k words each of q and p in memory, in one pass, with the accept preimage
+    /// (`_acceptPreimage`) already written. Every index is range-checked
     /// (q in 1..WAD, p in 0..WAD, whole words: bits above 64 are above WAD), also past the first rejection: the
     /// first bad index reverts. The walk accepts i while u_i * q_i < p_i * WAD and stops computing uniforms at
     /// the first rejection, whose index it returns (k if none).
-    function _countAccepted(bytes32 reveal, bytes32 draftRoot, uint256 qWords, uint256 pWords, uint256 k)
+    function _countAccepted(uint256 preimage, uint256 qWords, uint256 pWords, uint256 k)
         private
         pure
         returns (uint256 accepted)
     {
         accepted = k;
-        uint256 preimage = _acceptPreimage(reveal, draftRoot);
         for (uint256 i; i < k; ++i) {
             uint256 qi;
             uint256 pi;

@@ -63,8 +63,14 @@ contract JobSlotHarness {
     function unpackInfo(uint256 info)
         external
         pure
-        returns (address verifier, uint256 maxTokens, uint256 eosToken, uint256 openDisputes)
+        returns (address verifier, uint256 maxTokens, uint256 eosToken, uint256 openDisputes, uint256 vocabSize)
     {
-        return (JobSlot.verifier(info), JobSlot.maxTokens(info), JobSlot.eosToken(info), JobSlot.openDisputes(info));
+        return (
+            JobSlot.verifier(info),
+            JobSlot.maxTokens(info),
+            JobSlot.eosToken(info),
+            JobSlot.openDisputes(info),
+            JobSlot.vocabSize(info)
+        );
     }
 }

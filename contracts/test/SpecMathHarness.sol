@@ -45,31 +45,37 @@ contract SpecMathHarness {
     }
 
     /// @notice See {SpecMath-acceptUniform}.
-    function acceptUniform(bytes32 reveal, bytes32 draftRoot, uint32 index) external pure returns (uint64) {
-        return SpecMath.acceptUniform(reveal, draftRoot, index);
+    function acceptUniform(bytes32 reveal, bytes32 draftRoot, uint32 index, uint64 salt)
+        external
+        pure
+        returns (uint64)
+    {
+        return SpecMath.acceptUniform(reveal, draftRoot, index, salt);
     }
 
     /// @notice See {SpecMath-residualUniform}.
-    function residualUniform(bytes32 reveal, bytes32 draftRoot) external pure returns (uint64) {
-        return SpecMath.residualUniform(reveal, draftRoot);
+    function residualUniform(bytes32 reveal, bytes32 draftRoot, uint64 salt) external pure returns (uint64) {
+        return SpecMath.residualUniform(reveal, draftRoot, salt);
     }
 
     /// @notice See {SpecMath-countAccepted} (memory door).
-    function countAccepted(bytes32 reveal, bytes32 draftRoot, uint64[] memory q, uint64[] memory p)
+    function countAccepted(bytes32 reveal, bytes32 draftRoot, uint64[] memory q, uint64[] memory p, uint64 salt)
         external
         pure
         returns (uint256)
     {
-        return SpecMath.countAccepted(reveal, draftRoot, q, p);
+        return SpecMath.countAccepted(reveal, draftRoot, q, p, salt);
     }
 
     /// @notice See {SpecMath-countAcceptedCalldata} (calldata door).
-    function countAcceptedCalldata(bytes32 reveal, bytes32 draftRoot, uint64[] calldata q, uint64[] calldata p)
-        external
-        pure
-        returns (uint256)
-    {
-        return SpecMath.countAcceptedCalldata(reveal, draftRoot, q, p);
+    function countAcceptedCalldata(
+        bytes32 reveal,
+        bytes32 draftRoot,
+        uint64[] calldata q,
+        uint64[] calldata p,
+        uint64 salt
+    ) external pure returns (uint256) {
+        return SpecMath.countAcceptedCalldata(reveal, draftRoot, q, p, salt);
     }
 
     /// @notice See {SpecMath-isDraftProbability}.
