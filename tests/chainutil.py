@@ -31,6 +31,8 @@ PRICE_ACCEPTED = 10**12
 PRICE_PASS = 3 * 10**12
 EOS = 2
 SEED = keccak(b"verispec.test.verifier-seed")
+SALT = 0x5A17_C0FF_EE15_0B0E  # the drafter salt the test runner commits with the cycle-0 draft
+VOCAB = 2**24  # both models' registered vocabulary in the test deployment (make_draft's tokens stay below it)
 
 # the contracts' enums, under the short names these tests use (the values come from node/chain/enums.py)
 ROLE_NONE, ROLE_DRAFTER, ROLE_VERIFIER, ROLE_REFEREE = Role
@@ -94,11 +96,21 @@ def build_env(
     if register:
         reg = system.registry.functions
         transact(
-            w3, reg.registerDrafter(DRAFT_MODEL, TARGET_MODEL, ALPHA_STAR), actors.drafter, env.params.min_drafter_stake
+            w3,
+            reg.registerDrafter(DRAFT_MODEL, TARGET_MODEL, ALPHA_STAR, VOCAB),
+            actors.drafter,
+            env.params.min_drafter_stake,
         )
-        transact(w3, reg.register(ROLE_VERIFIER, [TARGET_MODEL]), actors.verifier, env.params.min_verifier_stake)
+        transact(
+            w3, reg.register(ROLE_VERIFIER, [TARGET_MODEL], [VOCAB]), actors.verifier, env.params.min_verifier_stake
+        )
         for referee in actors.referees:
-            transact(w3, reg.register(ROLE_REFEREE, [DRAFT_MODEL, TARGET_MODEL]), referee, env.params.min_referee_stake)
+            transact(
+                w3,
+                reg.register(ROLE_REFEREE, [DRAFT_MODEL, TARGET_MODEL], [VOCAB, VOCAB]),
+                referee,
+                env.params.min_referee_stake,
+            )
     return env
 
 
@@ -257,7 +269,7 @@ def forcing_p(gamma: int, accept: int) -> list[int]:
     return [WAD] * accept + [0] * (gamma - accept)
 
 
-def realistic_p(reveal: bytes, draft: Draft, accept: int) -> list[int]:
+def realistic_p(reveal: bytes, draft: Draft, accept: int, salt: int = SALT) -> list[int]:
     """Non-trivial p values (all non-zero, full-width) that still force exactly `accept` acceptances:
     p_i ≥ q_i accepts for sure; the first rejected position gets p = ⌊u·q/WAD⌋, which rejects."""
     root = draft.root
@@ -266,18 +278,18 @@ def realistic_p(reveal: bytes, draft: Draft, accept: int) -> list[int]:
         if i < accept:
             p.append(min(WAD, q_i + WAD // 7 + 12345))
         elif i == accept:
-            p.append(P.accept_uniform(reveal, root, i) * q_i // WAD)
+            p.append(P.accept_uniform(reveal, root, i, salt) * q_i // WAD)
         else:
             p.append(WAD // 3 + 987654321 * i)
-    assert P.count_accepted(reveal, root, draft.q, p) == accept
+    assert P.count_accepted(reveal, root, draft.q, p, salt) == accept
     return p
 
 
 class JobRunner:
     """Drives one accepted job cycle by cycle with a real verifier hash chain."""
 
-    def __init__(self, env: Env, job_id: int, chain_length: int | None = None, seed: bytes = SEED):
-        self.env, self.job_id, self.seed = env, job_id, seed
+    def __init__(self, env: Env, job_id: int, chain_length: int | None = None, seed: bytes = SEED, salt: int = SALT):
+        self.env, self.job_id, self.seed, self.salt = env, job_id, seed, salt
         job = job_view(env, job_id)
         self.gamma = job["gamma"]
         self.length = chain_length or job["maxTokens"]
@@ -289,9 +301,15 @@ class JobRunner:
     def reveal(self, cycle: int) -> bytes:
         return P.chain_reveal(self.seed, self.length, cycle)
 
+    def commit_fn(self, draft: Draft):
+        """commitFirstDraft (with the runner's salt) for cycle 0, commitDraft after."""
+        m = self.env.market.functions
+        if draft.cycle == 0:
+            return m.commitFirstDraft(self.job_id, draft.root, draft.tokens, draft.q, self.salt)
+        return m.commitDraft(self.job_id, draft.cycle, draft.root, draft.tokens, draft.q)
+
     def commit(self, draft: Draft):
-        fn = self.env.market.functions.commitDraft(self.job_id, draft.cycle, draft.root, draft.tokens, draft.q)
-        return transact(self.env.w3, fn, self.env.actors.drafter)
+        return transact(self.env.w3, self.commit_fn(draft), self.env.actors.drafter)
 
     def verify_fn(self, draft: Draft, p: list[int], out_token: int, reveal: bytes | None = None):
         reveal = self.reveal(draft.cycle) if reveal is None else reveal
@@ -305,8 +323,8 @@ class JobRunner:
     def cycle(self, cycle: int, accept: int, out_token: int = 777, draft: Draft | None = None, realistic: bool = False):
         """Commit and verify one cycle with exactly `accept` acceptances; returns both receipts and the draft."""
         draft = draft or make_draft(self.job_id, cycle, self.gamma)
-        p = realistic_p(self.reveal(cycle), draft, accept) if realistic else forcing_p(self.gamma, accept)
-        assert P.count_accepted(self.reveal(cycle), draft.root, draft.q, p) == accept
+        p = realistic_p(self.reveal(cycle), draft, accept, self.salt) if realistic else forcing_p(self.gamma, accept)
+        assert P.count_accepted(self.reveal(cycle), draft.root, draft.q, p, self.salt) == accept
         return self.commit(draft), self.verify(draft, p, out_token), draft
 
 

@@ -14,12 +14,12 @@ from eth_abi import encode
 from eth_hash.auto import keccak
 from web3 import Web3
 
-from chainutil import JobRunner, env, job_view, submit_job  # noqa: F401  (env is a fixture)
+from chainutil import VOCAB, JobRunner, env, job_view, submit_job  # noqa: F401  (env is a fixture)
 from node.chain.contracts import deploy_contract
 from solc_analysis import analysis
 
 SLOT0 = ("drafter", "state", "gamma", "cycle", "emitted", "rejected", "deadline")
-SLOT1 = ("verifier", "maxTokens", "eosToken", "openDisputes")
+SLOT1 = ("verifier", "maxTokens", "eosToken", "openDisputes", "vocabSize")
 # (slot, first bit, width in bits) of each field, as the library reads it
 PINNED = {
     "drafter": (0, 0, 160),
@@ -33,6 +33,7 @@ PINNED = {
     "maxTokens": (1, 160, 16),
     "eosToken": (1, 176, 32),
     "openDisputes": (1, 208, 16),
+    "vocabSize": (1, 224, 32),
 }
 DRAFTER = "0x1111111111111111111111111111111111111111"
 KNOWN = {
@@ -134,11 +135,17 @@ def test_next_cycle_is_pack_of_the_advanced_fields(slot, state, count, rejection
 
 
 def test_slot_one_readers(slot):
-    values = {"verifier": int("22" * 20, 16), "maxTokens": 0xFFFE, "eosToken": 0xCAFEBABE, "openDisputes": 3}
+    values = {
+        "verifier": int("22" * 20, 16),
+        "maxTokens": 0xFFFE,
+        "eosToken": 0xCAFEBABE,
+        "openDisputes": 3,
+        "vocabSize": 0x0001_0300,
+    }
     word = _word(values)
-    assert word == int("0003cafebabefffe" + "22" * 20, 16)
-    verifier, max_tokens, eos, open_disputes = slot.unpackInfo(word | (0xFFFF_FFFF << 224)).call()
-    assert (int(verifier, 16), max_tokens, eos, open_disputes) == tuple(values.values())
+    assert word == int("000103000003cafebabefffe" + "22" * 20, 16)
+    verifier, max_tokens, eos, open_disputes, vocab = slot.unpackInfo(word).call()
+    assert (int(verifier, 16), max_tokens, eos, open_disputes, vocab) == tuple(values.values())
 
 
 def test_the_markets_words_unpack_to_its_own_view(chain, env, slot):
@@ -163,10 +170,15 @@ def test_the_markets_words_unpack_to_its_own_view(chain, env, slot):
         == (4, 2, 5 + 3, 1)
     )
     assert fields["deadline"] == job["deadline"]  # awaiting a draft: the stored deadline is the phase's
-    verifier, max_tokens, eos, open_disputes = slot.unpackInfo(word1).call()
-    assert (verifier, max_tokens, eos, open_disputes) == (
+    verifier, max_tokens, eos, open_disputes, vocab = slot.unpackInfo(word1).call()
+    assert (verifier, max_tokens, eos, open_disputes, vocab) == (
         job["verifier"],
         job["maxTokens"],
         job["eosToken"],
         job["openDisputes"],
+        job["vocabSize"],
     )
+    assert vocab == VOCAB
+    # the commitment word: the salt in bits 64..1 (docs/contracts.md), as getJob reports it
+    word6 = int.from_bytes(env.w3.eth.get_storage_at(env.market.address, base + 6), "big")
+    assert (word6 >> 1) & (2**64 - 1) == job["salt"] == runner.salt and word6 & 1 == 0

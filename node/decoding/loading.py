@@ -61,8 +61,18 @@ def max_positions(model) -> int | None:
     return getattr(config, "n_positions", None) or getattr(config, "max_position_embeddings", None)
 
 
-def vocab_size(model) -> int:
-    """The number of logits per position (the LM head's output width)."""
+def vocab_size(model) -> int | None:
+    """The number of logits per position (the LM head's output width).
+
+    `model`: a loaded model, or the directory of a checkpoint (then its config.json's `vocab_size`; None without one).
+    """
+    if isinstance(model, (str, os.PathLike)):
+        try:
+            config = json.loads((Path(model) / "config.json").read_text())
+        except (OSError, ValueError):
+            return None
+        size = config.get("vocab_size")
+        return int(size) if size else None
     head = model.get_output_embeddings()
     return head.weight.shape[0] if head is not None else model.config.vocab_size
 

@@ -39,7 +39,13 @@ def default_tolerance_wad(dtype: torch.dtype) -> int:
 
 class VerifySession:
     def __init__(
-        self, target_model, job: DecodingJob, verifier_seed: bytes, draft_model=None, tolerance_wad: int | None = None
+        self,
+        target_model,
+        job: DecodingJob,
+        verifier_seed: bytes,
+        draft_model=None,
+        tolerance_wad: int | None = None,
+        salt: int | None = 0,
     ):
         self.target = CachedLM(target_model)
         self.replay = CachedLM(draft_model) if draft_model is not None else None  # the draft model, teacher-forced
@@ -52,6 +58,9 @@ class VerifySession:
         )
         self.reveals = protocol.chain_reveals(verifier_seed, job.chain_length)
         self.chain_head = protocol.hash_chain(self.reveals[0], 1)  # committed at acceptJob
+        # the drafter's salt (docs/protocol.md §3): on chain it comes with the cycle-0 draft, after the head; a
+        # node sets it before the first verify (None: not known yet, verify refuses)
+        self.salt = salt
         self.context = list(job.prompt)
         self.generated = 0
         self.done = False
@@ -62,6 +71,8 @@ class VerifySession:
     @torch.inference_mode()
     def verify(self, cycle: int, draft: Draft) -> Verification:
         job, k = self.job, len(draft.tokens)
+        if self.salt is None:
+            raise RuntimeError("the drafter's salt is not known yet (it comes with the cycle-0 draft)")
         if self.done or cycle != self.cycle or self._last is not None:
             raise RuntimeError(f"expected to verify cycle {self.cycle} (after advance, before done), got cycle {cycle}")
         if draft.job_id != job.job_id or draft.cycle != cycle or k != job.gamma:
@@ -115,7 +126,7 @@ class VerifySession:
 
         The one decision a verifier makes; node/roles/behaviors.py overrides it to misbehave.
         """
-        return sampler.decide(self.job.job_id, cycle, reveal, draft.tokens, draft.q, p_rows, q_rows)
+        return sampler.decide(self.job.job_id, cycle, reveal, draft.tokens, draft.q, p_rows, q_rows, salt=self.salt)
 
     def advance(self, emitted) -> None:
         """Take in the cycle's emitted tokens (as the chain recorded them) and roll the caches back."""

@@ -134,8 +134,8 @@ class RetaliatingVerifySession(VerifySession):
         root = protocol.draft_root(self.job.job_id, cycle, draft.tokens, draft.q)
         true_p = tuple(int(p_rows[i, t]) for i, t in enumerate(draft.tokens))
         p = tuple(int(v * self.policy.factor) if self.shaded(cycle, i) else v for i, v in enumerate(true_p))
-        accepted = protocol.count_accepted(reveal, root, draft.q, p)  # what the contract will decide
-        v = protocol.residual_uniform(reveal, root)
+        accepted = protocol.count_accepted(reveal, root, draft.q, p, self.salt)  # what the contract will decide
+        v = protocol.residual_uniform(reveal, root, self.salt)
         try:
             out_token = protocol.emitted_token(p_rows[accepted], q_rows[accepted] if accepted < k else None, v)
         except ValueError:  # p row == q row: a rejection only the shading caused; sample p itself

@@ -3,6 +3,8 @@
 Everything a node, a referee, a watchdog or the requester CLI needs to rebuild a job lives on chain:
 
 * `JobSubmitted`      the request (models, parties, γ, sampling, maxTokens, EOS, prices), the prompt bytes;
+* `SaltCommitted`     once, with the cycle-0 draft: the drafter's salt, which enters every accept and residual
+                      uniform of the job (docs/protocol.md §3);
 * `DraftCommitted`    per cycle: the draft root and the proposals with their q (12 bytes each);
 * `CycleVerified`     per cycle: the reveal, the accepted count, outToken and the emitted tokens;
 * the calldata of the `submitVerification` transaction that emitted `CycleVerified`: the posted p.
@@ -112,6 +114,7 @@ class ChainCycle:
     output: tuple[int, ...] | None = None  # the tokens the cycle emitted (after EOS / maxTokens cuts)
     p: tuple[int, ...] | None = None  # p_i(x_i) as posted, from the submitVerification calldata
     verify_tx: str | None = None
+    salt: int = 0  # the job's drafter salt (SaltCommitted; every cycle of a job carries the same one)
 
     @property
     def verified(self) -> bool:
@@ -233,6 +236,7 @@ def cycles(source, *args, from_block: int | None = None, with_p: bool = True) ->
     `cycles(system, job_id)`. `with_p=False` skips the per-cycle transaction lookups for p.
     """
     market, job_id = _args(source, args, ["job_id"])
+    salt = job_salt(market, job_id, from_block=from_block)
     drafts = {}
     for log in _logs(market.events.DraftCommitted, job_id, from_block):
         a = log["args"]
@@ -244,6 +248,7 @@ def cycles(source, *args, from_block: int | None = None, with_p: bool = True) ->
             tokens=tuple(tokens),
             q=tuple(q),
             commit_tx=to_hex(log["transactionHash"]),
+            salt=salt,
         )
     for log in _logs(market.events.CycleVerified, job_id, from_block):
         a = log["args"]
@@ -268,6 +273,15 @@ def cycles(source, *args, from_block: int | None = None, with_p: bool = True) ->
     if [c.cycle for c in ordered] != list(range(len(ordered))):
         raise ChainDataError(f"job {job_id}: cycles {[c.cycle for c in ordered]} are not contiguous from 0")
     return ordered
+
+
+def job_salt(source, *args, from_block: int | None = None) -> int:
+    """The drafter's salt of a job (its `SaltCommitted` event; 0 before the cycle-0 draft). `job_salt(system, job_id)`.
+
+    The event carries a uint64, so the value is always in range; the view `getJob(...).salt` holds the same."""
+    market, job_id = _args(source, args, ["job_id"])
+    logs = _logs(market.events.SaltCommitted, job_id, from_block)
+    return int(logs[0]["args"]["salt"]) if logs else 0
 
 
 def cycle(source, *args, from_block: int | None = None) -> ChainCycle:

@@ -18,11 +18,12 @@ class ModelInfo:
     path: Path
     model_id: bytes
     max_positions: int | None
+    vocab_size: int | None = None  # config.json's vocab_size: registered with the model id (docs/protocol.md §4)
 
 
 def load_model_info(path: str | Path) -> ModelInfo:
     from node.decoding import model_id  # lazy: pulls in torch
-    from node.decoding.loading import max_positions
+    from node.decoding.loading import max_positions, vocab_size
 
     path = Path(path)
     if not path.is_dir():
@@ -31,7 +32,7 @@ def load_model_info(path: str | Path) -> ModelInfo:
         mid = model_id(path)
     except (FileNotFoundError, ValueError, OSError) as exc:
         raise RequesterError(f"{path} is not a usable model checkpoint: {exc}") from None
-    return ModelInfo(path, mid, max_positions(path))
+    return ModelInfo(path, mid, max_positions(path), vocab_size(path))
 
 
 def load_tokenizer(path: str | Path):

@@ -3,7 +3,8 @@
 For each job assigned to it (`JobSubmitted.request.drafter` is its address) whose model ids are the
 ones it loaded, it proposes cycle c whenever the contract says the job is Running and awaits the draft
 of cycle c (after the verifier's `JobAccepted`, then after each `CycleVerified`), and sends
-`commitDraft` under the key `job:{id}:cycle:{c}:commit`. The cycle's transcript (proposals, q, the
+`commitDraft` under the key `job:{id}:cycle:{c}:commit` (cycle 0: `commitFirstDraft`, with a fresh random salt
+that enters every accept and residual uniform of the job, docs/protocol.md §3). The cycle's transcript (proposals, q, the
 top-k of its distributions) is saved in the store *before* the transaction, so a restart resends the
 very same draft instead of computing another. It answers DraftReplay disputes against it with its
 claimed q and its top-k at the disputed position.
@@ -176,6 +177,8 @@ class DrafterNode(PartyNode):
         dj.proposed_cycle = c
         tokens, q = list(draft.tokens), list(draft.q)
         extra: dict[str, Any] = {"q_top": [[[t, w] for t, w in row] for row in draft.top_k(TOP_K)]}
+        if c == 0:  # the job's salt: secret until commitFirstDraft, which the contract takes only after the head
+            extra["salt"] = protocol.new_salt()
         biased = getattr(session, "biased", {}).get(c)
         if biased:
             extra["biased"] = [vars(b) for b in biased]
@@ -192,12 +195,25 @@ class DrafterNode(PartyNode):
             return 0
         tokens, q = decided
         root = protocol.draft_root(job_id, c, tokens, q)
-        call = self.txs.encode_call(self.market, "commitDraft", job_id, c, root, list(tokens), list(q))
+        if c == 0:
+            salt = self._salt(job_id)
+            call = self.txs.encode_call(self.market, "commitFirstDraft", job_id, root, list(tokens), list(q), salt)
+        else:
+            call = self.txs.encode_call(self.market, "commitDraft", job_id, c, root, list(tokens), list(q))
         sent = self.transact(key, call, sure=sure)
         if sent:  # the hash is in the sent-transaction record already; the transcript gets it at the next flush
             hashes = {"commit": self.txs.tx_hash_of(key)}
             self.later(lambda: self.store.save_cycle(job_id, JOB_ROLE, c, tx_hashes=hashes))
         return sent
+
+    def _salt(self, job_id: int) -> int:
+        """The job's salt, from cycle 0's transcript (stored before the first send, so a resend carries the same)."""
+        transcript = self.store.cycle(job_id, JOB_ROLE, 0)
+        extra = dict(transcript.top_k or {}) if transcript is not None else {}
+        if "salt" not in extra:  # a transcript written without one
+            extra["salt"] = protocol.new_salt()
+            self.store.save_cycle(job_id, JOB_ROLE, 0, top_k=extra)
+        return int(extra["salt"])
 
     def _session_at(self, dj: DrafterJobState, c: int):
         """The job's DraftSession ready to propose cycle c: advanced from cycle c-1, or rebuilt from chain data."""

@@ -14,7 +14,7 @@ What counts as cheating (docs/protocol.md §6, docs/disputes.md), with tolerance
 * DraftReplay, index i < K: |q_replay(x_i) − q_i| > tol, or x_i outside [invcdf(q_replay, u − tol),
   invcdf(q_replay, u + tol)] with u = draftUniform(job, cycle, i);
 * TargetReplay, i < K: |p_replay(x_i) − p_i| > tol;
-* TargetReplay, i == K (outToken): with n = accepted and v = residualUniform(reveal, root), outToken
+* TargetReplay, i == K (outToken): with n = accepted and v = residualUniform(reveal, root, salt), outToken
   outside the residual samples of norm(max(0, p_n − q_n)) at v ∓ tol (n < K), or outside the samples of
   p_K at v ∓ tol (n == K). (An empty replayed residual means no honest rejection: cheated.)
 """
@@ -100,7 +100,7 @@ def judge_position(
     n = cyc.accepted
     context = list(prefix) + list(cyc.tokens[:n])
     p_row = next_token_rows(target_model, context, job.sampling)[0]
-    v = protocol.residual_uniform(cyc.reveal, cyc.draft_root)
+    v = protocol.residual_uniform(cyc.reveal, cyc.draft_root, cyc.salt)
     if n < k:
         q_row = next_token_rows(draft_model, context, job.sampling)[0]
         try:

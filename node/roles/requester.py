@@ -180,9 +180,15 @@ class Requester(JobReader, DisputeClient):
                 raise RequesterError(f"--alpha must be in [0, 1], got {alpha}")
             draft, target = load_model_info(model_paths[0]), load_model_info(target_model_path)
             alpha_wad = to_wad(alpha, "--alpha")
+            vocab = _registered_vocab(draft)
+            if target.vocab_size is not None and target.vocab_size != vocab:
+                raise RequesterError(
+                    f"the draft model's vocabulary ({vocab}) is not the target's ({target.vocab_size}): "
+                    "no verifier of that target could take a job"
+                )
             tx, _ = self._send(
                 "registerDrafter",
-                self.registry.functions.registerDrafter(draft.model_id, target.model_id, alpha_wad),
+                self.registry.functions.registerDrafter(draft.model_id, target.model_id, alpha_wad, vocab),
                 value=stake_wei,
             )
             ids = [draft.model_id, target.model_id]
@@ -194,10 +200,12 @@ class Requester(JobReader, DisputeClient):
                     "--target-model is for drafters; a verifier or referee lists every model with --model"
                 )
             infos = [load_model_info(p) for p in model_paths]
-            ids = list(dict.fromkeys(info.model_id for info in infos))
+            vocabs = {info.model_id: _registered_vocab(info) for info in infos}
+            ids = list(vocabs)
             if len(ids) > 8:
                 raise RequesterError("at most 8 models per verifier or referee")
-            tx, _ = self._send("register", self.registry.functions.register(role, ids), value=stake_wei)
+            call = self.registry.functions.register(role, ids, [vocabs[i] for i in ids])
+            tx, _ = self._send("register", call, value=stake_wei)
         return Registration(self.address, role.label, stake_wei, ["0x" + i.hex() for i in ids], alpha, tx)
 
     def unbond(self) -> UnbondResult:
@@ -413,3 +421,11 @@ class Requester(JobReader, DisputeClient):
         (event,) = self.market.events.JobFinished().process_receipt(receipt, errors=DISCARD)
         a = event["args"]
         return tx, {"reason": FinishReason(a["reason"]).name, "party": a["party"], "slashed": a["slashed"]}
+
+
+def _registered_vocab(info) -> int:
+    """The vocabulary size registered with a model id (docs/protocol.md §4): its checkpoint's, 2..2^32-1."""
+    vocab = info.vocab_size
+    if vocab is None or not 2 <= vocab < 2**32:
+        raise RequesterError(f"{info.path}: its config.json gives no usable vocab_size ({vocab})")
+    return int(vocab)

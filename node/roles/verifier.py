@@ -69,6 +69,7 @@ class VerifierJobState:
     spec: Speculation | None = None
     spec_misses: int = 0
     speculate: bool = True
+    salt: int | None = None  # the drafter's salt (SaltCommitted, with the cycle-0 draft); None until known
 
 
 class VerifierNode(PartyNode):
@@ -123,6 +124,11 @@ class VerifierNode(PartyNode):
         if vj is not None:
             vj.accepted, vj.draft_deadline = True, self.draft_deadline(event)
         self.schedule.mark_dirty(JOB, event.args["jobId"])
+
+    def on_market_SaltCommitted(self, event: ChainEvent) -> None:
+        vj = self.jobs.get(int(event.args["jobId"]))
+        if vj is not None:
+            vj.salt = int(event.args["salt"])
 
     def on_market_DraftCommitted(self, event: ChainEvent) -> None:
         job_id = int(event.args["jobId"])
@@ -238,6 +244,17 @@ class VerifierNode(PartyNode):
             job_id, status == JobStatus.Running or (status == JobStatus.Open and self.chain_time() <= view["deadline"])
         )
         if status == JobStatus.Open and self.chain_time() <= view["deadline"]:
+            if int(view["vocabSize"]) != self.vocab_size:  # its tokens would not be my model's
+                self.log.warning(
+                    "job %d: refused: its vocabulary is %d, my target model's %d",
+                    job_id,
+                    int(view["vocabSize"]),
+                    self.vocab_size,
+                )
+                self.store.save_job(job_id, JOB_ROLE, "refused", {"reason": "vocabulary size"})
+                self.jobs.pop(job_id, None)
+                self.schedule.forget(JOB, job_id)
+                return 0
             vj = self._job(job_id)
             head = chain_head(self.account.key, job_id, vj.job.max_new_tokens)
             sent = self.transact(f"job:{job_id}:accept", self.market.functions.acceptJob(job_id, head))
@@ -272,6 +289,8 @@ class VerifierNode(PartyNode):
                 if c not in vj.drafts:
                     return 0  # its DraftCommitted is not visible yet
             tokens, q = vj.drafts[c]
+            if self._salt(vj) is None:
+                return 0
             v = self._speculated(vj, c, tokens, q)
             invalid = next((i for i, tok in enumerate(tokens) if tok >= self.vocab_size), None)
             if v is not None:
@@ -285,6 +304,7 @@ class VerifierNode(PartyNode):
                 session = self._session_at(vj, c)
                 if session is None:
                     return 0
+                session.salt = vj.salt
                 v = session.verify(c, Draft(job_id=job_id, cycle=c, tokens=tuple(tokens), q=tuple(q), q_rows=None))
                 vj.verified_cycle, vj.last = c, v
             for fault in v.draft_faults:
@@ -382,6 +402,9 @@ class VerifierNode(PartyNode):
         c = s.cycle
         if s.done or c in vj.drafts:
             return 0  # nothing to guess: done, or the real draft is here (the usual path verifies it)
+        if vj.salt is None:
+            return 0  # cycle 0: the salt comes with the draft, so its uniforms cannot be known ahead
+        s.salt = vj.salt
         p = self._predictor_at(vj, c)
         if p is None:
             return 0
@@ -490,9 +513,9 @@ class VerifierNode(PartyNode):
         p = tuple(int(p_rows[i, t]) for i, t in enumerate(tokens[:invalid])) + (0,) * (k - invalid)
         reveal = protocol.chain_reveal(vj.seed, job.chain_length, c)
         root = protocol.draft_root(job.job_id, c, tokens, q)
-        n = protocol.count_accepted(reveal, root, q, p)  # <= invalid
+        n = protocol.count_accepted(reveal, root, q, p, vj.salt)  # <= invalid
         q_row = next_token_rows(self.draft_model, context + list(tokens[:n]), job.sampling)[0]
-        u = protocol.residual_uniform(reveal, root)
+        u = protocol.residual_uniform(reveal, root, vj.salt)
         try:
             out_token = protocol.residual_sample(p_rows[n], q_row, u)
         except ValueError:  # p == q there: the rejection was the invalid token's, so sample p itself
@@ -517,6 +540,14 @@ class VerifierNode(PartyNode):
             p_rows=np.vstack([p_rows, padding]),
             draft_faults=(DraftFault(invalid, "x", tokens[invalid], -1),),
         )
+
+    def _salt(self, vj: VerifierJobState) -> int | None:
+        """The job's salt: from its SaltCommitted event, else from the view (once a draft is committed it is final)."""
+        if vj.salt is None:
+            view = self.job_view(vj.job.job_id)
+            if view["cycle"] > 0 or view["phase"] == Phase.AwaitVerify:
+                vj.salt = int(view["salt"])
+        return vj.salt
 
     def _session_at(self, vj: VerifierJobState, c: int):
         s = vj.session
