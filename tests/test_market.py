@@ -205,7 +205,7 @@ def test_commit_draft_reverts(chain, env):
     draft = make_draft(open_job, 0, 4)
     expect_revert(
         env,
-        m.commitDraft(open_job, 0, draft.root, draft.tokens, draft.q),
+        m.commitFirstDraft(open_job, draft.root, draft.tokens, draft.q, 1),
         a.drafter,
         "JobWrongStatus",
         (open_job, STATUS_OPEN),
@@ -213,11 +213,16 @@ def test_commit_draft_reverts(chain, env):
     runner = running_job(env)
     j = runner.job_id
     d = make_draft(j, 0, 4)
+    # cycle 0 goes through commitFirstDraft, with the drafter's salt
+    expect_revert(env, m.commitDraft(j, 0, d.root, d.tokens, d.q), a.drafter, "FirstDraftNeedsSalt")
 
     def reverts(error, args=None, sender=a.drafter, cycle=0, root=None, tokens=None, q=None):
-        fn = m.commitDraft(
-            j, cycle, d.root if root is None else root, d.tokens if tokens is None else tokens, d.q if q is None else q
+        root, tokens, q = (
+            d.root if root is None else root,
+            d.tokens if tokens is None else tokens,
+            d.q if q is None else q,
         )
+        fn = m.commitFirstDraft(j, root, tokens, q, 99) if cycle == 0 else m.commitDraft(j, cycle, root, tokens, q)
         expect_revert(env, fn, sender, error, args)
 
     reverts("NotJobDrafter", (a.verifier,), sender=a.verifier)
@@ -241,10 +246,10 @@ def test_commit_draft_rejects_token_ids_above_uint32(chain, env):
     """Raw calldata: web3 refuses to encode such a value, a hostile client does not."""
     runner = running_job(env)
     d = make_draft(runner.job_id, 0, 4)
-    selector = function_signature_to_4byte_selector("commitDraft(uint256,uint32,bytes32,uint32[],uint64[])")
+    selector = function_signature_to_4byte_selector("commitFirstDraft(uint256,bytes32,uint32[],uint64[],uint64)")
     tokens = d.tokens[:2] + [2**32 + 5] + d.tokens[3:]
     data = selector + abi_encode(
-        ["uint256", "uint32", "bytes32", "uint256[]", "uint64[]"], [runner.job_id, 0, d.root, tokens, d.q]
+        ["uint256", "bytes32", "uint256[]", "uint64[]", "uint64"], [runner.job_id, d.root, tokens, d.q, 7]
     )
     with pytest.raises(ContractCustomError) as info:
         env.w3.eth.call({"from": env.actors.drafter, "to": env.market.address, "data": "0x" + data.hex()})
@@ -266,7 +271,7 @@ def test_verification_matches_protocol(chain, env, gamma):
         root = draft.root
         p = [(int.from_bytes(keccak(bytes([cycle, i, gamma])), "big") % WAD) for i in range(gamma)]
         p[0] = draft.q[0]  # at least the first proposal is accepted (p ≥ q)
-        n = P.count_accepted(reveal, root, draft.q, p)
+        n = P.count_accepted(reveal, root, draft.q, p, runner.salt)
         out_token = 4000 + cycle
         before = job_view(env, runner.job_id)
         receipt = transact(w3, runner.verify_fn(draft, p, out_token), env.actors.verifier)
@@ -339,7 +344,7 @@ def test_late_draft_and_verification_revert(chain, env):
     d = make_draft(j, 0, 4)
     deadline = job_view(env, j)["deadline"]
     advance(w3, env.params.commit_timeout + 1)
-    expect_revert(env, m.commitDraft(j, 0, d.root, d.tokens, d.q), a.drafter, "DeadlinePassed", (deadline,))
+    expect_revert(env, runner.commit_fn(d), a.drafter, "DeadlinePassed", (deadline,))
 
     runner = running_job(env)
     j = runner.job_id

@@ -3,10 +3,10 @@
 For each job assigned to it (`JobSubmitted.request.drafter` is its address) whose model ids are the
 ones it loaded, it proposes cycle c whenever the contract says the job is Running and awaits the draft
 of cycle c (after the verifier's `JobAccepted`, then after each `CycleVerified`), and sends
-`commitDraft` under the key `job:{id}:cycle:{c}:commit` (cycle 0: `commitFirstDraft`, with a fresh random salt
-that enters every accept and residual uniform of the job, docs/protocol.md §3). The cycle's transcript (proposals, q, the
-top-k of its distributions) is saved in the store *before* the transaction, so a restart resends the
-very same draft instead of computing another. It answers DraftReplay disputes against it with its
+`commitDraft` under the key `job:{id}:cycle:{c}:commit` (cycle 0: `commitFirstDraft`, with a fresh random
+salt that enters every accept and residual uniform of the job, docs/protocol.md §3). The cycle's transcript
+(proposals, q, the top-k of its distributions, cycle 0's salt) is saved in the store *before* the transaction,
+so a restart resends the very same draft instead of computing another. It answers DraftReplay disputes against it with its
 claimed q and its top-k at the disputed position.
 """
 
