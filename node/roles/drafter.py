@@ -6,8 +6,8 @@ of cycle c (after the verifier's `JobAccepted`, then after each `CycleVerified`)
 `commitDraft` under the key `job:{id}:cycle:{c}:commit` (cycle 0: `commitFirstDraft`, with a fresh random
 salt that enters every accept and residual uniform of the job, docs/protocol.md §3). The cycle's transcript
 (proposals, q, the top-k of its distributions, cycle 0's salt) is saved in the store *before* the transaction,
-so a restart resends the very same draft instead of computing another. It answers DraftReplay disputes against it with its
-claimed q and its top-k at the disputed position.
+so a restart resends the very same draft instead of computing another. It answers DraftReplay disputes
+against it with its claimed q and its top-k at the disputed position.
 """
 
 from __future__ import annotations
