@@ -338,7 +338,7 @@ def test_submit_verification_reverts(chain, env):
 
 
 def test_late_draft_and_verification_revert(chain, env):
-    a, m, w3 = env.actors, env.market.functions, env.w3
+    a, w3 = env.actors, env.w3
     runner = running_job(env)
     j = runner.job_id
     d = make_draft(j, 0, 4)
