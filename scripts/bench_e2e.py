@@ -67,6 +67,7 @@ TARGET, DRAFT = ROOT / "models" / "target", ROOT / "models" / "draft"
 WAD = 10**18
 ETHER = 10**18
 STAKE = 5 * ETHER
+VOCAB = 768  # the bundled pair's vocabulary (registered with both model ids)
 REQUESTER, DRAFTER, VERIFIER, REFEREES, CHALLENGER = 1, 2, 3, (4, 5, 6), 7
 PRICE_ACCEPTED, PRICE_PASS = 10**12, 3 * 10**12
 DEFAULT_PROMPT = "import os\nimport sys\n\n\ndef main(argv=None):\n"
@@ -689,10 +690,14 @@ def run(args) -> dict:
         system = deploy_system(w3, accounts[0], artifacts=artifacts)
         market, dm, params = system.market, system.disputes, system.params
         reg = system.registry.functions
-        rpc.send(reg.registerDrafter(ids["draft"], ids["target"], WAD // 2), accounts[DRAFTER], STAKE)
-        rpc.send(reg.register(Role.Verifier, [ids["target"]]), accounts[VERIFIER], STAKE)
+        rpc.send(reg.registerDrafter(ids["draft"], ids["target"], WAD // 2, VOCAB), accounts[DRAFTER], STAKE)
+        rpc.send(reg.register(Role.Verifier, [ids["target"]], [VOCAB]), accounts[VERIFIER], STAKE)
         for i in REFEREES:
-            rpc.send(reg.register(Role.Referee, [ids["draft"], ids["target"]]), accounts[i], params.min_referee_stake)
+            rpc.send(
+                reg.register(Role.Referee, [ids["draft"], ids["target"]], [VOCAB, VOCAB]),
+                accounts[i],
+                params.min_referee_stake,
+            )
         deployment = Deployment.of_system(w3, system, rpc_url, start_block)
         deployment_path = deployment.save(tmp / "deployment.json")
 

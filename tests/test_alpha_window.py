@@ -11,6 +11,7 @@ from chainutil import (
     EOS,
     ROLE_DRAFTER,
     TARGET_MODEL,
+    VOCAB,
     WAD,
     JobRunner,
     advance,
@@ -202,6 +203,8 @@ def test_registering_again_restarts_the_window(chain, aenv):
     advance(w3, aenv.params.unbonding_period)
     transact(w3, reg.withdrawUnbonded(), a.drafter)
     assert window(aenv)[1] == 3  # the old window stays until a new registration
-    transact(w3, reg.registerDrafter(DRAFT_MODEL, TARGET_MODEL, WAD // 5), a.drafter, aenv.params.min_drafter_stake)
+    transact(
+        w3, reg.registerDrafter(DRAFT_MODEL, TARGET_MODEL, WAD // 5, VOCAB), a.drafter, aenv.params.min_drafter_stake
+    )
     assert reg.isActive(a.drafter, ROLE_DRAFTER, DRAFT_MODEL).call()
     assert window(aenv) == (WAD // 5, 0, 0, 0, 0)

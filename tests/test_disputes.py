@@ -43,6 +43,7 @@ PVALS = [WAD, WAD, 0, WAD // 2]  # accept, accept, reject: accepted = 2 (p[3] bi
 OUT_TOKEN = 77
 EOS = 50_000
 STAKE = 5 * ETHER
+VOCAB = 2**24  # both models' registered vocabulary
 
 
 @dataclass
@@ -156,13 +157,13 @@ def deploy_world(w3, params=PARAMS, referees=7):
     refs = list(accounts[6 : 6 + referees])
     system = deploy_system(w3, deployer, params)
     registry, market, dm = system.registry, system.market, system.disputes
-    send(w3, registry.functions.registerDrafter(DRAFT_MODEL, TARGET_MODEL, WAD // 2), drafter, value=STAKE)
-    send(w3, registry.functions.register(ROLE_VERIFIER, [TARGET_MODEL]), verifier, value=STAKE)
+    send(w3, registry.functions.registerDrafter(DRAFT_MODEL, TARGET_MODEL, WAD // 2, VOCAB), drafter, value=STAKE)
+    send(w3, registry.functions.register(ROLE_VERIFIER, [TARGET_MODEL], [VOCAB]), verifier, value=STAKE)
     # The requester and the challenger are registered referees too: the draw must skip them as parties.
     for account in [requester, challenger, *refs]:
         send(
             w3,
-            registry.functions.register(ROLE_REFEREE, [DRAFT_MODEL, TARGET_MODEL]),
+            registry.functions.register(ROLE_REFEREE, [DRAFT_MODEL, TARGET_MODEL], [VOCAB, VOCAB]),
             account,
             value=params.min_referee_stake,
         )
@@ -912,7 +913,12 @@ def test_referees_registered_after_the_seed_block_are_never_drawn(world):
         account = w3.to_checksum_address("0x" + keccak(b"late referee %d" % i)[:20].hex())
         w3.provider.make_request("anvil_impersonateAccount", [account])
         w3.provider.make_request("anvil_setBalance", [account, hex(10 * ETHER)])
-        send(w3, registry.functions.register(ROLE_REFEREE, [DRAFT_MODEL]), account, value=PARAMS.min_referee_stake)
+        send(
+            w3,
+            registry.functions.register(ROLE_REFEREE, [DRAFT_MODEL], [VOCAB]),
+            account,
+            value=PARAMS.min_referee_stake,
+        )
         fresh.append(account)
     listed = [
         registry.functions.refereeAt(DRAFT_MODEL, i).call() for i in range(dispute(world, dispute_id)["poolSize"])
@@ -936,7 +942,12 @@ def test_draw_samples_a_large_pool_without_scanning_it(world):
         account = w3.to_checksum_address("0x" + keccak(b"extra referee %d" % i)[:20].hex())
         w3.provider.make_request("anvil_impersonateAccount", [account])
         w3.provider.make_request("anvil_setBalance", [account, hex(10 * ETHER)])
-        send(w3, registry.functions.register(ROLE_REFEREE, [DRAFT_MODEL]), account, value=PARAMS.min_referee_stake)
+        send(
+            w3,
+            registry.functions.register(ROLE_REFEREE, [DRAFT_MODEL], [VOCAB]),
+            account,
+            value=PARAMS.min_referee_stake,
+        )
         extra.append(account)
     assert registry.functions.refereeCount(DRAFT_MODEL).call() == 25
     eligible = set(world.referees) | set(extra)

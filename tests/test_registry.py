@@ -13,6 +13,7 @@ from chainutil import (  # noqa: F401  (env is a fixture)
     ROLE_REFEREE,
     ROLE_VERIFIER,
     TARGET_MODEL,
+    VOCAB,
     WAD,
     ZERO_ADDRESS,
     advance,
@@ -97,7 +98,7 @@ def test_wiring_checks_on_a_fresh_registry(chain, env):
     # Not wired yet: nobody can register.
     expect_revert(
         fresh,
-        registry.functions.registerDrafter(DRAFT_MODEL, TARGET_MODEL, ALPHA_STAR),
+        registry.functions.registerDrafter(DRAFT_MODEL, TARGET_MODEL, ALPHA_STAR, VOCAB),
         env.actors.drafter,
         "NotWired",
         value=ETHER,
@@ -127,7 +128,9 @@ def test_wiring_checks_on_a_fresh_registry(chain, env):
 def test_register_drafter(chain, env):
     w3, who = env.w3, env.actors.spare[0]
     before = w3.eth.get_balance(env.registry.address)
-    receipt = transact(w3, env.registry.functions.registerDrafter(OTHER_MODEL, TARGET_MODEL, WAD // 2), who, 2 * ETHER)
+    receipt = transact(
+        w3, env.registry.functions.registerDrafter(OTHER_MODEL, TARGET_MODEL, WAD // 2, VOCAB), who, 2 * ETHER
+    )
     assert w3.eth.get_balance(env.registry.address) == before + 2 * ETHER
     acct = account(env, who)
     assert (
@@ -162,11 +165,11 @@ def test_register_drafter_reverts(chain, env):
     who = a.spare[0]
     state = lambda: registry_state(env, who, a.drafter)  # noqa: E731
     m = p.min_drafter_stake
-    expect_revert(env, reg.registerDrafter(b"\0" * 32, TARGET_MODEL, 1), who, "ZeroModel", value=m, state=state)
-    expect_revert(env, reg.registerDrafter(DRAFT_MODEL, b"\0" * 32, 1), who, "ZeroModel", value=m, state=state)
+    expect_revert(env, reg.registerDrafter(b"\0" * 32, TARGET_MODEL, 1, VOCAB), who, "ZeroModel", value=m, state=state)
+    expect_revert(env, reg.registerDrafter(DRAFT_MODEL, b"\0" * 32, 1, VOCAB), who, "ZeroModel", value=m, state=state)
     expect_revert(
         env,
-        reg.registerDrafter(DRAFT_MODEL, TARGET_MODEL, WAD + 1),
+        reg.registerDrafter(DRAFT_MODEL, TARGET_MODEL, WAD + 1, VOCAB),
         who,
         "AlphaAboveWad",
         (WAD + 1,),
@@ -175,7 +178,7 @@ def test_register_drafter_reverts(chain, env):
     )
     expect_revert(
         env,
-        reg.registerDrafter(DRAFT_MODEL, TARGET_MODEL, 1),
+        reg.registerDrafter(DRAFT_MODEL, TARGET_MODEL, 1, VOCAB),
         who,
         "StakeBelowMinimum",
         (m - 1, m),
@@ -184,7 +187,7 @@ def test_register_drafter_reverts(chain, env):
     )
     expect_revert(
         env,
-        reg.registerDrafter(DRAFT_MODEL, TARGET_MODEL, 1),
+        reg.registerDrafter(DRAFT_MODEL, TARGET_MODEL, 1, VOCAB),
         a.drafter,
         "AlreadyRegistered",
         (a.drafter,),
@@ -194,7 +197,7 @@ def test_register_drafter_reverts(chain, env):
     # one role per address
     expect_revert(
         env,
-        reg.register(ROLE_REFEREE, [DRAFT_MODEL]),
+        reg.register(ROLE_REFEREE, [DRAFT_MODEL], [VOCAB]),
         a.drafter,
         "AlreadyRegistered",
         (a.drafter,),
@@ -206,13 +209,13 @@ def test_register_drafter_reverts(chain, env):
 def test_register_verifier_and_referee(chain, env):
     w3, reg = env.w3, env.registry.functions
     verifier, referee = env.actors.spare[0], env.actors.spare[1]
-    receipt = transact(w3, reg.register(ROLE_VERIFIER, [TARGET_MODEL, OTHER_MODEL]), verifier, ETHER)
+    receipt = transact(w3, reg.register(ROLE_VERIFIER, [TARGET_MODEL, OTHER_MODEL], [VOCAB, VOCAB]), verifier, ETHER)
     assert events(env.registry, receipt, "Registered")[0].args.modelIds == [TARGET_MODEL, OTHER_MODEL]
     assert reg.isActive(verifier, ROLE_VERIFIER, TARGET_MODEL).call()
     assert reg.isActive(verifier, ROLE_VERIFIER, OTHER_MODEL).call()
     assert not reg.isActive(verifier, ROLE_VERIFIER, DRAFT_MODEL).call()
     assert reg.refereeCount(OTHER_MODEL).call() == 0  # verifiers are not referees
-    transact(w3, reg.register(ROLE_REFEREE, [OTHER_MODEL]), referee, ETHER // 2)
+    transact(w3, reg.register(ROLE_REFEREE, [OTHER_MODEL], [VOCAB]), referee, ETHER // 2)
     assert reg.refereeCount(OTHER_MODEL).call() == 1
     assert reg.refereeAt(OTHER_MODEL, 0).call() == referee
     assert reg.isActive(referee, ROLE_REFEREE, OTHER_MODEL).call()
@@ -223,17 +226,32 @@ def test_register_reverts(chain, env):
     reg, who = env.registry.functions, env.actors.spare[0]
     state = lambda: registry_state(env, who)  # noqa: E731
     v = env.params.min_verifier_stake
-    expect_revert(env, reg.register(ROLE_NONE, [TARGET_MODEL]), who, "InvalidRole", (ROLE_NONE,), value=v, state=state)
     expect_revert(
-        env, reg.register(ROLE_DRAFTER, [TARGET_MODEL]), who, "InvalidRole", (ROLE_DRAFTER,), value=v, state=state
+        env, reg.register(ROLE_NONE, [TARGET_MODEL], [VOCAB]), who, "InvalidRole", (ROLE_NONE,), value=v, state=state
     )
-    expect_revert(env, reg.register(ROLE_VERIFIER, []), who, "BadModelCount", (0,), value=v, state=state)
-    nine = [bytes([i + 1]) * 32 for i in range(9)]
-    expect_revert(env, reg.register(ROLE_VERIFIER, nine), who, "BadModelCount", (9,), value=v, state=state)
-    expect_revert(env, reg.register(ROLE_VERIFIER, [TARGET_MODEL, b"\0" * 32]), who, "ZeroModel", value=v, state=state)
     expect_revert(
         env,
-        reg.register(ROLE_REFEREE, [TARGET_MODEL, TARGET_MODEL]),
+        reg.register(ROLE_DRAFTER, [TARGET_MODEL], [VOCAB]),
+        who,
+        "InvalidRole",
+        (ROLE_DRAFTER,),
+        value=v,
+        state=state,
+    )
+    expect_revert(env, reg.register(ROLE_VERIFIER, [], []), who, "BadModelCount", (0,), value=v, state=state)
+    nine = [bytes([i + 1]) * 32 for i in range(9)]
+    expect_revert(env, reg.register(ROLE_VERIFIER, nine, [VOCAB] * 9), who, "BadModelCount", (9,), value=v, state=state)
+    expect_revert(
+        env,
+        reg.register(ROLE_VERIFIER, [TARGET_MODEL, b"\0" * 32], [VOCAB, VOCAB]),
+        who,
+        "ZeroModel",
+        value=v,
+        state=state,
+    )
+    expect_revert(
+        env,
+        reg.register(ROLE_REFEREE, [TARGET_MODEL, TARGET_MODEL], [VOCAB, VOCAB]),
         who,
         "DuplicateModel",
         (TARGET_MODEL,),
@@ -242,10 +260,22 @@ def test_register_reverts(chain, env):
     )
     r = env.params.min_referee_stake
     expect_revert(
-        env, reg.register(ROLE_REFEREE, [TARGET_MODEL]), who, "StakeBelowMinimum", (r - 1, r), value=r - 1, state=state
+        env,
+        reg.register(ROLE_REFEREE, [TARGET_MODEL], [VOCAB]),
+        who,
+        "StakeBelowMinimum",
+        (r - 1, r),
+        value=r - 1,
+        state=state,
     )
     expect_revert(
-        env, reg.register(ROLE_VERIFIER, [TARGET_MODEL]), who, "StakeBelowMinimum", (r, v), value=r, state=state
+        env,
+        reg.register(ROLE_VERIFIER, [TARGET_MODEL], [VOCAB]),
+        who,
+        "StakeBelowMinimum",
+        (r, v),
+        value=r,
+        state=state,
     )
 
 
@@ -316,7 +346,7 @@ def test_unbonding_period_enforced_then_withdraw(chain, env):
     assert account(env, who)["role"] == ROLE_NONE and reg.modelsOf(who).call() == []
     assert not reg.serves(who, TARGET_MODEL).call()
     # The address may register again, with other models.
-    transact(w3, reg.register(ROLE_REFEREE, [OTHER_MODEL]), who, ETHER)
+    transact(w3, reg.register(ROLE_REFEREE, [OTHER_MODEL], [VOCAB]), who, ETHER)
     assert reg.isActive(who, ROLE_REFEREE, OTHER_MODEL).call()
     assert not reg.serves(who, TARGET_MODEL).call()
 
@@ -324,7 +354,7 @@ def test_unbonding_period_enforced_then_withdraw(chain, env):
 def test_withdraw_unbonded_to_a_contract_that_refuses_eth(chain, env):
     w3, reg = env.w3, env.registry.functions
     sink = impersonate(w3, deploy_contract(w3, "SpecMathHarness").address)  # a contract with no receive()
-    transact(w3, reg.register(ROLE_REFEREE, [OTHER_MODEL]), sink, ETHER)
+    transact(w3, reg.register(ROLE_REFEREE, [OTHER_MODEL], [VOCAB]), sink, ETHER)
     transact(w3, reg.requestUnbond(), sink)
     advance(w3, env.params.unbonding_period + 1)
     expect_revert(env, reg.withdrawUnbonded(), sink, "RegistryTransferFailed", state=lambda: registry_state(env, sink))
@@ -419,7 +449,7 @@ def test_referee_swap_and_pop_on_unbond(chain, env):
     transact(w3, reg.requestUnbond(), r1)  # the last one: plain pop
     assert [reg.refereeAt(DRAFT_MODEL, i).call() for i in range(1)] == [r2]
     newcomer = env.actors.spare[0]
-    transact(w3, reg.register(ROLE_REFEREE, [DRAFT_MODEL]), newcomer, ETHER)
+    transact(w3, reg.register(ROLE_REFEREE, [DRAFT_MODEL], [VOCAB]), newcomer, ETHER)
     assert [reg.refereeAt(DRAFT_MODEL, i).call() for i in range(2)] == [r2, newcomer]
     transact(w3, reg.requestUnbond(), r2)
     assert [reg.refereeAt(DRAFT_MODEL, i).call() for i in range(1)] == [newcomer]

@@ -39,6 +39,7 @@ TARGET, DRAFT = ROOT / "models" / "target", ROOT / "models" / "draft"
 WAD = protocol.WAD
 ETHER = 10**18
 STAKE = 5 * ETHER
+VOCAB = 768  # the bundled pair's vocabulary (registered with both model ids)
 PROMPT = "def __init__(self, "
 GAMMA = 4
 
@@ -222,10 +223,14 @@ def world(rpc, ids, tmp_path):
     deployment = Deployment.of_system(w3, system, rpc, start)
     world = World(w3, system, deployment, start, ids, tmp_path, list(w3.eth.accounts))
     reg = system.registry.functions
-    world.send(reg.registerDrafter(ids["draft"], ids["target"], WAD // 2), world.drafter_address, STAKE)
-    world.send(reg.register(Role.Verifier, [ids["target"]]), world.verifier_address, STAKE)
+    world.send(reg.registerDrafter(ids["draft"], ids["target"], WAD // 2, VOCAB), world.drafter_address, STAKE)
+    world.send(reg.register(Role.Verifier, [ids["target"]], [VOCAB]), world.verifier_address, STAKE)
     for referee in world.referee_addresses:
-        world.send(reg.register(Role.Referee, [ids["draft"], ids["target"]]), referee, system.params.min_referee_stake)
+        world.send(
+            reg.register(Role.Referee, [ids["draft"], ids["target"]], [VOCAB, VOCAB]),
+            referee,
+            system.params.min_referee_stake,
+        )
     return world
 
 
@@ -319,7 +324,9 @@ def test_greedy_job_equals_the_targets_greedy_generate(world, tokenizer):
 def test_nodes_refuse_jobs_for_other_models_and_prompts_that_do_not_fit(world, tokenizer):
     other = keccak(b"some other draft model")
     stranger = world.accounts[8]
-    world.send(world.system.registry.functions.registerDrafter(other, world.ids["target"], WAD // 2), stranger, STAKE)
+    world.send(
+        world.system.registry.functions.registerDrafter(other, world.ids["target"], WAD // 2, VOCAB), stranger, STAKE
+    )
     verifier = world.verifier()
     foreign_drafter = world.drafter(store="stranger", account=8)  # holds the bundled draft, not `other`
     foreign = world.submit(drafter=stranger, draft_model=other)

@@ -62,7 +62,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
 from web3 import Web3
 
-from chainutil import decode_error
+from chainutil import VOCAB, decode_error
 from node import protocol as P
 from node.chain import enums
 from node.chain.deploy import deploy_system
@@ -639,11 +639,11 @@ class ProtocolMachine(RuleBasedStateMachine):
             stake = MIN_STAKE[role] * rnd.choice([2, 3, 4, 6])  # 2-6 × the minimum: survives a few slashes
             if role == DRAFTER:
                 a.alpha_star = 8 * WAD // 10 if i == 0 else rnd.choice(ALPHAS[:3])  # drafter 0: near its α̂
-                self.act(reg.registerDrafter(DRAFT, TARGET, a.alpha_star), a.addr, value=stake)
+                self.act(reg.registerDrafter(DRAFT, TARGET, a.alpha_star, VOCAB), a.addr, value=stake)
                 a.target, a.models, self.alpha[a.addr] = TARGET, (DRAFT,), Alpha(star=a.alpha_star)
             else:
                 a.models = (TARGET,) if role == VERIFIER else (DRAFT, TARGET)
-                self.act(reg.register(role, list(a.models)), a.addr, value=stake)
+                self.act(reg.register(role, list(a.models), [VOCAB] * len(a.models)), a.addr, value=stake)
             a.role, a.stake = role, stake
             a.credited["registry"] += stake
 
@@ -685,7 +685,7 @@ class ProtocolMachine(RuleBasedStateMachine):
                 (already, "AlreadyRegistered"),
                 (low, "StakeBelowMinimum"),
             )
-            self.act(reg.registerDrafter(draft, target, alpha), a.addr, err, value)
+            self.act(reg.registerDrafter(draft, target, alpha, VOCAB), a.addr, err, value)
             if not err:
                 a.alpha_star, a.target, a.models, self.alpha[a.addr] = alpha, target, (draft,), Alpha(star=alpha)
         else:
@@ -698,7 +698,7 @@ class ProtocolMachine(RuleBasedStateMachine):
                 (ZERO in models, "ZeroModel"),
                 (len(set(models)) < len(models), "DuplicateModel"),
             )
-            self.act(reg.register(role, models), a.addr, err, value)
+            self.act(reg.register(role, models, [VOCAB] * len(models)), a.addr, err, value)
             a.models = a.models if err else tuple(models)
         if not err:
             a.role, a.stake, a.unbonding_since, a.registered_at = role, value, 0, self.now
