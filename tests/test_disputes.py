@@ -44,6 +44,7 @@ OUT_TOKEN = 77
 EOS = 50_000
 STAKE = 5 * ETHER
 VOCAB = 2**24  # both models' registered vocabulary
+SALT = 0x0123_4567_89AB_CDEF  # the drafter's salt of every job
 
 
 @dataclass
@@ -131,9 +132,12 @@ def expect_revert(contract, fn, sender, name, *args, value=0):
 
 def run_cycle(w3, market, drafter, verifier, job_id, seed, length, cycle=0):
     root = P.draft_root(job_id, cycle, TOKENS, Q)
-    send(w3, market.functions.commitDraft(job_id, cycle, root, TOKENS, Q), drafter)
+    if cycle == 0:  # the first draft carries the drafter's salt
+        send(w3, market.functions.commitFirstDraft(job_id, root, TOKENS, Q, SALT), drafter)
+    else:
+        send(w3, market.functions.commitDraft(job_id, cycle, root, TOKENS, Q), drafter)
     reveal = P.chain_reveal(seed, length, cycle)
-    accepted = P.count_accepted(reveal, root, Q, PVALS)
+    accepted = P.count_accepted(reveal, root, Q, PVALS, SALT)
     send(w3, market.functions.submitVerification(job_id, cycle, TOKENS, Q, PVALS, reveal, OUT_TOKEN), verifier)
     assert market.functions.cycleRecordHash(job_id, cycle).call() == P.cycle_record_hash(
         root, PVALS, accepted, OUT_TOKEN

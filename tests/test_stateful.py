@@ -227,6 +227,7 @@ class Job:
     drafter_forfeit: bool = False
     verifier_forfeit: bool = False
     draft: tuple | None = None  # committed (tokens, q) awaiting verification
+    salt: int = 0  # the drafter's salt, committed with the cycle-0 draft (in every accept uniform)
     records: list = field(default_factory=list)
 
     @property
@@ -852,9 +853,18 @@ class ProtocolMachine(RuleBasedStateMachine):
             (k != j.gamma, "GammaLengthMismatch"),
             (variant == "root", "RootMismatch"),
         )
-        self.act(self.market.functions.commitDraft(j.id, cycle, root, tokens, q), sender, err)
+        salt = rnd.choice([0, 2**64 - 1, rnd.getrandbits(64)])
+        m = self.market.functions
+        fn = (
+            m.commitFirstDraft(j.id, root, tokens, q, salt)
+            if cycle == 0
+            else m.commitDraft(j.id, cycle, root, tokens, q)
+        )
+        self.act(fn, sender, err)
         if not err:
             j.phase, j.draft = AWAIT_VERIFY, (tokens, q)
+            if cycle == 0:
+                j.salt = salt
 
     @action(
         6,
@@ -876,7 +886,7 @@ class ProtocolMachine(RuleBasedStateMachine):
         # A random accept pattern: p_i from {1, 0, q_i, q_i / 2, uniform}; n comes from node/protocol.py.
         p = [rnd.choice([WAD, 0, qi, qi // 2, rnd.randint(0, WAD)]) for qi in q]
         p += [WAD] if variant == "length" else []
-        out_token = rnd.choice([EOS, 3, 9, 2**32 - 1])
+        out_token = rnd.choice([EOS, 3, 9, VOCAB - 1, 3, 9, 2**32 - 1])  # the last one is out of range
         sender = j.drafter if variant == "party" else j.verifier
         err = first(
             (j.status != RUNNING, "JobWrongStatus"),
@@ -886,6 +896,7 @@ class ProtocolMachine(RuleBasedStateMachine):
             (cycle != j.cycle, "WrongCycle"),
             (len(p) != j.gamma, "GammaLengthMismatch"),
             (variant in ("reveal", "draft"), "CommitmentMismatch"),
+            (out_token >= VOCAB, "TokenOutOfRange"),
         )
         fn = self.market.functions.submitVerification(j.id, cycle, tokens, q, p, reveal, out_token)
         receipt = self.act(fn, sender, err)
@@ -924,7 +935,9 @@ class ProtocolMachine(RuleBasedStateMachine):
     def verified(self, j: Job, receipt, rec: Record):
         """Effects of a valid verification: accept rule, output (cut at EOS / maxTokens), record, α counts."""
         root = rec.root(j.id, j.cycle)
-        rec.accepted = n = P.count_accepted(j.reveals[j.cycle], root, rec.q, rec.p)
+        # the accept rule under the job's salt, cut before a proposal outside the vocabulary (docs/protocol.md §4)
+        n = P.count_accepted(j.reveals[j.cycle], root, rec.q, rec.p, j.salt)
+        rec.accepted = n = P.cap_at_vocab(rec.tokens, n, VOCAB)
         room = j.max_tokens - j.emitted
         out = (rec.tokens[:n] + [rec.out_token])[:room]
         if EOS in out:
@@ -1307,8 +1320,8 @@ class ProtocolMachine(RuleBasedStateMachine):
             v = next(out)
             # JobView: (requester, drafter, verifier, draftModel, targetModel, status, phase, gamma, alphaEligible,
             # cycle, emitted, rejected, maxTokens, eosToken, deadline, openDisputes, escrow, prices x2,
-            # drafterTokens, drafterForfeited, verifierForfeited, commitment)
-            got = (v[5], v[6], v[9], v[10], v[11], v[14], v[15], v[16], v[19], v[20], v[21], v[8])
+            # drafterTokens, drafterForfeited, verifierForfeited, commitment, salt, vocabSize)
+            got = (v[5], v[6], v[9], v[10], v[11], v[14], v[15], v[16], v[19], v[20], v[21], v[8], v[23], v[24])
             want = (
                 j.status,
                 j.phase,
@@ -1322,6 +1335,8 @@ class ProtocolMachine(RuleBasedStateMachine):
                 j.drafter_forfeit,
                 j.verifier_forfeit,
                 j.eligible,
+                j.salt,
+                VOCAB,
             )
             assert got == want, f"job {j.id}: chain {got} != model {want}"
             escrow += v[16] if v[5] != FINALIZED else 0
@@ -1429,6 +1444,7 @@ def test_random_protocol_runs_keep_every_invariant(w3, system):
         "withdrawUnbonded",
         "submitJob",
         "acceptJob",
+        "commitFirstDraft",
         "commitDraft",
         "submitVerification",
         "claimTimeout",
