@@ -503,12 +503,13 @@ def wait_until(condition, timeout: float, interval: float = 0.05, what: str = "c
 # ====================================================================== the engine alone
 
 
-def engine_runs(decoder, prompt_ids, tokens, job_id, seed, runs) -> list[tuple[float, object]]:
-    """`runs` timed SpeculativeDecoder.generate calls for one job: [(seconds, GenerationResult)]."""
+def engine_runs(decoder, prompt_ids, tokens, job_id, seed, runs, salt: int = 0) -> list[tuple[float, object]]:
+    """`runs` timed SpeculativeDecoder.generate calls for one job: [(seconds, GenerationResult)]. `salt`: the
+    drafter's (known only once the job's first draft is on chain; before it, 0: the same work, other uniforms)."""
     out = []
     for _ in range(runs):
         start = time.perf_counter()
-        result = decoder.generate(prompt_ids, tokens, job_id=job_id, verifier_seed=seed, eos_token_id=None)
+        result = decoder.generate(prompt_ids, tokens, job_id=job_id, verifier_seed=seed, eos_token_id=None, salt=salt)
         out.append((time.perf_counter() - start, result))
     return out
 
@@ -765,7 +766,8 @@ def run(args) -> dict:
                     what=f"job {job_id} finished",
                 )
                 jobs.append({"job_id": job_id, "t0": t0, "submit_tx": receipt["transactionHash"]})
-                engine[job_id] += engine_runs(decoder, prompt_ids, args.tokens, job_id, seeds[job_id], n_engine)
+                salt = chaindata.job_salt(system, job_id, from_block=start_block)
+                engine[job_id] += engine_runs(decoder, prompt_ids, args.tokens, job_id, seeds[job_id], n_engine, salt)
 
             dispute = None
             if not args.no_dispute:
@@ -833,10 +835,11 @@ def run(args) -> dict:
             chain_tokens = chaindata.output_tokens(system, j, from_block=start_block)
             cycles = chaindata.cycles(system, j, from_block=start_block, with_p=False)
             runs = engine[j]
-            engine_tokens = runs[0][1].tokens
-            identical = chain_tokens == engine_tokens and all(r.tokens == engine_tokens for _, r in runs)
+            salted = runs[len(runs) // 2 :]  # the runs after the job, with its salt (the first half: timing only)
+            engine_tokens = salted[0][1].tokens
+            identical = chain_tokens == engine_tokens and all(r.tokens == engine_tokens for _, r in salted)
             same_cycles = [(c.tokens, c.q, c.accepted, c.out_token) for c in cycles] == [
-                (r.proposals, r.q, r.accepted, r.out_token) for r in runs[0][1].cycles
+                (r.proposals, r.q, r.accepted, r.out_token) for r in salted[0][1].cycles
             ]
             last_verify = f"job:{j}:cycle:{len(cycles) - 1}:verify"
             t_end = next(m[0] for m in verifier_probe["marks"] if m[1] == "sent" and m[2][0] == last_verify)

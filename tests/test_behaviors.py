@@ -99,7 +99,7 @@ def test_a_retaliating_verifier_shades_exactly_its_positions_and_the_chain_rule_
             shaded_positions += shaded
             assert posted == (int(true * policy.factor) if shaded else true)
         assert verification.accepted == protocol.count_accepted(
-            verification.reveal, draft.root, draft.q, verification.p
+            verification.reveal, draft.root, draft.q, verification.p, session.salt
         )
         session.advance(verification.emitted)
         drafter.advance(verification.emitted)

@@ -80,7 +80,7 @@ def test_bf16_sampling_on_cuda_is_deterministic_faithful_and_passes_the_chain_ch
     assert result.draft_faults == 0  # the replay on the same GPU stays inside bf16's tolerance
     for c in result.cycles:
         root = protocol.draft_root(7, c.cycle, c.proposals, c.q)
-        assert protocol.count_accepted(c.reveal, root, c.q, c.p) == c.accepted
+        assert protocol.count_accepted(c.reveal, root, c.q, c.p, 0) == c.accepted  # the local engine: salt 0
         assert c.emitted == (c.proposals[: c.accepted] + (c.out_token,))[: len(c.emitted)]
     assert decoder.generate(prompt, 96, job_id=7, verifier_seed=seed_for(7)).tokens == result.tokens
 

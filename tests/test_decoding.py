@@ -263,7 +263,7 @@ def test_every_cycle_record_passes_the_on_chain_checks(decoder, prompt):
         assert keccak(c.reveal) == previous  # the hash-chain step the contract checks
         previous = c.reveal
         root = protocol.draft_root(41, c.cycle, c.proposals, c.q)
-        assert protocol.count_accepted(c.reveal, root, c.q, c.p) == c.accepted
+        assert protocol.count_accepted(c.reveal, root, c.q, c.p, 0) == c.accepted  # the local engine: salt 0
         assert list(c.emitted) == protocol.truncate_emitted(
             list(c.proposals[: c.accepted]) + [c.out_token], None, 64 - len(emitted)
         )
@@ -324,7 +324,7 @@ def test_the_half_precision_path_decodes_within_its_tolerance(pair_paths, prompt
     assert len(result.tokens) == 40 and result.draft_faults == 0
     for c in result.cycles:
         root = protocol.draft_root(81, c.cycle, c.proposals, c.q)
-        assert protocol.count_accepted(c.reveal, root, c.q, c.p) == c.accepted
+        assert protocol.count_accepted(c.reveal, root, c.q, c.p, 0) == c.accepted  # the local engine: salt 0
     # the same job decodes to the same tokens every time: nothing in the bf16 path is nondeterministic
     assert bf16.generate(prompt, 40, job_id=81, verifier_seed=seed_for(81)).tokens == result.tokens
 

@@ -95,16 +95,29 @@ def test_accept_rule_matches_min_one_p_over_q():
     q, p = [P.WAD // 2], [P.WAD // 5]
     root = keccak(b"root")
     trials = 4000
-    accepted = sum(P.count_accepted(keccak(i.to_bytes(8, "big")), root, q, p) for i in range(trials))
+    accepted = sum(P.count_accepted(keccak(i.to_bytes(8, "big")), root, q, p, 7) for i in range(trials))
     assert abs(accepted / trials - 0.4) < 0.03
-    assert P.count_accepted(root, root, [P.WAD // 2], [P.WAD // 2]) == 1  # p >= q always accepts
-    assert P.count_accepted(root, root, [1], [0]) == 0  # p = 0 never accepts
+    # one reveal, many drafter salts: the same frequency (the salt is as good a source of randomness)
+    accepted = sum(P.count_accepted(root, root, q, p, salt) for salt in range(trials))
+    assert abs(accepted / trials - 0.4) < 0.03
+    assert P.count_accepted(root, root, [P.WAD // 2], [P.WAD // 2], 0) == 1  # p >= q always accepts
+    assert P.count_accepted(root, root, [1], [0], 0) == 0  # p = 0 never accepts
+    with pytest.raises(ValueError):
+        P.count_accepted(root, root, [1], [0], 2**64)  # a salt is a uint64
 
 
 def test_count_accepted_stops_at_first_rejection():
     root = keccak(b"r")
     # position 1 can never be accepted; position 2 always could, but binds nothing after the rejection
-    assert P.count_accepted(root, root, [P.WAD, P.WAD, P.WAD], [P.WAD, 0, P.WAD]) == 1
+    assert P.count_accepted(root, root, [P.WAD, P.WAD, P.WAD], [P.WAD, 0, P.WAD], 0) == 1
+
+
+def test_cap_at_vocab():
+    """docs/protocol.md §4: the accept count stops before the first proposal outside the vocabulary."""
+    assert P.cap_at_vocab([1, 2, 3], 3, 4) == 3
+    assert P.cap_at_vocab([1, 4, 3], 3, 4) == 1
+    assert P.cap_at_vocab([9, 2, 3], 2, 4) == 0
+    assert P.cap_at_vocab([1, 2, 9], 2, 4) == 2  # past the accepted prefix it binds nothing
 
 
 def test_merkle_proofs_round_trip_for_every_width():

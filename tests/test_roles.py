@@ -243,8 +243,14 @@ def reference(job_id, tokenizer, world, prompt=PROMPT, max_tokens=20, temperatur
         target, draft, gamma=GAMMA, temperature=temperature, top_k=top_k, top_p=top_p, verify_draft=True
     )
     ids = prompt_tokens(tokenizer, prompt.encode())
+    salt = chaindata.job_salt(world.system, job_id, from_block=world.start)  # the drafter's, from chain
     return decoder.generate(
-        ids, max_tokens, job_id=job_id, verifier_seed=verifier_seed(dev_account(3).key, job_id), eos_token_id=eos
+        ids,
+        max_tokens,
+        job_id=job_id,
+        verifier_seed=verifier_seed(dev_account(3).key, job_id),
+        eos_token_id=eos,
+        salt=salt,
     )
 
 
@@ -259,7 +265,7 @@ def check_cycles_on_chain(world, job_id, stopped=False):
         assert world.market.functions.cycleRecordHash(job_id, c.cycle).call() == protocol.cycle_record_hash(
             *c.record_preimage()
         )
-        assert protocol.count_accepted(c.reveal, c.draft_root, c.q, c.p) == c.accepted
+        assert protocol.count_accepted(c.reveal, c.draft_root, c.q, c.p, c.salt) == c.accepted
     return cycles
 
 
@@ -624,7 +630,7 @@ def test_retaliating_verifier_loses_a_target_replay_dispute(world):
             if abs(true_p[i] - c.p[i]) > tolerance:
                 beyond_tolerance.append((c.cycle, i))
         # the shading only ever lowers acceptance; the contract applied the rule to the shaded p
-        honest = protocol.count_accepted(c.reveal, c.draft_root, c.q, true_p)
+        honest = protocol.count_accepted(c.reveal, c.draft_root, c.q, true_p, c.salt)
         assert honest >= c.accepted
         lost += honest - c.accepted
     assert shaded  # e.g. position 0 of cycle 0: shaded, and position 0 always binds

@@ -37,6 +37,9 @@ P_TOY = [0.30, 0.05, 0.25, 0.00, 0.15, 0.25]
 Q_TOY = [0.10, 0.30, 0.05, 0.20, 0.30, 0.05]  # sum(min(p, q)) = 0.40: most proposals are rejected
 
 
+SALT = 0xFEED_5A17  # a drafter salt (the job's, on chain)
+
+
 def first_token_counts(p, q, samples: int, residual=None) -> np.ndarray:
     """Counts of the first emitted token of a K=1 cycle over `samples` jobs, run through the real sampler.
 
@@ -51,7 +54,7 @@ def first_token_counts(p, q, samples: int, residual=None) -> np.ndarray:
         for job_id in range(samples):
             x = protocol.invcdf(q_wad, protocol.draft_uniform(job_id, 0, 0))
             reveal = keccak(job_id.to_bytes(32, "big"))  # stands in for the verifier's hash-chain reveal
-            decision = sampler.decide(job_id, 0, reveal, [x], [int(q_wad[x])], p_rows, q_rows)
+            decision = sampler.decide(job_id, 0, reveal, [x], [int(q_wad[x])], p_rows, q_rows, salt=job_id)
             counts[x if decision.accepted else decision.out_token] += 1
     return counts
 
@@ -92,41 +95,43 @@ def test_decide_applies_the_on_chain_rule_and_samples_from_the_right_row():
         q = [int(q_rows[i, t]) for i, t in enumerate(tokens)]
         reveal = keccak(b"r" + job_id.to_bytes(8, "big"))
         before = (p_rows.copy(), q_rows.copy())
-        d = sampler.decide(job_id, 3, reveal, tokens, q, p_rows, q_rows)
+        d = sampler.decide(job_id, 3, reveal, tokens, q, p_rows, q_rows, salt=SALT)
         assert np.array_equal(before[0], p_rows) and np.array_equal(before[1], q_rows)  # pure: inputs untouched
         root = protocol.draft_root(job_id, 3, tokens, q)
         assert d.root == root
         assert d.p == tuple(int(p_rows[i, t]) for i, t in enumerate(tokens))
-        assert d.accepted == protocol.count_accepted(reveal, root, q, list(d.p))
-        v = protocol.residual_uniform(reveal, root)
+        assert d.accepted == protocol.count_accepted(reveal, root, q, list(d.p), SALT)
+        v = protocol.residual_uniform(reveal, root, SALT)
         if d.accepted < k:
             assert d.out_token == protocol.residual_sample(p_rows[d.accepted], q_rows[d.accepted], v)
             assert d.out_token != tokens[d.accepted]  # a rejected token has no residual mass
         else:
             assert d.out_token == protocol.invcdf(p_rows[k], v)
-        assert d == sampler.decide(job_id, 3, reveal, tokens, q, p_rows, q_rows)  # deterministic
+        assert d == sampler.decide(job_id, 3, reveal, tokens, q, p_rows, q_rows, salt=SALT)  # deterministic
 
 
 def test_identical_models_accept_everything_and_draw_the_bonus():
     rng = np.random.default_rng(1)
     rows = random_rows(rng, 4, 9)
     tokens = [protocol.invcdf(rows[i], protocol.draft_uniform(7, 0, i)) for i in range(3)]
-    d = sampler.decide(7, 0, b"\x11" * 32, tokens, [int(rows[i, t]) for i, t in enumerate(tokens)], rows, rows[:3])
+    d = sampler.decide(
+        7, 0, b"\x11" * 32, tokens, [int(rows[i, t]) for i, t in enumerate(tokens)], rows, rows[:3], salt=SALT
+    )
     assert d.accepted == 3
-    assert d.out_token == protocol.invcdf(rows[3], protocol.residual_uniform(b"\x11" * 32, d.root))
+    assert d.out_token == protocol.invcdf(rows[3], protocol.residual_uniform(b"\x11" * 32, d.root, SALT))
 
 
 def test_greedy_one_hot_rows_emit_the_target_argmax():
     one_hot = lambda t: wad(np.eye(5)[t])  # noqa: E731
     p_rows, q_rows = np.stack([one_hot(2), one_hot(4), one_hot(1)]), np.stack([one_hot(2), one_hot(3)])
-    d = sampler.decide(1, 0, b"\x22" * 32, [2, 3], [WAD, WAD], p_rows, q_rows)
+    d = sampler.decide(1, 0, b"\x22" * 32, [2, 3], [WAD, WAD], p_rows, q_rows, salt=SALT)
     assert (d.accepted, d.out_token, d.p) == (1, 4, (WAD, 0))
 
 
 def test_decide_checks_row_counts():
     rows = random_rows(np.random.default_rng(2), 3, 4)
     with pytest.raises(ValueError):
-        sampler.decide(1, 0, b"\x00" * 32, [0, 1], [1, 1], rows[:2], rows[:2])
+        sampler.decide(1, 0, b"\x00" * 32, [0, 1], [1, 1], rows[:2], rows[:2], salt=SALT)
 
 
 # ---------------------------------------------------------------- sampling transform

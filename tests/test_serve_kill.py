@@ -247,7 +247,7 @@ def test_job_survives_kill_9_of_the_drafter_then_the_verifier(home, nodes):
         assert protocol.draft_root(job_id, c.cycle, c.tokens, c.q) == c.draft_root
         assert keccak(c.reveal) == previous, f"cycle {c.cycle}: the reveal does not extend the hash chain"
         previous = c.reveal
-        assert protocol.count_accepted(c.reveal, c.draft_root, c.q, c.p) == c.accepted
+        assert protocol.count_accepted(c.reveal, c.draft_root, c.q, c.p, c.salt) == c.accepted
         assert market.functions.cycleRecordHash(job_id, c.cycle).call() == protocol.cycle_record_hash(
             *c.record_preimage()
         )

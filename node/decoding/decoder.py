@@ -128,10 +128,14 @@ class SpeculativeDecoder:
         job_id: int,
         verifier_seed: bytes,
         eos_token_id: int | None = None,
+        salt: int = 0,
     ) -> GenerationResult:
+        """`salt`: the drafter's salt in every accept and residual uniform (on chain, the job's; docs/protocol.md §3)."""
         job = self.job(input_ids, max_new_tokens, job_id, eos_token_id)
         drafter = DraftSession(self.draft, job)
-        verifier = VerifySession(self.target, job, verifier_seed, draft_model=self.draft if self.verify_draft else None)
+        verifier = VerifySession(
+            self.target, job, verifier_seed, draft_model=self.draft if self.verify_draft else None, salt=salt
+        )
         cycles, tokens, faults = [], [], 0
         while not verifier.done:
             cycle = verifier.cycle
