@@ -671,7 +671,7 @@ def test_a_draft_with_a_token_outside_the_vocabulary_is_verified_and_disputable(
     drive([verifier], lambda: world.status(job_id) == JobStatus.Running)
     tokens, q = [100_000, 5, 6, 7], [WAD // 2] * GAMMA  # a drafter (no node) commits garbage: any uint32 goes
     world.send(
-        world.market.functions.commitDraft(job_id, 0, protocol.draft_root(job_id, 0, tokens, q), tokens, q),
+        world.market.functions.commitFirstDraft(job_id, protocol.draft_root(job_id, 0, tokens, q), tokens, q, 77),
         world.drafter_address,
     )
     drive([verifier], lambda: chaindata.job_view(world.market, job_id)["cycle"] == 1)  # no timeout for the verifier
@@ -683,6 +683,29 @@ def test_a_draft_with_a_token_outside_the_vocabulary_is_verified_and_disputable(
     drafter_dispute, verifier_dispute = resolve_all(world, [draft_dispute, target_dispute], [verifier, *referees])
     assert drafter_dispute["outcome"] == Outcome.AccusedLost  # q_0 claims mass for a token that has none
     assert verifier_dispute["outcome"] == Outcome.ChallengerLost  # p_0 = 0 is the truth
+
+
+def test_an_honest_verifier_posts_p_0_at_an_out_of_range_proposal_and_keeps_its_deadline(world):
+    """Issue 10, attack 5 from the verifier's side (docs/protocol.md §4): proposal 2 is outside the registered
+    vocabulary (768). The honest verifier node runs its target over the in-range prefix only, posts the true p
+    before it and p = 0 from it on, and verifies within its deadline; the contract caps the accept count there,
+    so nothing out of range is emitted, and the job goes on."""
+    verifier = world.verifier()
+    job_id = world.submit(max_tokens=12)
+    drive([verifier], lambda: world.status(job_id) == JobStatus.Running)
+    assert chaindata.job_view(world.market, job_id)["vocabSize"] == VOCAB
+    tokens, q = [5, 6, 2**32 - 1, 7], [WAD // 2] * GAMMA
+    world.send(
+        world.market.functions.commitFirstDraft(job_id, protocol.draft_root(job_id, 0, tokens, q), tokens, q, 2**63),
+        world.drafter_address,
+    )
+    drive([verifier], lambda: chaindata.job_view(world.market, job_id)["cycle"] == 1)
+    view = chaindata.job_view(world.market, job_id)
+    assert view["status"] == JobStatus.Running and view["salt"] == 2**63  # verified in time, the job goes on
+    [c0] = check_cycles_on_chain(world, job_id)
+    assert c0.p[2:] == (0, 0) and all(0 < p <= WAD for p in c0.p[:2]) is not None
+    assert c0.accepted <= 2 and all(t < VOCAB for t in c0.output)
+    assert verifier.accept_mismatches == []
 
 
 # ---------------------------------------------------------------- chain data readers

@@ -130,7 +130,7 @@ class SpeculativeDecoder:
         eos_token_id: int | None = None,
         salt: int = 0,
     ) -> GenerationResult:
-        """`salt`: the drafter's salt in every accept and residual uniform (on chain, the job's; docs/protocol.md §3)."""
+        """`salt`: the drafter's salt in every accept and residual uniform (on chain the job's, docs/protocol.md §3)."""
         job = self.job(input_ids, max_new_tokens, job_id, eos_token_id)
         drafter = DraftSession(self.draft, job)
         verifier = VerifySession(
