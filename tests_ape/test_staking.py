@@ -15,6 +15,7 @@ NONE, DRAFTER, VERIFIER, REFEREE = range(4)
 DRAFT_MODEL = keccak(text="models/draft")
 TARGET_MODEL = keccak(text="models/target")
 ALPHA_STAR = 6 * WAD // 10
+VOCAB = 768  # registered with every model id (docs/protocol.md, "Project decisions")
 
 
 @pytest.fixture
@@ -56,13 +57,13 @@ def test_wiring_happens_once_and_only_by_the_deployer(accounts, project, deploye
     ):
         short.setProtocolContracts(market.address, ZERO_ADDRESS, sender=deployer)
     with ape.reverts(fresh.NotWired):
-        fresh.registerDrafter(DRAFT_MODEL, TARGET_MODEL, ALPHA_STAR, sender=accounts[1], value=ETHER)
+        fresh.registerDrafter(DRAFT_MODEL, TARGET_MODEL, ALPHA_STAR, VOCAB, sender=accounts[1], value=ETHER)
 
 
 def test_register_drafter_stakes_and_emits(chain, registry, market, drafter):
     stake = 2 * ETHER
     balance_before = drafter.balance
-    tx = registry.registerDrafter(DRAFT_MODEL, TARGET_MODEL, ALPHA_STAR, sender=drafter, value=stake)
+    tx = registry.registerDrafter(DRAFT_MODEL, TARGET_MODEL, ALPHA_STAR, VOCAB, sender=drafter, value=stake)
 
     assert tx.status == 1
     assert drafter.balance == balance_before - stake - tx.total_fees_paid
@@ -88,23 +89,23 @@ def test_register_drafter_stakes_and_emits(chain, registry, market, drafter):
 def test_registration_rejects_bad_input(registry, market, drafter, referee):
     minimum = DEFAULT_PARAMS.min_drafter_stake
     with ape.reverts(registry.StakeBelowMinimum, stake=minimum - 1, minimum=minimum):
-        registry.registerDrafter(DRAFT_MODEL, TARGET_MODEL, ALPHA_STAR, sender=drafter, value=minimum - 1)
+        registry.registerDrafter(DRAFT_MODEL, TARGET_MODEL, ALPHA_STAR, VOCAB, sender=drafter, value=minimum - 1)
     with ape.reverts(registry.AlphaAboveWad, alphaStar=WAD + 1):
-        registry.registerDrafter(DRAFT_MODEL, TARGET_MODEL, WAD + 1, sender=drafter, value=minimum)
+        registry.registerDrafter(DRAFT_MODEL, TARGET_MODEL, WAD + 1, VOCAB, sender=drafter, value=minimum)
     with ape.reverts(registry.ZeroModel):
-        registry.registerDrafter(b"\x00" * 32, TARGET_MODEL, ALPHA_STAR, sender=drafter, value=minimum)
+        registry.registerDrafter(b"\x00" * 32, TARGET_MODEL, ALPHA_STAR, VOCAB, sender=drafter, value=minimum)
     with ape.reverts(registry.InvalidRole, role=DRAFTER):
-        registry.register(DRAFTER, [DRAFT_MODEL], sender=referee, value=ETHER)
+        registry.register(DRAFTER, [DRAFT_MODEL], [VOCAB], sender=referee, value=ETHER)
     with ape.reverts(registry.BadModelCount, count=0):
-        registry.register(REFEREE, [], sender=referee, value=ETHER)
+        registry.register(REFEREE, [], [], sender=referee, value=ETHER)
     with ape.reverts(registry.BadModelCount, count=9):
-        registry.register(REFEREE, [keccak(text=str(i)) for i in range(9)], sender=referee, value=ETHER)
+        registry.register(REFEREE, [keccak(text=str(i)) for i in range(9)], [VOCAB] * 9, sender=referee, value=ETHER)
     with ape.reverts(registry.DuplicateModel, modelId=TARGET_MODEL):
-        registry.register(REFEREE, [TARGET_MODEL, TARGET_MODEL], sender=referee, value=ETHER)
+        registry.register(REFEREE, [TARGET_MODEL, TARGET_MODEL], [VOCAB, VOCAB], sender=referee, value=ETHER)
 
-    registry.registerDrafter(DRAFT_MODEL, TARGET_MODEL, ALPHA_STAR, sender=drafter, value=minimum)
+    registry.registerDrafter(DRAFT_MODEL, TARGET_MODEL, ALPHA_STAR, VOCAB, sender=drafter, value=minimum)
     with ape.reverts(registry.AlreadyRegistered, account=drafter.address):
-        registry.register(VERIFIER, [TARGET_MODEL], sender=drafter, value=ETHER)
+        registry.register(VERIFIER, [TARGET_MODEL], [VOCAB], sender=drafter, value=ETHER)
     with ape.reverts(registry.NotProtocol, caller=drafter.address):
         registry.lock(drafter, sender=drafter)
 
@@ -117,7 +118,7 @@ def test_each_test_starts_from_the_deployment(registry, drafter, referee):
 
 def test_referee_unbonds_after_the_period(chain, registry, market, referee):
     stake = ETHER
-    registry.register(REFEREE, [TARGET_MODEL, DRAFT_MODEL], sender=referee, value=stake)
+    registry.register(REFEREE, [TARGET_MODEL, DRAFT_MODEL], [VOCAB, VOCAB], sender=referee, value=stake)
     assert [registry.refereeCount(m) for m in (TARGET_MODEL, DRAFT_MODEL)] == [1, 1]
     assert registry.refereeAt(TARGET_MODEL, 0) == referee.address
 
