@@ -98,7 +98,7 @@ contract StakingRegistry is IStakingRegistry, ReentrancyGuardTransient {
     // ------------------------------------------------------------------ registration
 
     /// @notice Registers the caller as a drafter of `draftModel` for `targetModel`, staking `msg.value`
-    /// and claiming acceptance rate `alphaStar` (WAD). Starts a fresh α window.
+    /// and claiming acceptance rate `alphaStar` (WAD). Keeps the address's α window (lowering α*: as setAlphaStar).
     function registerDrafter(bytes32 draftModel, bytes32 targetModel, uint64 alphaStar) external payable whenWired {
         if (draftModel == bytes32(0) || targetModel == bytes32(0)) revert ZeroModel();
         if (alphaStar > WAD) revert AlphaAboveWad(alphaStar);
@@ -113,7 +113,7 @@ contract StakingRegistry is IStakingRegistry, ReentrancyGuardTransient {
         emit Registered(msg.sender, Role.Drafter, msg.value, served);
         emit DrafterPairSet(msg.sender, draftModel, targetModel);
         emit AlphaStarSet(msg.sender, alphaStar);
-        IAlphaWindow(market).alphaClaimSet(msg.sender, alphaStar, true);
+        IAlphaWindow(market).alphaClaimSet(msg.sender, alphaStar);
     }
 
     /// @notice Registers the caller as a verifier (target model ids) or referee (model ids it can replay),
@@ -160,7 +160,7 @@ contract StakingRegistry is IStakingRegistry, ReentrancyGuardTransient {
         if (alphaStar > WAD) revert AlphaAboveWad(alphaStar);
         account.alphaStar = alphaStar;
         emit AlphaStarSet(msg.sender, alphaStar);
-        IAlphaWindow(market).alphaClaimSet(msg.sender, alphaStar, false);
+        IAlphaWindow(market).alphaClaimSet(msg.sender, alphaStar);
     }
 
     /// @notice Starts unbonding the caller's whole stake: the account stops being active at once (a referee
