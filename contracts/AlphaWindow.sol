@@ -95,7 +95,7 @@ abstract contract AlphaWindow is IAlphaWindow {
     /// @inheritdoc IAlphaWindow
     function alphaSlashAmount(uint256 stake) public view returns (uint256) {
         uint256 share = stake * alphaSlashBps / 10_000;
-        uint256 cap = ALPHA_BUCKETS * alphaBucketCycles * alphaPriceFloor;
+        uint256 cap = ALPHA_BUCKETS * alphaBucketCycles * alphaPriceFloor * alphaFeeBps / 10_000;
         return share < cap ? share : cap;
     }
 

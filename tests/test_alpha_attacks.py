@@ -140,8 +140,9 @@ def test_attack3_adversarial_prompts_at_zero_price_do_not_count(chain, aenv):
 
 def test_attack3_at_the_floor_the_attacker_spends_at_least_what_the_drafter_loses(chain, aenv):
     """The same attack paying the floor per pass (and nothing per token, its cheapest): the window fills and the
-    honest drafter is slashed, but the slash (capped at N × floor) goes to the treasury, and the attacker's spend,
-    measured on its wallet, is at least the drafter's loss: griefing factor ≥ 1."""
+    honest drafter is slashed, but the slash (capped at the α fees of N cycles at the floor) goes to the treasury,
+    and the attacker's spend, measured on its wallet, is 10000 / alphaFeeBps = 10 times the drafter's loss:
+    griefing factor ≥ 1 (here 10)."""
     w3, a, p = aenv.w3, aenv.actors, aenv.params
     m = aenv.market.functions
     stake_before, wallet_before, gas = stake(aenv, a.drafter), w3.eth.get_balance(a.requester), 0
@@ -156,10 +157,10 @@ def test_attack3_at_the_floor_the_attacker_spends_at_least_what_the_drafter_lose
         slashed += events(aenv.market, finalize(aenv, runner.job_id), "AlphaSlashed")
     (slash,) = slashed
     loss = stake_before - stake(aenv, a.drafter)
-    assert slash.args.amount == loss == p.alpha_slash(stake_before) == N * FLOOR  # the cap binds
+    assert slash.args.amount == loss == p.alpha_slash(stake_before) == N * FLOOR * FEE_BPS // 10_000  # the cap
     spend = wallet_before - w3.eth.get_balance(a.requester)
     assert spend - gas == N * FLOOR  # what the attack cost, gas aside: the floor per pass
-    assert spend >= loss  # griefing factor spend / loss ≥ 1
+    assert spend >= loss and (spend - gas) * FEE_BPS == loss * 10_000  # griefing factor spend / loss ≥ 10
     # the slash went to the treasury (with the α fees of the N jobs), nothing to the requester
     assert owed(aenv, p.treasury) - treasury_before == loss + N * FLOOR * FEE_BPS // 10_000
     assert owed(aenv, a.requester) == 0

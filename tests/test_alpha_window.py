@@ -72,19 +72,22 @@ def test_parameters(aenv):
     assert m.alphaPriceFloor().call() == FLOOR
     assert m.alphaFeeBps().call() == DEFAULT_PARAMS.alpha_fee_bps
     assert m.treasury().call() == BURN_ADDRESS == DEFAULT_PARAMS.treasury
-    # A breach slashes alphaSlashBps of the stake, at most a full window's cycles at the floor.
-    cap = 8 * BUCKET * FLOOR
+    # A breach slashes alphaSlashBps of the stake, at most the α fees of a full window's cycles at the floor.
+    cap = 8 * BUCKET * FLOOR * DEFAULT_PARAMS.alpha_fee_bps // 10_000
     assert m.alphaSlashAmount(10**18).call() == cap == aenv.params.alpha_slash(10**18)
     assert m.alphaSlashAmount(cap).call() == cap * DEFAULT_PARAMS.alpha_slash_bps // 10_000
     assert window(aenv) == (ALPHA_STAR, 0, 0, 0, 0)
 
 
 def test_default_slash_is_capped_so_a_full_window_at_the_floor_costs_at_least_the_slash():
-    """docs/contracts.md "Griefing": N × floor ≥ the slash, for every stake (the cap binds at the defaults)."""
+    """docs/contracts.md "Griefing": for every stake, the α fees of a full window at the floor (what even a requester
+    with its own verifier burns) ≥ the slash, and what a requester alone pays for it, N × floor, ≥ 10 × the slash."""
     p = DEFAULT_PARAMS
-    assert p.alpha_window_cycles == 512 and p.alpha_slash_cap == 512 * p.alpha_price_floor
+    assert p.alpha_window_cycles == 512 and p.alpha_slash_cap == 512 * p.alpha_price_floor * p.alpha_fee_bps // 10_000
     for stake in (p.min_drafter_stake, 10 * p.min_drafter_stake, 10**6 * p.min_drafter_stake):
-        assert p.alpha_window_cycles * p.alpha_price_floor >= p.alpha_slash(stake) > 0
+        slash = p.alpha_slash(stake)
+        assert p.alpha_window_cycles * p.alpha_price_floor * p.alpha_fee_bps // 10_000 >= slash > 0
+        assert p.alpha_window_cycles * p.alpha_price_floor >= 10 * slash
 
 
 def test_cycles_accrue_per_job_and_enter_the_window_at_finalize(chain, aenv):
@@ -211,8 +214,9 @@ def test_under_performing_drafter_is_slashed_to_the_treasury_and_window_restarts
             assert events(m, receipt, "AlphaWindowEvaluated") == []
     (ev,) = events(m, receipt, "AlphaWindowEvaluated")
     assert (ev.args.cycles, ev.args.accepted, ev.args.rejected, ev.args.breached) == (16, 16, 16, True)
-    slash = min(stake * p.alpha_slash_bps // 10_000, 16 * FLOOR)
-    assert slash == 16 * FLOOR == m.functions.alphaSlashAmount(stake).call()  # the cap binds at a 1 ETH stake
+    cap = 16 * FLOOR * p.alpha_fee_bps // 10_000
+    slash = min(stake * p.alpha_slash_bps // 10_000, cap)
+    assert slash == cap == m.functions.alphaSlashAmount(stake).call()  # the cap binds at a 1 ETH stake
     (slashed,) = events(m, receipt, "AlphaSlashed")
     assert (slashed.args.jobId, slashed.args.drafter, slashed.args.amount) == (job_id, a.drafter, slash)
     assert aenv.registry.functions.stakeOf(a.drafter).call() == stake - slash

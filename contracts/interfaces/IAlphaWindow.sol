@@ -41,7 +41,8 @@ interface IAlphaWindow {
         returns (uint64 alphaStar, uint256 cycles, uint256 accepted, uint256 rejected, uint256 closedBuckets);
 
     /// @notice What a breach slashes from a drafter with `stake`: alphaSlashBps of it, at most
-    /// 8 · alphaBucketCycles · alphaPriceFloor (what filling a whole window at the floor costs, so that an
-    /// attacker who fills it pays at least what the drafter loses; docs/contracts.md "Griefing").
+    /// 8 · alphaBucketCycles · alphaPriceFloor · alphaFeeBps / 10000, the α fees that filling a whole window at
+    /// the floor burns: whoever fills a window (even a requester with its own verifier) loses at least what the
+    /// drafter loses, and a requester alone 10000 / alphaFeeBps times it (docs/contracts.md "Griefing").
     function alphaSlashAmount(uint256 stake) external view returns (uint256);
 }

@@ -36,9 +36,10 @@ class DeploymentParams:
     # probability < 5e-5 at γ ≥ 4 and ~1e-3 at γ = 1 (geometric model; see docs/contracts.md).
     alpha_bucket_cycles: int = 64
     alpha_tolerance: int = WAD // 10
-    # A breach slashes min(alpha_slash_bps of the stake, N × alpha_price_floor): at the defaults the cap binds
-    # (512 × 3e12 wei = 1.536e15 wei), so filling a window with adversarial prompts at the floor costs the
-    # attacker ≥ what the honest drafter loses (griefing factor ≥ 1 for every stake: docs/contracts.md).
+    # A breach slashes min(alpha_slash_bps of the stake, N × floor × fee), the α fees a full window at the floor
+    # burns: at the defaults the cap binds (512 × 3e12 × 10 % = 1.536e14 wei), so whoever fills a drafter's window
+    # with adversarial prompts at the floor loses ≥ what the honest drafter loses, a requester alone ≥ 10 × it
+    # (griefing factor ≥ 10 for every stake, ≥ 1 from a tenth of a window on: docs/contracts.md "Griefing").
     alpha_slash_bps: int = 1_000
     # Only jobs paying pricePerPass ≥ the floor count toward α (the requester's default price per pass), and
     # alpha_fee_bps of pricePerPass of every counted cycle goes to the treasury (padding a window with
@@ -62,8 +63,9 @@ class DeploymentParams:
 
     @property
     def alpha_slash_cap(self) -> int:
-        """Most wei one α breach slashes: a full window's cycles at the price floor (AlphaWindow.alphaSlashAmount)."""
-        return self.alpha_window_cycles * self.alpha_price_floor
+        """Most wei one α breach slashes: the α fees of a full window's cycles at the price floor
+        (AlphaWindow.alphaSlashAmount)."""
+        return self.alpha_window_cycles * self.alpha_price_floor * self.alpha_fee_bps // 10_000
 
     def alpha_slash(self, stake: int) -> int:
         """What one α breach slashes from a drafter with `stake` (AlphaWindow.alphaSlashAmount)."""
