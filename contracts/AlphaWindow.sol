@@ -9,11 +9,14 @@ import {IAlphaWindow} from "./interfaces/IAlphaWindow.sol";
 /// window covers the drafter's most recent N ≥ 8·M verified cycles and slides one bucket at a time.
 /// Each time a bucket closes with 8 closed buckets in the ring (the window is full),
 /// α̂ = Σaccepted / Σ(accepted + rejected) is compared with the claim α*: when α̂ < α* − τ the drafter
-/// is in breach, its window restarts, and the inheriting contract slashes `alphaSlashBps` of its stake.
+/// is in breach, its window restarts, and the inheriting contract slashes `alphaSlashAmount` of its stake,
+/// credited to the `treasury` (never to a party of a job: docs/protocol.md §10).
 /// A cycle with n accepted of K proposals contributes n accepted, and 1 rejected if n < K (0 if n == K).
+/// A window belongs to the drafter's address for good: registering again keeps it (docs/contracts.md).
 /// @dev The market accrues a job's (cycles, accepted, rejected) in the job's own hot storage slot and
-/// records them here once, when the job stops generating, so a cycle pays no extra storage for α.
-/// The window therefore slides by whole jobs: a bucket holds whole jobs.
+/// records them here once, when the job is settled (finalize), so a cycle pays no extra storage for α and a
+/// job whose party was convicted, or that ended by a verifier fault, is left out. The window therefore
+/// slides by whole jobs: a bucket holds whole jobs.
 abstract contract AlphaWindow is IAlphaWindow {
     uint256 internal constant ALPHA_WAD = 1e18;
     /// @notice Buckets in a full window.
@@ -33,8 +36,14 @@ abstract contract AlphaWindow is IAlphaWindow {
     uint256 public immutable alphaBucketCycles;
     /// @notice Tolerance τ (WAD): a drafter is in breach when α̂ < α* − τ.
     uint256 public immutable alphaTolerance;
-    /// @notice Share of the stake slashed on a breach, in basis points.
+    /// @notice Share of the stake slashed on a breach, in basis points (capped: `alphaSlashAmount`).
     uint256 public immutable alphaSlashBps;
+    /// @notice Wei per verified cycle (pricePerPass) a job must pay for its cycles to count toward α.
+    uint256 public immutable alphaPriceFloor;
+    /// @notice Share of pricePerPass, in basis points, of every cycle that enters a window, paid to the treasury.
+    uint256 public immutable alphaFeeBps;
+    /// @notice Where α slashes and α fees go (never a party of the job); the burn address by default.
+    address public immutable treasury;
 
     mapping(address drafter => AlphaState) private _alphaStates;
     /// @dev Closed buckets: cycles | accepted << 64 | rejected << 128.
@@ -43,29 +52,51 @@ abstract contract AlphaWindow is IAlphaWindow {
     /// @param bucketCycles Cycles a bucket needs to close, M (1..2^24).
     /// @param tolerance τ in WAD (≤ WAD).
     /// @param slashBps Share of the stake slashed on a breach, in basis points (≤ 10000).
-    constructor(uint256 bucketCycles, uint256 tolerance, uint256 slashBps) {
-        if (bucketCycles == 0 || bucketCycles > 1 << 24 || tolerance > ALPHA_WAD || slashBps > 10_000) {
+    /// @param priceFloor Least pricePerPass (wei) of a job whose cycles count toward α (< 2^128).
+    /// @param feeBps Share of pricePerPass of each counted cycle paid to the treasury, in basis points (≤ 10000).
+    /// @param treasury_ Receives α slashes and fees; non-zero (the burn address 0x…dEaD to burn them).
+    constructor(
+        uint256 bucketCycles,
+        uint256 tolerance,
+        uint256 slashBps,
+        uint256 priceFloor,
+        uint256 feeBps,
+        address treasury_
+    ) {
+        if (
+            bucketCycles == 0 || bucketCycles > 1 << 24 || tolerance > ALPHA_WAD || slashBps > 10_000
+                || priceFloor > type(uint128).max || feeBps > 10_000
+        ) {
             revert BadAlphaParams();
         }
+        if (treasury_ == address(0)) revert ZeroTreasury();
         alphaBucketCycles = bucketCycles;
         alphaTolerance = tolerance;
         alphaSlashBps = slashBps;
+        alphaPriceFloor = priceFloor;
+        alphaFeeBps = feeBps;
+        treasury = treasury_;
     }
 
     /// @dev The address allowed to call `alphaClaimSet` (the staking registry).
     function _alphaAuthority() internal view virtual returns (address);
 
     /// @inheritdoc IAlphaWindow
-    function alphaClaimSet(address drafter, uint64 alphaStar, bool fresh) external {
+    function alphaClaimSet(address drafter, uint64 alphaStar) external {
         if (msg.sender != _alphaAuthority()) revert NotAlphaAuthority(msg.sender);
         AlphaState storage s = _alphaStates[drafter];
-        if (fresh) {
-            delete _alphaStates[drafter];
-        } else if (alphaStar < s.alphaStar && (s.closed != 0 || s.openCycles != 0)) {
+        if (alphaStar < s.alphaStar && (s.closed != 0 || s.openCycles != 0)) {
             revert AlphaWindowOpen(drafter, s.alphaStar, alphaStar);
         }
         s.alphaStar = alphaStar;
-        emit AlphaClaimSet(drafter, alphaStar, fresh);
+        emit AlphaClaimSet(drafter, alphaStar);
+    }
+
+    /// @inheritdoc IAlphaWindow
+    function alphaSlashAmount(uint256 stake) public view returns (uint256) {
+        uint256 share = stake * alphaSlashBps / 10_000;
+        uint256 cap = ALPHA_BUCKETS * alphaBucketCycles * alphaPriceFloor * alphaFeeBps / 10_000;
+        return share < cap ? share : cap;
     }
 
     /// @inheritdoc IAlphaWindow

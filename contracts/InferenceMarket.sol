@@ -132,6 +132,9 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
     /// @param alphaBucketCycles_ α window: cycles per bucket M (window N = 8 M).
     /// @param alphaTolerance_ α window: τ (WAD).
     /// @param alphaSlashBps_ α window: share of stake slashed on a breach (basis points).
+    /// @param alphaPriceFloor_ α window: least pricePerPass (wei) of a job whose cycles count.
+    /// @param alphaFeeBps_ α window: share of pricePerPass of each counted cycle paid to the treasury (basis points).
+    /// @param treasury_ Receives α slashes and fees (non-zero; the burn address 0x…dEaD burns them).
     constructor(
         address registry_,
         uint256 acceptTimeout_,
@@ -141,8 +144,11 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         uint256 timeoutSlash_,
         uint256 alphaBucketCycles_,
         uint256 alphaTolerance_,
-        uint256 alphaSlashBps_
-    ) AlphaWindow(alphaBucketCycles_, alphaTolerance_, alphaSlashBps_) {
+        uint256 alphaSlashBps_,
+        uint256 alphaPriceFloor_,
+        uint256 alphaFeeBps_,
+        address treasury_
+    ) AlphaWindow(alphaBucketCycles_, alphaTolerance_, alphaSlashBps_, alphaPriceFloor_, alphaFeeBps_, treasury_) {
         if (
             registry_ == address(0) || acceptTimeout_ == 0 || commitTimeout_ == 0 || verifyTimeout_ == 0
                 || challengeWindow_ == 0
@@ -175,7 +181,8 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
     /// @notice Submits a job with escrow `msg.value` ≥ maxTokens × (pricePerAcceptedToken + pricePerPass);
     /// any excess is refunded at finalize. Locks the drafter's and the verifier's stakes until finalize.
     /// @dev The job's cycles count toward the drafter's α window only at the reference sampling settings
-    /// temperature = WAD, topK = 0, topP = WAD (the drafter's claim is per model pair at those settings).
+    /// temperature = WAD, topK = 0, topP = WAD (the drafter's claim is per model pair at those settings) and
+    /// when pricePerPass ≥ alphaPriceFloor; the treasury cannot be a party.
     /// @return jobId The new job's id.
     function submitJob(JobRequest calldata request, bytes calldata prompt) external payable returns (uint256 jobId) {
         if (request.gamma == 0 || request.gamma > MAX_GAMMA) revert BadGamma(request.gamma);
@@ -184,6 +191,7 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         address drafter = request.drafter;
         address verifier = request.verifier;
         if (drafter == verifier || drafter == msg.sender || verifier == msg.sender) revert PartiesNotDistinct();
+        _checkNotTreasury(drafter, verifier);
         if (!registry.isActiveDrafter(drafter, request.draftModel, request.targetModel)) {
             revert DrafterNotActive(drafter);
         }
@@ -198,7 +206,8 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
 
         jobId = ++jobCount;
         Job storage job = _jobs[jobId];
-        bool eligible = request.temperature == _WAD && request.topK == 0 && request.topP == _WAD;
+        bool eligible = request.temperature == _WAD && request.topK == 0 && request.topP == _WAD
+            && request.pricePerPass >= alphaPriceFloor;
         job.drafter = drafter;
         job.state = uint8(JobStatus.Open) | (eligible ? _ELIGIBLE : 0);
         job.gamma = request.gamma;
@@ -346,13 +355,14 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
                 reason = FinishReason.VerifyTimeout;
                 party = job.verifier;
                 deadline += verifyTimeout;
+                job.state &= ~_ELIGIBLE; // a verifier fault: the job's cycles never enter the drafter's window
             }
         } else {
             revert JobWrongStatus(jobId, status);
         }
         if (block.timestamp <= deadline) revert DeadlineNotPassed(deadline);
 // slither-disable-next-line reentrancy-no-eth (nonReentrant; the calls go only to the protocol's own registry)
-        _stop(jobId, job);
+        _stop(job);
         uint256 taken = 0;
         if (party != address(0) && timeoutSlash != 0) {
             taken = registry.slash(party, timeoutSlash);
@@ -363,9 +373,10 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
     }
 
     /// @notice Settles a finished job once its challenge window has passed with no open dispute: credits
-    /// the drafter (accepted emitted tokens × price), the verifier (passes × price) and refunds the rest of
-    /// the escrow to the requester (a party that lost a dispute forfeits its share to the requester);
-    /// unlocks the parties' stakes. Callable by anyone.
+    /// the drafter (accepted emitted tokens × price), the verifier (passes × price, less the α fee when the
+    /// job's cycles count toward α: to the treasury) and refunds the rest of the escrow to the requester (a
+    /// party that lost a dispute forfeits its share to the requester); records the job's cycles in the
+    /// drafter's α window (docs/contracts.md "α window"); unlocks the parties' stakes. Callable by anyone.
     function finalize(uint256 jobId) external nonReentrant {
         Job storage job = _jobs[jobId];
         JobStatus status = _status(job);
@@ -408,10 +419,11 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         job.openDisputes = uint16(open - 1);
         emit DisputeClosed(jobId, accused, accusedLost, open - 1);
         if (!accusedLost) return;
-        if (accused == job.drafter) job.state |= _DRAFTER_FORFEIT;
-        else if (accused == job.verifier) job.state |= _VERIFIER_FORFEIT;
+        // A convicted party forfeits, and the job's cycles never enter the drafter's α window.
+        if (accused == job.drafter) job.state = (job.state | _DRAFTER_FORFEIT) & ~_ELIGIBLE;
+        else if (accused == job.verifier) job.state = (job.state | _VERIFIER_FORFEIT) & ~_ELIGIBLE;
         if (_status(job) == JobStatus.Running) {
-            _stop(jobId, job);
+            _stop(job);
             emit JobFinished(jobId, FinishReason.DisputeLost, accused, 0);
         }
     }
@@ -624,12 +636,7 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         }
         // phase: AwaitDraft, the salt (from `info`, see submitVerification) kept
         job.commitment = bytes32((uint256(reveal) & _HIGH_BITS) | (uint256(uint64(info)) << _SALT_AT));
-        if (finished) {
-            emit JobFinished(jobId, FinishReason.Completed, address(0), 0);
-            // α counts: the earlier cycles each emitted accepted + 1 tokens; this one `accepted` proposals.
-            uint256 earlierAccepted = JobSlot.emitted(head) - JobSlot.cycle(head);
-            _recordAlpha(jobId, next, earlierAccepted + accepted);
-        }
+        if (finished) emit JobFinished(jobId, FinishReason.Completed, address(0), 0); // α: at finalize
     }
 
     /// @dev Slot 0 after a verified cycle that emitted `count` tokens.
@@ -640,11 +647,14 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
     {
         uint256 state = JobSlot.state(head);
         uint256 deadline = block.timestamp + commitTimeout;
+        uint256 rejection = accepted < gamma ? 1 : 0;
         if (finished) {
             state = (state & ~uint256(_STATUS_MASK)) | uint8(JobStatus.Finished) | (count <= accepted ? _OUT_CUT : 0);
             deadline = block.timestamp + challengeWindow;
+            // cut before the outToken: the rejection (if any) lies after the cut and is not counted for α
+            if (count <= accepted) rejection = 0;
         }
-        next = JobSlot.nextCycle(head, state, count, accepted < gamma ? 1 : 0, deadline);
+        next = JobSlot.nextCycle(head, state, count, rejection, deadline);
     }
 
     /// @dev Emits CycleVerified with the cycle's output packed 4 bytes per token: the first `accepted`
@@ -697,33 +707,29 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         }
     }
 
-    /// @dev Stops a running (or open) job: Finished, challenge window from now; feeds the α window.
-    function _stop(uint256 jobId, Job storage job) private {
-        bool running = _status(job) == JobStatus.Running;
+    /// @dev Stops a running (or open) job: Finished, challenge window from now (its α counts wait for finalize).
+    function _stop(Job storage job) private {
         _setStatus(job, JobStatus.Finished);
         job.deadline = uint32(block.timestamp + challengeWindow);
-        if (running) {
-            uint256 head;
-            assembly ("memory-safe") {
-                head := sload(job.slot)
-            }
-            // No cycle was cut: each emitted its accepted proposals + 1.
-            _recordAlpha(jobId, head, JobSlot.emitted(head) - JobSlot.cycle(head));
+    }
+
+    /// @dev Feeds a settled job's `cycles` into its drafter's α window; on a breach slashes
+    /// `alphaSlashAmount(stake)`, credited to the treasury.
+    function _recordAlpha(uint256 jobId, address drafter, uint256 cycles, uint256 accepted, uint256 rejected)
+        private
+    {
+        if (_recordCycles(drafter, cycles, accepted, rejected)) {
+            // slither-disable-next-line reentrancy-benign,reentrancy-events (the protocol's registry paying a slash in)
+            uint256 taken = registry.slash(drafter, alphaSlashAmount(registry.stakeOf(drafter)));
+            owed[treasury] += taken;
+            emit AlphaSlashed(jobId, drafter, taken);
         }
     }
 
-    /// @dev Feeds a stopped job's cycles into its drafter's α window (eligible jobs only); slashes on breach.
-    function _recordAlpha(uint256 jobId, uint256 head, uint256 accepted) private {
-        uint256 cycles = JobSlot.cycle(head);
-        // slither-disable-next-line incorrect-equality (flags and a cycle count, not a balance)
-        if (JobSlot.state(head) & _ELIGIBLE == 0 || cycles == 0) return;
-        address drafter = JobSlot.drafter(head);
-        if (_recordCycles(drafter, cycles, accepted, JobSlot.rejected(head))) {
-            // slither-disable-next-line reentrancy-benign,reentrancy-events (the protocol's registry paying a slash in)
-            uint256 taken = registry.slash(drafter, registry.stakeOf(drafter) * alphaSlashBps / 10_000);
-            owed[_jobs[jobId].requester] += taken;
-            emit AlphaSlashed(jobId, drafter, taken);
-        }
+    /// @dev Reverts when the treasury would be a party of a job (the requester is the caller).
+    function _checkNotTreasury(address drafter, address verifier) private view {
+        address t = treasury;
+        if (msg.sender == t || drafter == t || verifier == t) revert TreasuryIsParty(t);
     }
 
     function _drafterTokens(Job storage job) private view returns (uint256) {
@@ -731,19 +737,47 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         return uint256(job.emitted) + (job.state & _OUT_CUT != 0 ? 1 : 0) - job.cycle;
     }
 
+    /// @dev Pays the job out (`_payOut`) and, when its cycles count (α-eligible, nobody convicted, no verifier
+    /// timeout: the flag is cleared on those), records them in the drafter's α window; unlocks the stakes.
     function _settle(uint256 jobId, Job storage job) private {
-        uint8 state = job.state;
-        uint256 drafterPay = state & _DRAFTER_FORFEIT != 0 ? 0 : _drafterTokens(job) * job.pricePerAcceptedToken;
-        uint256 verifierPay = state & _VERIFIER_FORFEIT != 0 ? 0 : uint256(job.cycle) * job.pricePerPass;
+        uint256 head;
+        assembly ("memory-safe") {
+            head := sload(job.slot)
+        }
+        (uint256 tokens, bool counts) = _payOut(jobId, job, head);
+        address drafter = JobSlot.drafter(head);
+        if (counts) {
+            // The accepted proposals emitted; a last cycle cut by EOS / maxTokens counts only its emitted ones
+            // (and its rejection only when the outToken was emitted: _nextSlot0), an unbiased truncation.
+            _recordAlpha(jobId, drafter, JobSlot.cycle(head), tokens, JobSlot.rejected(head));
+        }
+        registry.unlock(drafter);
+        registry.unlock(job.verifier);
+    }
+
+    /// @dev Credits the drafter (accepted emitted tokens × price), the verifier (passes × price, less the α fee
+    /// when the job's cycles count), the treasury (the α fee) and the requester (the rest); marks it Finalized.
+    /// Returns the drafter's accepted emitted tokens and whether the job's cycles count toward α.
+    function _payOut(uint256 jobId, Job storage job, uint256 head) private returns (uint256 tokens, bool counts) {
+        uint256 state = JobSlot.state(head);
+        uint256 cycles = JobSlot.cycle(head);
+        tokens = _drafterTokens(job);
+        uint256 drafterPay = state & _DRAFTER_FORFEIT != 0 ? 0 : tokens * job.pricePerAcceptedToken;
+        uint256 verifierPay = state & _VERIFIER_FORFEIT != 0 ? 0 : cycles * job.pricePerPass;
         uint256 refund = job.escrow - drafterPay - verifierPay;
-        address drafter = job.drafter;
-        address verifier = job.verifier;
+        // (the flag is clear once the verifier forfeited, so the fee comes out of a pay it still has)
+        counts = state & _ELIGIBLE != 0 && cycles != 0;
+        uint256 fee = counts ? verifierPay * alphaFeeBps / 10_000 : 0;
+        verifierPay -= fee;
         _setStatus(job, JobStatus.Finalized);
-        owed[drafter] += drafterPay;
-        owed[verifier] += verifierPay;
+        owed[JobSlot.drafter(head)] += drafterPay;
+        owed[job.verifier] += verifierPay;
         owed[job.requester] += refund;
         emit JobFinalized(jobId, drafterPay, verifierPay, refund);
-        registry.unlock(drafter);
-        registry.unlock(verifier);
+        if (fee != 0) {
+            address t = treasury;
+            owed[t] += fee;
+            emit AlphaFeePaid(jobId, t, fee);
+        }
     }
 }

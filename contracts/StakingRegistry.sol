@@ -102,7 +102,8 @@ contract StakingRegistry is IStakingRegistry, ReentrancyGuardTransient {
 
     /// @notice Registers the caller as a drafter of `draftModel` for `targetModel`, staking `msg.value`
     /// and claiming acceptance rate `alphaStar` (WAD); `vocabSize` is the draft model's vocabulary size
-    /// (2..MAX_VOCAB), which a job's target vocabulary must equal. Starts a fresh α window.
+    /// (2..MAX_VOCAB), which a job's target vocabulary must equal. Keeps the address's α window
+    /// (lowering α*: as setAlphaStar).
     function registerDrafter(bytes32 draftModel, bytes32 targetModel, uint64 alphaStar, uint256 vocabSize)
         external
         payable
@@ -122,7 +123,7 @@ contract StakingRegistry is IStakingRegistry, ReentrancyGuardTransient {
         emit Registered(msg.sender, Role.Drafter, msg.value, served);
         emit DrafterPairSet(msg.sender, draftModel, targetModel);
         emit AlphaStarSet(msg.sender, alphaStar);
-        IAlphaWindow(market).alphaClaimSet(msg.sender, alphaStar, true);
+        IAlphaWindow(market).alphaClaimSet(msg.sender, alphaStar);
     }
 
     /// @notice Registers the caller as a verifier (target model ids) or referee (model ids it can replay),
@@ -172,7 +173,7 @@ contract StakingRegistry is IStakingRegistry, ReentrancyGuardTransient {
         if (alphaStar > WAD) revert AlphaAboveWad(alphaStar);
         account.alphaStar = alphaStar;
         emit AlphaStarSet(msg.sender, alphaStar);
-        IAlphaWindow(market).alphaClaimSet(msg.sender, alphaStar, false);
+        IAlphaWindow(market).alphaClaimSet(msg.sender, alphaStar);
     }
 
     /// @notice Starts unbonding the caller's whole stake: the account stops being active at once (a referee

@@ -57,6 +57,13 @@ def serve(
         Path | None,
         typer.Option("--store", help="SQLite store of this node (default: <home>/nodes/<role>-<address>.db)."),
     ] = None,
+    min_price: Annotated[
+        str,
+        typer.Option(
+            "--min-price",
+            help="Drafter: decline jobs paying less than this per accepted token (wei; or e.g. 2gwei, 0.001eth).",
+        ),
+    ] = "0",
     poll_interval: Annotated[float, typer.Option("--poll-interval", help="Seconds between chain polls.")] = 0.2,
     device: Annotated[str | None, typer.Option("--device", help="cpu | cuda (default: cuda if present).")] = None,
     threads: Annotated[int | None, typer.Option("--threads", help="torch CPU threads.")] = None,
@@ -64,6 +71,15 @@ def serve(
 ):
     """Run a drafter, verifier or referee node until Ctrl-C / SIGTERM (register it first with `register`)."""
     behavior = _behavior(role, behavior)
+    from node.roles.errors import RequesterError
+    from node.roles.units import parse_amount
+
+    try:
+        min_price_wei = parse_amount(min_price)
+    except RequesterError as exc:
+        raise CliError(f"--min-price: {exc}") from None
+    if min_price_wei and role != "drafter":
+        raise CliError("--min-price is a drafter's option (its price per accepted token)")
     if role == "drafter" and target_model is None:
         raise CliError("a drafter needs --target-model PATH")
     if role != "drafter" and draft_model is None:
@@ -98,12 +114,16 @@ def serve(
 
         torch.set_num_threads(threads)
     kwargs = {"behavior": behavior} if role != "referee" else {}  # a referee node has one way of working
+    if role == "drafter":
+        kwargs["min_price_wei"] = min_price_wei
     node = node_class(
         w3, deployment, account, store, *models.values(), poll_interval=poll_interval, device=device, **kwargs
     )
     stop = stop_on_signals()
+    price = f", declining jobs below {min_price_wei} wei per accepted token" if min_price_wei else ""
     err.print(
-        f"{role} node {account.address} ({behavior}) serving on {deployment.rpc_url}; store {store}. Ctrl-C to stop."
+        f"{role} node {account.address} ({behavior}{price}) serving on {deployment.rpc_url}; store {store}. "
+        "Ctrl-C to stop."
     )
     try:
         node.run(stop)

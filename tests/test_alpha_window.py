@@ -1,5 +1,7 @@
-"""The α window (inherited by the market) on a real anvil chain: accrual per job, sliding buckets,
-slashing an under-performing drafter, never slashing one that meets its claim, claim rules."""
+"""The α window (inherited by the market) on a real anvil chain: accrual per job, recorded at finalize, sliding
+buckets, slashing an under-performing drafter (to the treasury, capped at a window's cycles at the price floor),
+never slashing one that meets its claim, which jobs count (reference sampling, price floor, no conviction, no
+verifier timeout), the α fee, claim rules. The attacks of issue 10 on the α window: tests/test_alpha_attacks.py."""
 
 from __future__ import annotations
 
@@ -7,10 +9,7 @@ import pytest
 
 from chainutil import (
     ALPHA_STAR,
-    DRAFT_MODEL,
     EOS,
-    ROLE_DRAFTER,
-    TARGET_MODEL,
     VOCAB,
     WAD,
     JobRunner,
@@ -19,14 +18,17 @@ from chainutil import (
     events,
     expect_revert,
     impersonate,
+    job_request,
     job_view,
+    make_draft,
     submit_job,
     transact,
 )
-from node.chain.params import DEFAULT_PARAMS
+from node.chain.params import BURN_ADDRESS, DEFAULT_PARAMS
 
 BUCKET = 2  # cycles per bucket: a full window is 8 buckets of (at least) 2 cycles
 TAU = DEFAULT_PARAMS.alpha_tolerance
+FLOOR = DEFAULT_PARAMS.alpha_price_floor
 
 
 @pytest.fixture(scope="module")
@@ -42,17 +44,24 @@ def set_claim(env, alpha_star: int) -> None:
     transact(env.w3, env.registry.functions.setAlphaStar(alpha_star), env.actors.drafter)
 
 
-def run_job(env, accepts: list[int], eligible: bool = True, gamma: int = 4):
-    """One job of len(accepts) cycles, ended by an EOS outToken in its last cycle; returns the last receipt."""
+def finalize(env, job_id: int):
+    """Let the challenge window pass and settle the job; returns the finalize receipt (α is recorded there)."""
+    advance(env.w3, env.params.challenge_window + 1)
+    return transact(env.w3, env.market.functions.finalize(job_id), env.actors.outsider)
+
+
+def run_job(env, accepts: list[int], eligible: bool = True, gamma: int = 4, settle: bool = True, **overrides):
+    """One job of len(accepts) cycles, ended by an EOS outToken in its last cycle, then (`settle`) finalized;
+    returns (job id, the finalize receipt or the last cycle's)."""
     extra = {} if eligible else {"topK": 50}
-    runner = JobRunner(env, submit_job(env, gamma=gamma, maxTokens=200, **extra))
+    runner = JobRunner(env, submit_job(env, gamma=gamma, maxTokens=200, **extra, **overrides))
     runner.accept()
     receipt = None
     for cycle, accept in enumerate(accepts):
         out = EOS if cycle == len(accepts) - 1 else 777
         _, receipt, _ = runner.cycle(cycle, accept, out_token=out)
     assert job_view(env, runner.job_id)["status"] == 3  # Finished
-    return runner.job_id, receipt
+    return runner.job_id, finalize(env, runner.job_id) if settle else receipt
 
 
 def test_parameters(aenv):
@@ -61,46 +70,114 @@ def test_parameters(aenv):
     assert m.ALPHA_BUCKETS().call() == 8
     assert m.alphaTolerance().call() == TAU
     assert m.alphaSlashBps().call() == DEFAULT_PARAMS.alpha_slash_bps
+    assert m.alphaPriceFloor().call() == FLOOR
+    assert m.alphaFeeBps().call() == DEFAULT_PARAMS.alpha_fee_bps
+    assert m.treasury().call() == BURN_ADDRESS == DEFAULT_PARAMS.treasury
+    # A breach slashes alphaSlashBps of the stake, at most the α fees of a full window's cycles at the floor.
+    cap = 8 * BUCKET * FLOOR * DEFAULT_PARAMS.alpha_fee_bps // 10_000
+    assert m.alphaSlashAmount(10**18).call() == cap == aenv.params.alpha_slash(10**18)
+    assert m.alphaSlashAmount(cap).call() == cap * DEFAULT_PARAMS.alpha_slash_bps // 10_000
     assert window(aenv) == (ALPHA_STAR, 0, 0, 0, 0)
 
 
-def test_cycles_accrue_per_job_and_enter_the_window_when_it_stops(chain, aenv):
+def test_default_slash_is_capped_so_a_full_window_at_the_floor_costs_at_least_the_slash():
+    """docs/contracts.md "Griefing": for every stake, the α fees of a full window at the floor (what even a requester
+    with its own verifier burns) ≥ the slash, and what a requester alone pays for it, N × floor, ≥ 10 × the slash."""
+    p = DEFAULT_PARAMS
+    assert p.alpha_window_cycles == 512 and p.alpha_slash_cap == 512 * p.alpha_price_floor * p.alpha_fee_bps // 10_000
+    for stake in (p.min_drafter_stake, 10 * p.min_drafter_stake, 10**6 * p.min_drafter_stake):
+        slash = p.alpha_slash(stake)
+        assert p.alpha_window_cycles * p.alpha_price_floor * p.alpha_fee_bps // 10_000 >= slash > 0
+        assert p.alpha_window_cycles * p.alpha_price_floor >= 10 * slash
+
+
+def test_cycles_accrue_per_job_and_enter_the_window_at_finalize(chain, aenv):
     runner = JobRunner(aenv, submit_job(aenv, maxTokens=200))
     runner.accept()
     runner.cycle(0, 4)
     runner.cycle(1, 2)
-    assert window(aenv) == (ALPHA_STAR, 0, 0, 0, 0)  # nothing until the job stops
     assert job_view(aenv, runner.job_id)["rejected"] == 1
     _, receipt, _ = runner.cycle(2, 1, out_token=EOS)
+    assert events(aenv.market, receipt, "AlphaCyclesRecorded") == []  # not when the job stops ...
+    assert window(aenv) == (ALPHA_STAR, 0, 0, 0, 0)
+    receipt = finalize(aenv, runner.job_id)  # ... but when it is settled
     (rec,) = events(aenv.market, receipt, "AlphaCyclesRecorded")
     # n accepted per cycle, plus one rejection for each cycle with n < K
     assert (rec.args.cycles, rec.args.accepted, rec.args.rejected) == (3, 4 + 2 + 1, 2)
     assert window(aenv) == (ALPHA_STAR, 3, 7, 2, 1)  # 3 ≥ BUCKET cycles: one bucket closed
 
 
-def test_truncated_last_cycle_counts_all_accepted_proposals(chain, aenv):
+def test_a_last_cycle_cut_before_its_out_token_counts_what_was_emitted(chain, aenv):
     runner = JobRunner(aenv, submit_job(aenv, maxTokens=3))
     runner.accept()
     runner.cycle(0, 4)  # 4 accepted, only 3 tokens fit
     assert job_view(aenv, runner.job_id)["drafterTokens"] == 3  # paid for what was emitted
-    assert window(aenv)[1:4] == (1, 4, 0)  # α counts what the rule accepted
+    finalize(aenv, runner.job_id)
+    assert window(aenv)[1:4] == (1, 3, 0)
+    # 2 of 4 accepted, then EOS as the first proposal: the rejection lies after the cut and is not counted
+    # (an unbiased truncation: neither the accepts nor the rejection after the cut are observed).
+    runner = JobRunner(aenv, submit_job(aenv, maxTokens=50))
+    runner.accept()
+    draft = make_draft(runner.job_id, 0, 4)
+    draft.tokens[0] = EOS
+    runner.cycle(0, 2, draft=draft)
+    job = job_view(aenv, runner.job_id)
+    assert (job["emitted"], job["rejected"], job["drafterTokens"]) == (1, 0, 1)
+    finalize(aenv, runner.job_id)
+    assert window(aenv)[1:4] == (2, 4, 0)
 
 
-def test_only_reference_sampling_jobs_count(chain, aenv):
-    run_job(aenv, [0, 0, 0], eligible=False)
+def test_only_reference_sampling_jobs_at_the_price_floor_count(chain, aenv):
+    job_id, _ = run_job(aenv, [0, 0, 0], eligible=False)
+    assert job_view(aenv, job_id)["alphaEligible"] is False
+    job_id, _ = run_job(aenv, [0, 0, 0], pricePerPass=FLOOR - 1)
+    assert job_view(aenv, job_id)["alphaEligible"] is False
     assert window(aenv) == (ALPHA_STAR, 0, 0, 0, 0)
-    run_job(aenv, [4])
+    job_id, receipt = run_job(aenv, [4], pricePerPass=FLOOR)
     assert window(aenv)[1:4] == (1, 4, 0)
+    fee = FLOOR * aenv.params.alpha_fee_bps // 10_000
+    (paid,) = events(aenv.market, receipt, "AlphaFeePaid")
+    assert (paid.args.jobId, paid.args.amount) == (job_id, fee)
 
 
-def test_timed_out_job_counts(chain, aenv):
+def test_the_alpha_fee_is_paid_out_of_the_verifiers_pay_to_the_treasury(chain, aenv):
+    a, m, p = aenv.actors, aenv.market.functions, aenv.params
+    price = 5 * FLOOR
+    job_id, receipt = run_job(aenv, [3, 1], pricePerPass=price)
+    fee = 2 * price * p.alpha_fee_bps // 10_000
+    (fin,) = events(aenv.market, receipt, "JobFinalized")
+    assert fin.args.verifierPay == 2 * price - fee
+    assert m.owed(a.verifier).call() == 2 * price - fee
+    assert m.owed(p.treasury).call() == fee
+    # escrow = drafter + verifier + fee + refund, to the wei
+    escrow = job_view(aenv, job_id)["escrow"]
+    assert escrow == fin.args.drafterPay + fin.args.verifierPay + fee + fin.args.refund
+
+
+def test_a_drafter_timeout_counts_a_verifier_timeout_does_not(chain, aenv):
+    a, m = aenv.actors, aenv.market.functions
     runner = JobRunner(aenv, submit_job(aenv, maxTokens=200))
     runner.accept()
     runner.cycle(0, 3)
     runner.cycle(1, 0)
     advance(aenv.w3, aenv.params.commit_timeout + 1)
-    receipt = transact(aenv.w3, aenv.market.functions.claimTimeout(runner.job_id), aenv.actors.outsider)
-    assert events(aenv.market, receipt, "AlphaCyclesRecorded")[0].args.cycles == 2
+    receipt = transact(aenv.w3, m.claimTimeout(runner.job_id), a.outsider)
+    assert events(aenv.market, receipt, "AlphaCyclesRecorded") == []
+    assert job_view(aenv, runner.job_id)["alphaEligible"] is True  # the drafter's own fault: its cycles count
+    assert events(aenv.market, finalize(aenv, runner.job_id), "AlphaCyclesRecorded")[0].args.cycles == 2
+    assert window(aenv)[1:4] == (2, 3, 2)
+    # The verifier goes silent after two cycles of rejections: nothing of that job enters the window.
+    transact(aenv.w3, aenv.registry.functions.addStake(), a.drafter, aenv.params.timeout_slash)  # active again
+    runner = JobRunner(aenv, submit_job(aenv, maxTokens=200))
+    runner.accept()
+    runner.cycle(0, 0)
+    runner.cycle(1, 0)
+    runner.commit(make_draft(runner.job_id, 2, 4))
+    advance(aenv.w3, aenv.params.commit_timeout + aenv.params.verify_timeout + 1)
+    transact(aenv.w3, m.claimTimeout(runner.job_id), a.outsider)
+    assert job_view(aenv, runner.job_id)["alphaEligible"] is False
+    receipt = finalize(aenv, runner.job_id)
+    assert events(aenv.market, receipt, "AlphaCyclesRecorded") == events(aenv.market, receipt, "AlphaFeePaid") == []
     assert window(aenv)[1:4] == (2, 3, 2)
 
 
@@ -126,22 +203,28 @@ def test_exactly_at_the_tolerance_is_not_a_breach(chain, aenv):
     assert (ev.args.accepted, ev.args.rejected, ev.args.breached) == (16, 16, False)
 
 
-def test_under_performing_drafter_is_slashed_and_window_restarts(chain, aenv):
-    a, m = aenv.actors, aenv.market
+def test_under_performing_drafter_is_slashed_to_the_treasury_and_window_restarts(chain, aenv):
+    a, m, p = aenv.actors, aenv.market, aenv.params
     set_claim(aenv, WAD * 6 // 10 + 1)  # one wei above the previous test's boundary
     stake = aenv.registry.functions.stakeOf(a.drafter).call()
+    fees = 0
     for i in range(8):
         job_id, receipt = run_job(aenv, [1, 1])
+        fees += events(m, receipt, "AlphaFeePaid")[0].args.amount
         if i < 7:
             assert events(m, receipt, "AlphaWindowEvaluated") == []
     (ev,) = events(m, receipt, "AlphaWindowEvaluated")
     assert (ev.args.cycles, ev.args.accepted, ev.args.rejected, ev.args.breached) == (16, 16, 16, True)
-    slash = stake * aenv.params.alpha_slash_bps // 10_000
+    cap = 16 * FLOOR * p.alpha_fee_bps // 10_000
+    slash = min(stake * p.alpha_slash_bps // 10_000, cap)
+    assert slash == cap == m.functions.alphaSlashAmount(stake).call()  # the cap binds at a 1 ETH stake
     (slashed,) = events(m, receipt, "AlphaSlashed")
     assert (slashed.args.jobId, slashed.args.drafter, slashed.args.amount) == (job_id, a.drafter, slash)
     assert aenv.registry.functions.stakeOf(a.drafter).call() == stake - slash
-    # Credited to the requester of the job that completed the window, as a pull payment.
-    assert m.functions.owed(a.requester).call() == slash
+    # Credited to the treasury (with the α fees), never to the requester: it only got its refunds.
+    assert m.functions.owed(p.treasury).call() == slash + fees
+    refund = events(m, receipt, "JobFinalized")[0].args.refund  # the same for each of the eight jobs
+    assert m.functions.owed(a.requester).call() == 8 * refund
     assert window(aenv) == (WAD * 6 // 10 + 1, 0, 0, 0, 0)
     # After the restart the claim may be lowered.
     set_claim(aenv, WAD // 4)
@@ -177,34 +260,30 @@ def test_claim_cannot_be_lowered_while_the_window_is_open(chain, aenv):
         state=state,
     )
     set_claim(aenv, ALPHA_STAR + 1)  # raising is fine
-    set_claim(aenv, ALPHA_STAR + 1)  # and so is keeping it
+    receipt = transact(aenv.w3, reg.setAlphaStar(ALPHA_STAR + 1), a.drafter)  # and so is keeping it
+    (claim,) = events(aenv.market, receipt, "AlphaClaimSet")
+    assert (claim.args.drafter, claim.args.alphaStar) == (a.drafter, ALPHA_STAR + 1)
     assert window(aenv)[0] == ALPHA_STAR + 1
 
 
 def test_only_the_registry_sets_claims(chain, aenv):
     a, m = aenv.actors, aenv.market.functions
     state = lambda: window(aenv)  # noqa: E731
-    expect_revert(aenv, m.alphaClaimSet(a.drafter, 1, True), a.drafter, "NotAlphaAuthority", (a.drafter,), state=state)
-    expect_revert(
-        aenv, m.alphaClaimSet(a.drafter, 1, True), a.deployer, "NotAlphaAuthority", (a.deployer,), state=state
-    )
+    expect_revert(aenv, m.alphaClaimSet(a.drafter, 1), a.drafter, "NotAlphaAuthority", (a.drafter,), state=state)
+    expect_revert(aenv, m.alphaClaimSet(a.drafter, 1), a.deployer, "NotAlphaAuthority", (a.deployer,), state=state)
     registry = impersonate(aenv.w3, aenv.registry.address)
-    transact(aenv.w3, m.alphaClaimSet(a.outsider, 5, False), registry)
+    transact(aenv.w3, m.alphaClaimSet(a.outsider, 5), registry)
     assert window(aenv, a.outsider)[0] == 5
 
 
-def test_registering_again_restarts_the_window(chain, aenv):
-    w3, a, reg, m = aenv.w3, aenv.actors, aenv.registry.functions, aenv.market.functions
-    job_id, _ = run_job(aenv, [2, 2, 2])
-    assert window(aenv)[1] == 3
-    transact(w3, reg.requestUnbond(), a.drafter)
-    advance(w3, aenv.params.challenge_window + 1)
-    transact(w3, m.finalize(job_id), a.outsider)
-    advance(w3, aenv.params.unbonding_period)
-    transact(w3, reg.withdrawUnbonded(), a.drafter)
-    assert window(aenv)[1] == 3  # the old window stays until a new registration
-    transact(
-        w3, reg.registerDrafter(DRAFT_MODEL, TARGET_MODEL, WAD // 5, VOCAB), a.drafter, aenv.params.min_drafter_stake
-    )
-    assert reg.isActive(a.drafter, ROLE_DRAFTER, DRAFT_MODEL).call()
-    assert window(aenv) == (WAD // 5, 0, 0, 0, 0)
+def test_the_treasury_cannot_be_a_party_of_a_job(chain, w3):
+    env = build_env(w3, DEFAULT_PARAMS.with_(treasury=w3.eth.accounts[7]))  # the outsider is the treasury
+    a, m = env.actors, env.market.functions
+    assert m.treasury().call() == a.outsider
+    req = job_request(env)
+    value = req["maxTokens"] * (req["pricePerAcceptedToken"] + req["pricePerPass"])
+    expect_revert(env, m.submitJob(req, b"\x01"), a.outsider, "TreasuryIsParty", (a.outsider,), value=value)
+    # ... nor the drafter or the verifier (the treasury registered as one)
+    transact(w3, env.registry.functions.register(2, [req["targetModel"]]), a.outsider, env.params.min_verifier_stake)
+    bad = job_request(env, verifier=a.outsider)
+    expect_revert(env, m.submitJob(bad, b"\x01"), a.requester, "TreasuryIsParty", (a.outsider,), value=value)

@@ -109,8 +109,10 @@ def test_submit_job(chain, env):
     assert m.functions.jobStatus(job_id).call() == STATUS_OPEN
     assert m.functions.jobParties(job_id).call() == (a.requester, a.drafter, a.verifier, DRAFT_MODEL, TARGET_MODEL)
     assert locks(env, a.drafter) == 1 and locks(env, a.verifier) == 1
-    # Reference sampling settings make the job count toward the drafter's α window.
+    # Reference sampling settings at a price per pass of at least the floor make the job count toward α.
     assert job_view(env, submit_job(env))["alphaEligible"] is True
+    floor = env.params.alpha_price_floor
+    assert job_view(env, submit_job(env, pricePerPass=floor - 1))["alphaEligible"] is False
 
 
 def test_submit_job_reverts(chain, env):
@@ -395,14 +397,22 @@ def test_job_ends_at_max_tokens_and_settles_to_the_wei(chain, env):
     expect_revert(env, m.functions.finalize(runner.job_id), a.outsider, "DeadlineNotPassed", (job["deadline"],))
     advance(w3, env.params.challenge_window + 1)
     receipt = transact(w3, m.functions.finalize(runner.job_id), a.outsider)
-    drafter_pay, verifier_pay = 8 * PRICE_ACCEPTED, 3 * PRICE_PASS
-    refund = value - drafter_pay - verifier_pay
+    # An α-eligible job: alphaFeeBps of the passes' price goes from the verifier's pay to the treasury.
+    fee = 3 * PRICE_PASS * env.params.alpha_fee_bps // 10_000
+    drafter_pay, verifier_pay = 8 * PRICE_ACCEPTED, 3 * PRICE_PASS - fee
+    refund = value - drafter_pay - verifier_pay - fee
     (ev,) = events(m, receipt, "JobFinalized")
     assert (ev.args.drafterPay, ev.args.verifierPay, ev.args.refund) == (drafter_pay, verifier_pay, refund)
-    assert [m.functions.owed(x).call() for x in (a.drafter, a.verifier, a.requester)] == [
+    (paid,) = events(m, receipt, "AlphaFeePaid")
+    assert (paid.args.jobId, paid.args.treasury, paid.args.amount) == (runner.job_id, env.params.treasury, fee)
+    # α is recorded at finalize: the 8 accepted proposals emitted; the last cycle's rejection lay after the cut.
+    (rec,) = events(m, receipt, "AlphaCyclesRecorded")
+    assert (rec.args.drafter, rec.args.cycles, rec.args.accepted, rec.args.rejected) == (a.drafter, 3, 8, 1)
+    assert [m.functions.owed(x).call() for x in (a.drafter, a.verifier, a.requester, env.params.treasury)] == [
         drafter_pay,
         verifier_pay,
         refund,
+        fee,
     ]
     assert m.functions.jobStatus(runner.job_id).call() == STATUS_FINALIZED
     assert locks(env, a.drafter) == 0 and locks(env, a.verifier) == 0
@@ -499,8 +509,10 @@ def test_draft_timeout_after_first_cycle_slashes_drafter(chain, env):
     advance(w3, p.challenge_window + 1)
     transact(w3, m.functions.finalize(runner.job_id), a.outsider)
     escrow = escrow_for(job_request(env))
+    fee = PRICE_PASS * p.alpha_fee_bps // 10_000  # a drafter timeout does not stop the job's cycles counting
     assert m.functions.owed(a.drafter).call() == 2 * PRICE_ACCEPTED
-    assert m.functions.owed(a.verifier).call() == PRICE_PASS
+    assert m.functions.owed(a.verifier).call() == PRICE_PASS - fee
+    assert m.functions.owed(p.treasury).call() == fee
     assert m.functions.owed(a.requester).call() == p.timeout_slash + escrow - 2 * PRICE_ACCEPTED - PRICE_PASS
 
 
@@ -553,19 +565,24 @@ def test_withdraw_to_a_contract_that_refuses_eth(chain, env):
 
 def test_constructor_and_wiring_parameter_checks(chain, env):
     w3, a = env.w3, env.actors
-    good = [env.registry.address, 60, 60, 60, 600, 0, 4, WAD // 10, 1000]
+    good = [env.registry.address, 60, 60, 60, 600, 0, 4, WAD // 10, 1000, 10**12, 1000, a.outsider]
     for index, bad in ((0, ZERO_ADDRESS), (1, 0), (2, 0), (3, 0), (4, 0)):
         args = list(good)
         args[index] = bad
         with pytest.raises(ContractCustomError) as info:
             deploy_contract(w3, "InferenceMarket", *args)
         assert decode_error(info.value.data, env.market)[0] == "BadParams"
-    for index, bad in ((6, 0), (6, 2**24 + 1), (7, WAD + 1), (8, 10_001)):
+    for index, bad in ((6, 0), (6, 2**24 + 1), (7, WAD + 1), (8, 10_001), (9, 2**128), (10, 10_001)):
         args = list(good)
         args[index] = bad
         with pytest.raises(ContractCustomError) as info:
             deploy_contract(w3, "InferenceMarket", *args)
         assert decode_error(info.value.data, env.market)[0] == "BadAlphaParams"
+    args = list(good)
+    args[11] = ZERO_ADDRESS
+    with pytest.raises(ContractCustomError) as info:
+        deploy_contract(w3, "InferenceMarket", *args)
+    assert decode_error(info.value.data, env.market)[0] == "ZeroTreasury"
     market = deploy_contract(w3, "InferenceMarket", *good, sender=a.deployer)
     with pytest.raises(ContractCustomError) as info:
         market.functions.setDisputeManager(ZERO_ADDRESS).transact({"from": a.deployer})

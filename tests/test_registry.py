@@ -91,7 +91,21 @@ def test_wiring_checks_on_a_fresh_registry(chain, env):
     w3, deployer = env.w3, env.actors.deployer
     registry = deploy_contract(w3, "StakingRegistry", ETHER, ETHER, ETHER, 1000, sender=deployer)
     market = deploy_contract(
-        w3, "InferenceMarket", registry.address, 60, 60, 60, 1000, 0, 4, WAD // 10, 1000, sender=deployer
+        w3,
+        "InferenceMarket",
+        registry.address,
+        60,
+        60,
+        60,
+        1000,
+        0,
+        4,
+        WAD // 10,
+        1000,
+        0,
+        0,
+        deployer,
+        sender=deployer,
     )
     fresh = type(env)(w3, type(env.system)(registry, market, market, None, env.params, deployer), env.actors)
     state = lambda: (registry.functions.market().call(), registry.functions.disputes().call())  # noqa: E731
@@ -156,7 +170,7 @@ def test_register_drafter(chain, env):
     assert (pair.args.draftModel, pair.args.targetModel) == (OTHER_MODEL, TARGET_MODEL)
     assert events(env.registry, receipt, "AlphaStarSet")[0].args.alphaStar == WAD // 2
     (claim,) = events(env.market, receipt, "AlphaClaimSet")
-    assert (claim.args.drafter, claim.args.alphaStar, claim.args.restarted) == (who, WAD // 2, True)
+    assert (claim.args.drafter, claim.args.alphaStar) == (who, WAD // 2)
     assert env.market.functions.alphaWindowOf(who).call() == [WAD // 2, 0, 0, 0, 0]
 
 
@@ -305,7 +319,7 @@ def test_set_alpha_star(chain, env):
     receipt = transact(env.w3, reg.setAlphaStar(WAD * 9 // 10), drafter)
     assert account(env, drafter)["alphaStar"] == WAD * 9 // 10
     assert events(env.registry, receipt, "AlphaStarSet")[0].args.alphaStar == WAD * 9 // 10
-    assert events(env.market, receipt, "AlphaClaimSet")[0].args.restarted is False
+    assert events(env.market, receipt, "AlphaClaimSet")[0].args.alphaStar == WAD * 9 // 10
     assert env.market.functions.alphaWindowOf(drafter).call()[0] == WAD * 9 // 10
     # Lowering is fine while the window holds no cycle.
     transact(env.w3, reg.setAlphaStar(WAD // 10), drafter)

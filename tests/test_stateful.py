@@ -576,24 +576,28 @@ class ProtocolMachine(RuleBasedStateMachine):
         return taken
 
     def record_alpha(self, job: Job):
-        if job.eligible and job.cycle > 0 and self.alpha[job.drafter].record(job.cycle, job.accepted_sum, job.rejected):
-            stake = self.accts[job.drafter].stake
-            self.credit_market(job.requester, self.slash(job.drafter, stake * PARAMS.alpha_slash_bps // 10_000))
+        """At settlement: the job's cycles (accepted proposals emitted, rejections observed) enter the window; a
+        breach slashes min(bps of the stake, N × floor) to the treasury (never a party of the job)."""
+        if self.alpha[job.drafter].record(job.cycle, job.drafter_tokens, job.rejected):
+            taken = self.slash(job.drafter, PARAMS.alpha_slash(self.accts[job.drafter].stake))
+            self.owed[PARAMS.treasury] += taken
 
     def stop(self, job: Job):
-        """InferenceMarket._stop: Finished, challenge window from now, α counts of a running job."""
-        was_running = job.status == RUNNING
+        """InferenceMarket._stop: Finished, challenge window from now (α waits for the settlement)."""
         job.status, job.deadline = FINISHED, self.now + PARAMS.challenge_window
-        if was_running:
-            self.record_alpha(job)
 
     def settle(self, job: Job):
         drafter_pay = 0 if job.drafter_forfeit else job.drafter_tokens * job.price_token
         verifier_pay = 0 if job.verifier_forfeit else job.cycle * job.price_pass
+        counts = job.eligible and job.cycle > 0  # eligible is cleared by a conviction or a verifier timeout
+        fee = verifier_pay * PARAMS.alpha_fee_bps // 10_000 if counts else 0
         job.status = FINALIZED
         self.credit_market(job.drafter, drafter_pay)
-        self.credit_market(job.verifier, verifier_pay)
+        self.credit_market(job.verifier, verifier_pay - fee)
         self.credit_market(job.requester, job.escrow - drafter_pay - verifier_pay)
+        self.owed[PARAMS.treasury] += fee
+        if counts:
+            self.record_alpha(job)
 
     def locks(self, addr: str) -> int:
         jobs = sum(j.status != FINALIZED and addr in (j.drafter, j.verifier) for j in self.jobs)
@@ -802,7 +806,7 @@ class ProtocolMachine(RuleBasedStateMachine):
                     max_tokens,
                     *prices,
                     value,
-                    variant != "cold",
+                    variant != "cold" and prices[1] >= PARAMS.alpha_price_floor,
                     self.now + PARAMS.accept_timeout,
                 )
             )
@@ -932,6 +936,11 @@ class ProtocolMachine(RuleBasedStateMachine):
             if upto == "draft":
                 break
             self.submit_verification(j, "ok", rnd.getrandbits(32))
+        if upto == "end" and j.status == FINISHED and not j.open_disputes:
+            # settled at once (its α counts enter the window at finalize), so windows fill within one example
+            self.now = max(self.now, j.deadline)
+            self.act(self.market.functions.finalize(j.id), j.requester)
+            self.settle(j)
 
     def verified(self, j: Job, receipt, rec: Record):
         """Effects of a valid verification: accept rule, output (cut at EOS / maxTokens), record, α counts."""
@@ -954,12 +963,12 @@ class ProtocolMachine(RuleBasedStateMachine):
         )
         j.records.append(rec)
         j.cycle, j.emitted, j.draft, j.phase = j.cycle + 1, j.emitted + len(out), None, AWAIT_DRAFT
-        j.rejected += n < j.gamma
+        # a last cycle cut before its outToken: its rejection (after the cut) is not counted
+        j.rejected += n < j.gamma and not (finished and len(out) <= n)
         j.accepted_sum += n
         if finished:
             j.out_cut = len(out) <= n
             j.status, j.deadline = FINISHED, self.now + PARAMS.challenge_window
-            self.record_alpha(j)
         else:
             j.deadline = self.now + PARAMS.commit_timeout
 
@@ -994,13 +1003,15 @@ class ProtocolMachine(RuleBasedStateMachine):
         if j.status == RUNNING and j.phase == AWAIT_DRAFT:
             party = j.drafter if j.cycle > 0 else None
         elif j.status == RUNNING:
-            party = j.verifier
+            party = j.verifier  # a verifier fault: the job's cycles never count toward α
         err = first(
             (j.status not in (OPEN, RUNNING), "JobWrongStatus"), (self.t <= j.view_deadline(), "DeadlineNotPassed")
         )
         self.act(self.market.functions.claimTimeout(j.id), self.acct(caller).addr, err)
         if not err:
             self.stop(j)
+            if party is not None and party == j.verifier:
+                j.eligible = False
             if party and PARAMS.timeout_slash:
                 self.credit_market(j.requester, self.slash(party, PARAMS.timeout_slash))
             if j.cycle == 0:
@@ -1259,9 +1270,9 @@ class ProtocolMachine(RuleBasedStateMachine):
         j.open_disputes -= 1
         if accused_lost:
             if d.accused == j.drafter:
-                j.drafter_forfeit = True
+                j.drafter_forfeit, j.eligible = True, False
             elif d.accused == j.verifier:
-                j.verifier_forfeit = True
+                j.verifier_forfeit, j.eligible = True, False
             if j.status == RUNNING:
                 self.stop(j)
 
@@ -1290,6 +1301,7 @@ class ProtocolMachine(RuleBasedStateMachine):
         calls += [(self.market, "getJob", j.id) for j in self.jobs]
         calls += [(self.dm, "getDispute", d.id) for d in self.disputes]
         calls += [(self.dm, "positionState", *key) for key in self.positions]
+        calls.append((self.market, "owed", PARAMS.treasury))  # α slashes and fees (not an actor)
         out = iter(self.rpc.read(calls))
         balances = dict(zip(contracts, (next(out) for _ in contracts)))
         stakes = owed = credits = 0
@@ -1369,6 +1381,9 @@ class ProtocolMachine(RuleBasedStateMachine):
             bonds += BOND if v[5] != RESOLVED else 0
         for key, state in self.positions.items():
             assert next(out) == state, f"position {key}"
+        treasury = next(out)
+        assert treasury == self.owed[PARAMS.treasury], f"treasury owed {treasury}"
+        owed += treasury
         # ETH conservation: each contract holds exactly what it owes (per its own views, and per the model)
         model_escrow = sum(j.escrow for j in self.jobs if j.status != FINALIZED)
         model_bonds = BOND * sum(d.status != RESOLVED for d in self.disputes)

@@ -79,7 +79,7 @@ interface IInferenceMarket {
     event DisputeOpened(uint256 indexed jobId, uint256 open);
     /// @notice A dispute on `jobId` against `accused` closed; `open` remain open.
     event DisputeClosed(uint256 indexed jobId, address indexed accused, bool accusedLost, uint256 open);
-    /// @notice The α window slashed `amount` wei of `drafter`'s stake, credited to the requester of `jobId`.
+    /// @notice Settling `jobId` breached `drafter`'s α window: `amount` wei of its stake went to the treasury.
     event AlphaSlashed(uint256 indexed jobId, address indexed drafter, uint256 amount);
     /// @notice `account` withdrew `amount` wei.
     event Withdrawn(address indexed account, uint256 amount);

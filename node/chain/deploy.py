@@ -1,6 +1,7 @@
 """Deploy and wire the protocol: StakingRegistry, InferenceMarket (also the α window) and, when its
 artifact exists, DisputeManager, with the parameters of node/chain/params.py.
 
+The market's α parameters include its `treasury` (α slashes and fees; the burn address by default).
 Wiring order: registry → market(registry) → disputes(registry, market) →
 registry.setProtocolContracts(market, disputes) → market.setDisputeManager(disputes).
 """
@@ -45,6 +46,8 @@ def deploy_system(
     """Deploy and wire registry, market and (if compiled and `with_disputes`) the dispute manager."""
     params = params or DEFAULT_PARAMS
     params.validate()
+    if params.treasury != Web3.to_checksum_address(params.treasury):  # web3 takes checksummed addresses only
+        params = params.with_(treasury=Web3.to_checksum_address(params.treasury))
     artifacts = artifacts or compile_contracts()
     deployer = deployer or w3.eth.accounts[0]
     p = params

@@ -13,6 +13,7 @@ WAD = 10**18
 MINUTE = 60
 HOUR = 3600
 DAY = 86400
+BURN_ADDRESS = "0x000000000000000000000000000000000000dEaD"
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,18 @@ class DeploymentParams:
     # probability < 5e-5 at γ ≥ 4 and ~1e-3 at γ = 1 (geometric model; see docs/contracts.md).
     alpha_bucket_cycles: int = 64
     alpha_tolerance: int = WAD // 10
+    # A breach slashes min(alpha_slash_bps of the stake, N × floor × fee), the α fees a full window at the floor
+    # burns: at the defaults the cap binds (512 × 3e12 × 10 % = 1.536e14 wei), so whoever fills a drafter's window
+    # with adversarial prompts at the floor loses ≥ what the honest drafter loses, a requester alone ≥ 10 × it
+    # (griefing factor ≥ 10 for every stake, ≥ 1 from a tenth of a window on: docs/contracts.md "Griefing").
     alpha_slash_bps: int = 1_000
+    # Only jobs paying pricePerPass ≥ the floor count toward α (the requester's default price per pass), and
+    # alpha_fee_bps of pricePerPass of every counted cycle goes to the treasury (padding a window with
+    # self-dealt jobs burns ≥ floor × fee = 3e11 wei per cycle).
+    alpha_price_floor: int = 3 * 10**12
+    alpha_fee_bps: int = 1_000
+    # Receives α slashes and fees, never a party of a job: the burn address by default.
+    treasury: str = BURN_ADDRESS
     # DisputeManager (deployed only when its artifact exists)
     dispute_bond: int = ETHER // 10
     answer_period: int = 1 * HOUR
@@ -50,6 +62,16 @@ class DeploymentParams:
         return 8 * self.alpha_bucket_cycles
 
     @property
+    def alpha_slash_cap(self) -> int:
+        """Most wei one α breach slashes: the α fees of a full window's cycles at the price floor
+        (AlphaWindow.alphaSlashAmount)."""
+        return self.alpha_window_cycles * self.alpha_price_floor * self.alpha_fee_bps // 10_000
+
+    def alpha_slash(self, stake: int) -> int:
+        """What one α breach slashes from a drafter with `stake` (AlphaWindow.alphaSlashAmount)."""
+        return min(stake * self.alpha_slash_bps // 10_000, self.alpha_slash_cap)
+
+    @property
     def dispute_duration(self) -> int:
         return self.answer_period + self.vote_commit_period + self.vote_reveal_period
 
@@ -62,12 +84,18 @@ class DeploymentParams:
             )
         if not 1 <= self.alpha_bucket_cycles <= 2**24:
             raise ValueError("alpha_bucket_cycles must be in 1..2^24")
+        if not 0 <= self.alpha_price_floor < 2**128:
+            raise ValueError("alpha_price_floor must fit in uint128")
+        if not 0 <= self.alpha_fee_bps <= 10_000 or not 0 <= self.alpha_slash_bps <= 10_000:
+            raise ValueError("alpha_fee_bps and alpha_slash_bps must be in 0..10000")
+        if int(self.treasury, 16) == 0:
+            raise ValueError("treasury must not be the zero address (the burn address 0x…dEaD burns)")
 
     def registry_args(self) -> tuple[int, ...]:
         """StakingRegistry's constructor arguments."""
         return (self.min_drafter_stake, self.min_verifier_stake, self.min_referee_stake, self.unbonding_period)
 
-    def market_args(self) -> tuple[int, ...]:
+    def market_args(self) -> tuple[int | str, ...]:
         """InferenceMarket's constructor arguments after the registry address."""
         return (
             self.accept_timeout,
@@ -78,6 +106,9 @@ class DeploymentParams:
             self.alpha_bucket_cycles,
             self.alpha_tolerance,
             self.alpha_slash_bps,
+            self.alpha_price_floor,
+            self.alpha_fee_bps,
+            self.treasury,
         )
 
     def disputes_args(self) -> tuple[int, ...]:

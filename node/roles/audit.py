@@ -49,11 +49,14 @@ def replay_draft(
     (the proposal is not the inverse-CDF sample within tolerance, or its q is off beyond tolerance).
 
     Only the first disagreement per cycle is reported: after it, the committed proposals condition on a
-    token the honest replay did not draw, so later positions of that cycle say nothing more.
+    token the honest replay did not draw, so later positions of that cycle say nothing more. A committed token
+    outside the vocabulary has probability 0 (reported, never an IndexError); once a cycle's output holds one, no
+    model defines what follows, so the replay stops there.
     """
     import torch
 
     from node.decoding import DraftSession, loading
+    from node.decoding.loading import vocab_size
     from node.decoding.scorer import default_tolerance_wad
     from node.roles import jobs
 
@@ -65,6 +68,7 @@ def replay_draft(
     model = loading.load_model(str(draft_model_path), torch.device(device), dtype)
     job = jobs.job_from_record(record, load_tokenizer(draft_model_path), info.max_positions)
     session = DraftSession(model, job)
+    vocab = vocab_size(model)
     found = []
     for cycle in chaindata.cycles(requester.system, job_id, from_block=requester.deployment.start_block, with_p=False):
         if not cycle.verified:
@@ -89,6 +93,8 @@ def replay_draft(
                 break
             if token != draft.tokens[i]:
                 break  # within tolerance, but the contexts diverge from here on
+        if any(not 0 <= t < vocab for t in cycle.output):
+            break  # an out-of-range token was emitted: nothing after it can be replayed (a TargetReplay shows it)
         session.advance(list(cycle.output))
     return found
 
@@ -108,7 +114,9 @@ def replay_target(
 ) -> list[TargetCheck]:
     """Replay every binding position of the job's verifier (each p_i up to the first rejection, and the outToken)
     from chain data, with the referees' rule (`referee.judge_position`, fp32 on CPU), and list those a TargetReplay
-    dispute would prove. The draft model is needed for the residual behind an outToken after a rejection."""
+    dispute would prove. The draft model is needed for the residual behind an outToken after a rejection. An
+    out-of-range outToken is reported (probability 0); positions after one get the referees' verdict for an
+    unreplayable context (faithful: nothing is proven there), never an IndexError."""
     import torch
 
     from node.decoding import loading

@@ -8,6 +8,12 @@ salt that enters every accept and residual uniform of the job, docs/protocol.md 
 (proposals, q, the top-k of its distributions, cycle 0's salt) is saved in the store *before* the transaction,
 so a restart resends the very same draft instead of computing another. It answers DraftReplay disputes
 against it with its claimed q and its top-k at the disputed position.
+
+Everything it reads from chain is hostile input (node/roles/chain_checks.py): it declines a job whose price per
+accepted token is below `min_price_wei` (`serve drafter --min-price`), whose γ is out of range or whose vocabulary
+is not its model's, saying why in the log and the store; a verified cycle's output that does not decode, is not
+its accepted proposals then outToken, or holds a token outside the vocabulary is logged and rebuilt or sanitized,
+and the node keeps drafting: it never crashes on it and never misses a deadline because of it.
 """
 
 from __future__ import annotations
@@ -18,9 +24,9 @@ from typing import Any
 from node import protocol
 from node.chain.enums import JobStatus, Phase
 from node.chain.events import ChainEvent
-from node.decoding.loading import max_positions
+from node.decoding.loading import max_positions, vocab_size
 from node.decoding.messages import DecodingJob
-from node.roles import behaviors, chaindata
+from node.roles import behaviors, chain_checks, chaindata
 from node.roles.behaviors import DrafterBehavior
 from node.roles.jobs import resume_draft_session
 from node.roles.models import next_token_rows
@@ -58,12 +64,17 @@ class DrafterNode(PartyNode):
         device=None,
         *,
         bias_policy: behaviors.BiasPolicy | None = None,
+        min_price_wei: int = 0,
         **options,
     ):
         self.behavior = DrafterBehavior.parse(behavior)
+        if int(min_price_wei) < 0:
+            raise ValueError(f"min_price_wei must be >= 0, got {min_price_wei}")
+        self.min_price_wei = int(min_price_wei)  # least pricePerAcceptedToken (wei) of a job it serves
         self.bias_policy = bias_policy or behaviors.BiasPolicy()
         self.load_models(target_model_path, draft_model_path, device, with_target=False)
         self.max_positions = max_positions(self.draft_model)
+        self.vocab_size = vocab_size(self.draft_model)
         super().__init__(w3, deployment, account, store_path, poll_interval, **options)
         self.jobs: dict[int, DrafterJobState] = {}
         self.restore()
@@ -76,8 +87,28 @@ class DrafterNode(PartyNode):
         if taken is None:
             return
         record, job = taken
+        reason = chain_checks.job_refusal(
+            record.request, self.min_price_wei, self.vocab_size, self._chain_vocab(record)
+        )
+        if reason is not None:
+            self.log.warning("job %d: declined: %s", record.job_id, reason)
+            self.store.save_job(record.job_id, self.role, "refused", {"reason": reason})
+            return
         self.serve_job(record, DrafterJobState(job, record))
         self.log.info("job %d: assigned (γ=%d, maxTokens=%d)", record.job_id, job.gamma, job.max_new_tokens)
+
+    def _chain_vocab(self, record: chaindata.ChainJob) -> int | None:
+        """The job's vocabulary as the market records it (`getJob().vocabSize`), where the market has one."""
+        if not any(c["name"] == "vocabSize" for c in self._job_view_fields()):
+            return None
+        try:
+            return int(self.job_view(record.job_id)["vocabSize"])
+        except Exception:  # unreadable now: the check is skipped, not the job (the contract checks it too)
+            return None
+
+    def _job_view_fields(self) -> list[dict]:
+        abi = next((e for e in self.market.abi if e.get("type") == "function" and e["name"] == "getJob"), None)
+        return abi["outputs"][0]["components"] if abi else []
 
     def on_market_JobAccepted(self, event: ChainEvent) -> None:
         if int(event.args["jobId"]) in self.jobs:
@@ -88,24 +119,18 @@ class DrafterNode(PartyNode):
         self.schedule.mark_dirty(JOB, event.args["jobId"])
 
     def on_market_CycleVerified(self, event: ChainEvent) -> None:
-        verified = self.verified_cycle(event)
-        if verified is None:
+        job_id, c = int(event.args["jobId"]), int(event.args["cycle"])
+        if not self.schedule.tracked(JOB, job_id):
             return
-        job_id, c, output, accepted = verified
+        transcript = self.store.cycle(job_id, JOB_ROLE, c)
+        proposals = transcript.proposals if transcript is not None else None
+        args = event.args
+        output, accepted = self._checked_output(
+            job_id, c, args["output"], args["accepted"], args["outToken"], proposals
+        )
         dj = self.jobs.get(job_id)
         if dj is not None:
             dj.outputs.setdefault(c, output)
-        transcript = self.store.cycle(job_id, JOB_ROLE, c)
-        if transcript is not None and transcript.proposals is not None:
-            kept = min(accepted, len(output))
-            if list(output[:kept]) != list(transcript.proposals[:kept]):
-                self.log.error(
-                    "job %d cycle %d: the emitted tokens %s are not my accepted proposals %s",
-                    job_id,
-                    c,
-                    list(output),
-                    transcript.proposals[:accepted],
-                )
         hashes = {"verify": event.tx_hash}
         commit = self.txs.tx_hash_of(f"job:{job_id}:cycle:{c}:commit")
         if commit is not None:
@@ -133,9 +158,47 @@ class DrafterNode(PartyNode):
         return dj
 
     def _refresh_outputs(self, dj: DrafterJobState) -> None:
-        for data in chaindata.cycles(self.market, dj.job.job_id, from_block=self.start_block, with_p=False):
-            if data.verified:
-                dj.outputs.setdefault(data.cycle, data.output)
+        try:
+            found = chaindata.cycles(self.market, dj.job.job_id, from_block=self.start_block, with_p=False)
+        except (chaindata.ChainDataError, ValueError) as exc:  # malformed logs: the events' outputs must do
+            self.log.error("job %d: the chain's cycles cannot be read: %s", dj.job.job_id, exc)
+            return
+        for data in found:
+            if data.verified and data.cycle not in dj.outputs:
+                transcript = self.store.cycle(dj.job.job_id, JOB_ROLE, data.cycle)
+                proposals = transcript.proposals if transcript is not None else data.tokens
+                output, _ = self._checked_output(
+                    dj.job.job_id, data.cycle, list(data.output), data.accepted, data.out_token, proposals
+                )
+                dj.outputs[data.cycle] = output
+
+    def _checked_output(self, job_id: int, c: int, raw, accepted, out_token, proposals) -> tuple[tuple[int, ...], int]:
+        """(the output of verified cycle c the node continues from, accepted), checked as hostile input
+        (chain_checks.checked_output); problems are logged, never raised."""
+        dj = self.jobs.get(job_id)
+        gamma = dj.job.gamma if dj is not None else chain_checks.MAX_GAMMA
+        remaining = eos = None
+        if dj is not None:
+            eos = dj.job.eos_token_id
+            if all(k in dj.outputs for k in range(c)):
+                remaining = dj.job.max_new_tokens - sum(len(dj.outputs[k]) for k in range(c))
+        output, problems = chain_checks.checked_output(
+            raw,
+            accepted,
+            out_token,
+            gamma=gamma,
+            vocab_size=self.vocab_size,
+            proposals=proposals,
+            eos_token=eos,
+            remaining=remaining,
+        )
+        for problem in problems:
+            self.log.error("job %d cycle %d: hostile chain data: %s (I keep drafting)", job_id, c, problem)
+        try:
+            n = min(max(int(accepted), 0), gamma)
+        except (TypeError, ValueError):
+            n = 0
+        return output, n
 
     def work_job(self, job_id: int) -> int:
         sent = self.act_on_announced_turn(job_id, lambda c, sure: self._draft(job_id, c, sure=sure))
@@ -245,6 +308,7 @@ class DrafterNode(PartyNode):
         dj = self._job(job_id)
         data = chaindata.cycles(self.market, job_id, from_block=self.start_block, with_p=False)
         context = list(dj.job.prompt) + [t for x in data[:c] for t in x.output] + list(data[c].tokens[:index])
+        context = list(chain_checks.sanitized(context, self.vocab_size))  # a model takes no out-of-range token
         row = next_token_rows(self.draft_model, context, dj.job.sampling)[0]
         order = sorted(range(len(row)), key=lambda t: (-int(row[t]), t))[:TOP_K]
         x = data[c].tokens[index]

@@ -17,6 +17,11 @@ What counts as cheating (docs/protocol.md §6, docs/disputes.md), with tolerance
 * TargetReplay, i == K (outToken): with n = accepted and v = residualUniform(reveal, root, salt), outToken
   outside the residual samples of norm(max(0, p_n − q_n)) at v ∓ tol (n < K), or outside the samples of
   p_K at v ∓ tol (n == K). (An empty replayed residual means no honest rejection: cheated.)
+
+A token outside the vocabulary has probability 0 (a committed proposal, or a claimed outToken: neither raises). A
+position whose context (the prompt, earlier outputs, the cycle's proposals before it) holds such a token cannot be
+replayed by any model: the verdict there is AccusedFaithful (nothing is proven at that position; the out-of-range
+token itself is the position to dispute), never an IndexError.
 """
 
 from __future__ import annotations
@@ -58,6 +63,27 @@ def _prob(row, token: int) -> int:
     return int(row[token]) if 0 <= token < len(row) else 0
 
 
+def _unreplayable(context: list[int], vocab: int | None, what: str) -> Judgement | None:
+    """AccusedFaithful when `context` holds a token outside the vocabulary (no model defines what follows it)."""
+    if vocab is None:
+        return None
+    for j, t in enumerate(context):
+        if not 0 <= int(t) < vocab:
+            return _verdict(
+                False,
+                f"{what} follows token {int(t)} (context position {j}), outside the vocabulary ({vocab}): no model "
+                "defines it, so nothing is proven here (dispute that token instead)",
+            )
+    return None
+
+
+def _vocab(*models) -> int | None:
+    from node.decoding.loading import vocab_size
+
+    model = next((m for m in models if m is not None), None)
+    return None if model is None else vocab_size(model)
+
+
 def judge_position(
     job: DecodingJob,
     prefix: list[int],
@@ -75,8 +101,12 @@ def judge_position(
     rejection, the draft model too, for the residual).
     """
     k, tol = cyc.gamma, tolerance_wad
+    vocab = _vocab(draft_model if kind == DisputeKind.DraftReplay else target_model, draft_model, target_model)
     if index < k:
         context, x = list(prefix) + list(cyc.tokens[:index]), cyc.tokens[index]
+        blocked = _unreplayable(context, vocab, f"position {index}")
+        if blocked is not None:
+            return blocked
         if kind == DisputeKind.DraftReplay:
             row = next_token_rows(draft_model, context, job.sampling)[0]
             u = protocol.draft_uniform(job.job_id, cyc.cycle, index)
@@ -99,6 +129,9 @@ def judge_position(
         raise ValueError(f"index {index} of a {k}-proposal cycle cannot be disputed as kind {kind}")
     n = cyc.accepted
     context = list(prefix) + list(cyc.tokens[:n])
+    blocked = _unreplayable(context, vocab, "the outToken")
+    if blocked is not None:
+        return blocked
     p_row = next_token_rows(target_model, context, job.sampling)[0]
     v = protocol.residual_uniform(cyc.reveal, cyc.draft_root, cyc.salt)
     if n < k:
