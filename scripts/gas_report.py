@@ -15,7 +15,7 @@ Deploys the system (node.chain.deploy.deploy_system) and reports receipt gasUsed
                 rule (u_i·q_i < p_i·WAD) accepts each proposal iff its hash-chain uniform u_i < α, so that n is
                 geometric (checks the model; at 100 cycles its noise is several per cent);
   * a job's fixed overhead: submitJob, acceptJob, the finishing cycle's extra gas (JobFinished and the
-    α-window update), finalize, and the three withdrawals;
+    α-window update; against a steady cycle), finalize, and the three withdrawals;
   * a full dispute (DraftReplay, the accused loses): openDispute, answer (which draws the referees), R commitVote,
     R revealVote, resolve.
 Leaves, roots, proofs, hash-chain reveals, uniforms, accept counts and vote commitments come from node.protocol.
@@ -214,10 +214,12 @@ def per_token_gas(chain: Chain, cycles: dict[int, dict], n_cycles: int) -> list[
 
 
 def job_overhead(chain: Chain, gamma: int = 4) -> dict:
-    """A job of two full cycles (the second one finishes it at maxTokens), then settlement."""
+    """A job of three full cycles (the third one finishes it at maxTokens), then settlement. The finishing cycle's
+    extra is measured against the second (cycle 0 also commits the drafter's salt)."""
     Job(chain, gamma, gamma + 1).cycle(0, forced_p(gamma))  # an earlier finished job: the α window is open
-    job = Job(chain, gamma, 2 * (gamma + 1))
-    first, last = job.cycle(0, forced_p(gamma)), job.cycle(1, forced_p(gamma))
+    job = Job(chain, gamma, 3 * (gamma + 1))
+    job.cycle(0, forced_p(gamma))
+    first, last = job.cycle(1, forced_p(gamma)), job.cycle(2, forced_p(gamma))
     chain.advance(chain.params.challenge_window + 1)
     m = chain.market.functions
     gas = {
