@@ -18,6 +18,7 @@ from chainutil import (
     ROLE_DRAFTER,
     ROLE_VERIFIER,
     TARGET_MODEL,
+    VOCAB,
     WAD,
     JobRunner,
     advance,
@@ -176,7 +177,7 @@ def padder(chain, aenv):
     own_requester, own_verifier = a.spare[0], a.spare[1]
     transact(
         aenv.w3,
-        aenv.registry.functions.register(ROLE_VERIFIER, [TARGET_MODEL]),
+        aenv.registry.functions.register(ROLE_VERIFIER, [TARGET_MODEL], [VOCAB]),
         own_verifier,
         aenv.params.min_verifier_stake,
     )
@@ -246,14 +247,14 @@ def test_reregistration_keeps_the_window_and_the_slash_still_comes(chain, aenv):
     state = lambda: (window(aenv), tuple(reg.accountOf(a.drafter).call()))  # noqa: E731
     expect_revert(
         aenv,
-        reg.registerDrafter(DRAFT_MODEL, TARGET_MODEL, WAD // 5),
+        reg.registerDrafter(DRAFT_MODEL, TARGET_MODEL, WAD // 5, VOCAB),
         a.drafter,
         "AlphaWindowOpen",
         (a.drafter, ALPHA_STAR, WAD // 5),
         value=minimum,
         state=state,
     )
-    transact(w3, reg.registerDrafter(DRAFT_MODEL, TARGET_MODEL, ALPHA_STAR), a.drafter, minimum)
+    transact(w3, reg.registerDrafter(DRAFT_MODEL, TARGET_MODEL, ALPHA_STAR, VOCAB), a.drafter, minimum)
     assert reg.isActive(a.drafter, ROLE_DRAFTER, DRAFT_MODEL).call()
     assert window(aenv) == (ALPHA_STAR, 14, 7, 14, 7)
     receipt = finalize(aenv, run_cycles(aenv, [0, 1]).job_id)

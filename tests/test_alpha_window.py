@@ -284,6 +284,8 @@ def test_the_treasury_cannot_be_a_party_of_a_job(chain, w3):
     value = req["maxTokens"] * (req["pricePerAcceptedToken"] + req["pricePerPass"])
     expect_revert(env, m.submitJob(req, b"\x01"), a.outsider, "TreasuryIsParty", (a.outsider,), value=value)
     # ... nor the drafter or the verifier (the treasury registered as one)
-    transact(w3, env.registry.functions.register(2, [req["targetModel"]]), a.outsider, env.params.min_verifier_stake)
+    transact(
+        w3, env.registry.functions.register(2, [req["targetModel"]], [VOCAB]), a.outsider, env.params.min_verifier_stake
+    )
     bad = job_request(env, verifier=a.outsider)
     expect_revert(env, m.submitJob(bad, b"\x01"), a.requester, "TreasuryIsParty", (a.outsider,), value=value)
