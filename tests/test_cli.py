@@ -201,7 +201,7 @@ def test_help_texts():
         ("register",): ["--role", "--stake", "--alpha", "--model", "--target-model", "--key-file"],
         ("dispute",): ["--cycle", "--index", "--kind"],
         ("audit",): ["--draft-model", "--json"],
-        ("serve",): ["--model", "--draft-model", "--target-model", "--behavior", "--store"],
+        ("serve",): ["--model", "--draft-model", "--target-model", "--behavior", "--store", "--min-price"],
         ("chain", "up"): ["--port", "--home"],
         ("chain", "down"): ["--home"],
         ("status",): ["--json"],
@@ -355,6 +355,13 @@ def test_serve_refuses_a_device_torch_cannot_use(tmp_path):
     clean_error(cli(*serve, "--device", "tpu9", home=tmp_path), "--device: unknown device 'tpu9'")
     if not torch.cuda.is_available():  # refused before any chain or model is touched
         clean_error(cli(*serve, "--device", "cuda", home=tmp_path), "sees no CUDA device")
+
+
+def test_serve_checks_min_price(tmp_path):
+    serve = ("serve", "drafter", "--model", DRAFT, "--target-model", TARGET, "--dev-account", DRAFTER)
+    clean_error(cli(*serve, "--min-price", "1.5wei", home=tmp_path), "--min-price: '1.5wei' is not a whole number")
+    verifier = ("serve", "verifier", "--model", TARGET, "--draft-model", DRAFT, "--dev-account", VERIFIER)
+    clean_error(cli(*verifier, "--min-price", "1gwei", home=tmp_path), "--min-price is a drafter's option")
 
 
 def test_status_and_finalize_of_unknown_jobs(home):

@@ -82,7 +82,7 @@ def test_register_drafter_stakes_and_emits(chain, registry, market, drafter):
         registry.Registered(account=drafter, role=DRAFTER, stake=stake, modelIds=[DRAFT_MODEL]),
         registry.DrafterPairSet(account=drafter, draftModel=DRAFT_MODEL, targetModel=TARGET_MODEL),
         registry.AlphaStarSet(account=drafter, alphaStar=ALPHA_STAR),
-        market.AlphaClaimSet(drafter=drafter, alphaStar=ALPHA_STAR, restarted=True),  # a fresh α window
+        market.AlphaClaimSet(drafter=drafter, alphaStar=ALPHA_STAR),  # the address's window (kept for good)
     ]
 
 
