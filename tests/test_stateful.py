@@ -643,7 +643,7 @@ class ProtocolMachine(RuleBasedStateMachine):
             role = DRAFTER if i < 2 else VERIFIER if i < 4 else REFEREE
             stake = MIN_STAKE[role] * rnd.choice([2, 3, 4, 6])  # 2-6 × the minimum: survives a few slashes
             if role == DRAFTER:
-                a.alpha_star = 8 * WAD // 10 if i == 0 else rnd.choice(ALPHAS[:3])  # drafter 0: near its α̂
+                a.alpha_star = WAD // 2 if i == 0 else rnd.choice(ALPHAS[:3])  # drafter 0: near its α̂ (~0.5 here)
                 self.act(reg.registerDrafter(DRAFT, TARGET, a.alpha_star, VOCAB), a.addr, value=stake)
                 a.target, a.models, self.alpha[a.addr] = TARGET, (DRAFT,), Alpha(star=a.alpha_star)
             else:
