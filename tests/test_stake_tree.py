@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from web3.exceptions import ContractCustomError
+from web3.exceptions import ContractCustomError, ContractPanicError
 
 from node.chain.contracts import deploy_contract
 
@@ -86,7 +86,7 @@ def test_bounds(w3, tree):
         f.add(2, 1).call()  # no slot 2
     with pytest.raises(ContractCustomError):
         f.add(0, 1).call()
-    with pytest.raises(Exception):
+    with pytest.raises(ContractPanicError):
         f.sub(1, 6).call()  # below zero: checked arithmetic reverts
 
 
