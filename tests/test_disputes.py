@@ -19,6 +19,7 @@ from node import protocol as P
 from node.chain.deploy import deploy_system
 from node.chain.enums import DisputeKind, DisputeStatus, JobStatus, Outcome, PositionState, Role, Verdict
 from node.chain.params import DEFAULT_PARAMS
+from node.roles import chaindata
 
 WAD = P.WAD
 ETHER = 10**18
@@ -1121,6 +1122,10 @@ def test_attack6_an_appeal_to_a_fresh_larger_panel_overturns_a_captured_first_ro
     job = job_view(world, world.running.job_id)
     assert job["verifierForfeited"] and job["openDisputes"] == 0
     assert all(locks(world, r) == 0 for r in [*refs, *second])
+    rounds = chaindata.dispute_rounds(dm, dispute_id)  # the chain-data reader of the nodes and the CLI
+    assert [r["result"] for r in rounds] == [O_CHALLENGER_LOST, O_ACCUSED_LOST]
+    assert [r["panel"] for r in rounds] == [refs, second] and rounds[1]["appellant"] == world.challenger
+    assert (rounds[1]["appealed"], rounds[1]["appealBond"]) == (O_CHALLENGER_LOST, 2 * bond)
     check_solvent(world)
 
 
