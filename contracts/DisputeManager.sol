@@ -200,11 +200,11 @@ contract DisputeManager is IDisputeManager, ReentrancyGuard {
         }
         if (sum > SpecMath.WAD) revert ProbabilityAboveWad(sum);
         if (d.drawn == 0) {
-            if (d.drawBlock != 0 && block.number > d.drawBlock && blockhash(d.drawBlock) == bytes32(0)) {
-                revert PanelNotDrawn(d.drawBlock);
-            }
+            // An answer draws the panel when it can, and otherwise reverts (so an accused's node never mistakes a
+            // rescheduled or escalated draw for its answer): `drawReferees` reschedules, escalates or voids.
+            uint64 drawBlock = d.drawBlock;
             // slither-disable-next-line reentrancy-no-eth (nonReentrant; calls only the protocol's registry, market)
-            if (!_drawPanel(disputeId, d)) return; // rescheduled, escalated or Void: no answer yet
+            if (drawBlock == 0 || !_drawPanel(disputeId, d)) revert PanelNotDrawn(drawBlock);
         }
 
         bytes32 answerHash = keccak256(abi.encode(claimedProb, topTokens, topProbs));

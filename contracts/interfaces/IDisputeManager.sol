@@ -240,8 +240,9 @@ interface IDisputeManager {
     error DrawTooEarly(uint64 drawBlock);
     /// @notice The referees of this dispute are already drawn.
     error AlreadyDrawn(uint256 disputeId);
-    /// @notice The answer needs a drawn panel, and the seed block `drawBlock` is too old to draw from in this call:
-    /// call `drawReferees` (it reschedules the draw) and answer once it has drawn.
+    /// @notice The answer needs a drawn panel and cannot draw it in this call (the seed block `drawBlock` is too old,
+    /// the stake tree changed after it, the draw escalated, or it waits for its escalation period): call
+    /// `drawReferees` (it reschedules, escalates or schedules the draw) and answer once it has drawn.
     error PanelNotDrawn(uint64 drawBlock);
     /// @notice No such dispute, or it is in another phase.
     error DisputeWrongStatus(uint256 disputeId, Status status);
