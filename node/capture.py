@@ -13,7 +13,7 @@ Model (the coalition's best case under contracts/DisputeManager.sol's stake-weig
   coalition's own stake is its best response, and buys it nothing beyond `s` per seat.)
 * Honest referees vote the truth and reveal. Coalition referees vote the lie, or stay silent, whichever helps:
   a round goes the truth's way only with a strict majority of the drawn panel, so the truth fails a round of n
-  seats exactly when the coalition holds more than n/2 seats... and, n being odd, at least (n + 1)/2 of them.
+  (odd) seats exactly when the coalition holds at least (n + 1)/2 of them.
 * Appeals: rounds have n_0 = R, n_k = 2 n_{k-1} + 1 seats, fresh panels (earlier panels excluded; under the
   fine-grained model this leaves the share at `s`), at most `appeals` of them. The side that lost a round
   appeals while it can (the honest side always does; the coalition does whenever that gives it another chance),
