@@ -13,30 +13,36 @@ import {RefereeDraw} from "./lib/RefereeDraw.sol";
 import {SpecMath} from "./lib/SpecMath.sol";
 
 /// @title DisputeManager
-/// @notice Optimistic, replay-refereed disputes of docs/protocol.md §6 (see docs/disputes.md).
+/// @notice Optimistic, replay-refereed disputes of docs/protocol.md §6 with the v1.1 referee rules (docs/disputes.md):
+/// stake-weighted panels, appeals to larger fresh panels, escalation when too few referees are eligible.
 ///
 /// Life of a dispute:
 ///  1. `openDispute` (challenger, with `bond`): proves the disputed position against the market's cycle record and
-///     locks the accused. The referee draw is seeded by the hash of the block that holds this transaction, which
-///     nobody knows when sending it, so the challenger cannot pick a block whose draw suits it.
-///  2. `drawReferees` (anyone, from the next block on; `answer` does it when nobody did): draws up to
-///     `refereesPerDispute` referees for the disputed model among those registered by then, and locks them.
-///  3. `answer` (accused, within `answerPeriod`): its replayed probability of the disputed token and its top-k.
-///     Silence: after the deadline anyone calls `claimAnswerTimeout` and the accused loses.
-///  4. `commitVote` (drawn referees, within `commitPeriod` after the answer), then `revealVote` (within
-///     `revealPeriod` after the commit deadline; it opens early once every drawn referee has committed).
-///  5. `resolve` (anyone, after the reveal deadline, or early once no further reveal is possible): a strict
-///     majority of the *drawn* referees decides; anything else is Void (bond back, accused untouched).
+///     locks the accused. The first draw is seeded by the hash of the block that holds this transaction.
+///  2. `drawReferees` (anyone, from the next block on; `answer` does it when nobody did): draws R seats with
+///     probability proportional to active referee stake (distinct accounts, no party), and locks them. Too few
+///     eligible referees: the draw escalates (a fresh seed after `escalationPeriod`); after `maxEscalations` the
+///     dispute ends Void (bonds back, nobody penalized).
+///  3. `answer` (accused, within `answerPeriod` of the draw): its replayed probability and top-k. Silence loses.
+///  4. `commitVote` / `revealVote` (drawn referees), then `resolve`: the round's result (strict majority of the
+///     drawn panel, else no majority).
+///  5. While appeals remain, the result may be appealed within `appealPeriod` by anyone with bond × 2^k: a fresh
+///     panel of 2n + 1 seats excluding every earlier panel votes again (steps 2 and 4). `resolve` after the period
+///     (or on the last round) ends the dispute with the last result: only then money moves and the market is told.
 /// Money only ever moves by `withdraw` of credited balances (pull payments).
 contract DisputeManager is IDisputeManager, ReentrancyGuard {
     // ------------------------------------------------------------------ constants and parameters
 
-    /// @notice Largest referee panel.
-    uint256 public constant MAX_REFEREES = 15;
+    /// @notice Largest referee panel of any round.
+    uint256 public constant MAX_REFEREES = 31;
+    /// @notice Most appeal rounds a deployment may allow.
+    uint256 public constant MAX_APPEALS = 3;
+    /// @notice Most escalations a deployment may allow per round.
+    uint256 public constant MAX_ESCALATIONS = 8;
     /// @notice Largest top-k an answer may carry.
     uint256 public constant MAX_TOP_K = 16;
-    /// @notice The referee draw looks at no more than 4R + SCAN_EXTRA registered referees.
-    uint256 public constant SCAN_EXTRA = RefereeDraw.SCAN_EXTRA;
+    /// @notice A draw for n seats makes at most 4n + TRIES_EXTRA tries.
+    uint256 public constant TRIES_EXTRA = RefereeDraw.TRIES_EXTRA;
     /// @notice Longest allowed phase, so deadlines fit in uint64.
     uint256 public constant MAX_PERIOD = 365 days;
     /// @notice Basis points.
@@ -44,31 +50,40 @@ contract DisputeManager is IDisputeManager, ReentrancyGuard {
     /// @notice Share (bps) of the accused's slash left after the referee reward that goes to the challenger; the
     /// rest goes to the requester.
     uint256 public constant CHALLENGER_SHARE_BPS = DisputePayout.CHALLENGER_SHARE_BPS;
-    /// @notice Share (bps) of the bond that the majority referees earn whichever side wins (paid from the bond when
-    /// the challenger loses, from the accused's slash when the accused loses), so a referee's pay never depends on
-    /// which way it votes.
+    /// @notice Share (bps) of the bond that the final round's majority referees earn whichever side wins.
     uint256 public constant REFEREE_SHARE_BPS = DisputePayout.REFEREE_SHARE_BPS;
+    /// @notice Where referee penalties and forfeited appeal bonds are credited: nobody holds its key, so no party
+    /// who could provoke a penalty or a failed appeal is paid by it.
+    address public constant BURN = 0x000000000000000000000000000000000000dEaD;
 
-    /// @notice The staking registry (locks, slashes, referee lists).
+    /// @notice The staking registry (locks, slashes, referee stake trees).
     IStakingRegistry public immutable registry;
     /// @notice The inference market (job parties, cycle records, dispute bookkeeping).
     IInferenceMarket public immutable market;
-    /// @notice Exact bond (wei) a challenger posts.
+    /// @notice Exact bond (wei) a challenger posts; an appeal into round k posts bond × 2^k.
     uint256 public immutable bond;
-    /// @notice Seconds the accused has to answer after the dispute opens.
+    /// @notice Seconds the accused has to answer once the first panel is drawn.
     uint256 public immutable answerPeriod;
-    /// @notice Seconds the referees have to commit after the answer.
+    /// @notice Seconds the referees have to commit after the answer (round 0) or the draw (appeal rounds).
     uint256 public immutable commitPeriod;
     /// @notice Seconds the referees have to reveal after the commit deadline.
     uint256 public immutable revealPeriod;
-    /// @notice Referees drawn per dispute (fewer when fewer are eligible).
+    /// @notice Seats of the first panel, R; round k has 2^k (R + 1) − 1.
     uint256 public immutable refereesPerDispute;
     /// @notice Stake (wei) slashed from an accused that loses.
     uint256 public immutable accusedSlash;
-    /// @notice Stake (wei) slashed from a drawn referee that does not reveal or votes with the minority.
+    /// @notice Stake (wei) slashed (and burnt) from a referee that does not reveal or votes against the final verdict.
     uint256 public immutable refereePenalty;
-    /// @notice Majority referees' reward pool (wei) on a decided dispute: bond * REFEREE_SHARE_BPS / BPS.
+    /// @notice Final majority referees' reward pool (wei) on a decided dispute: bond * REFEREE_SHARE_BPS / BPS.
     uint256 public immutable refereeReward;
+    /// @notice Seconds a decided round may be appealed.
+    uint256 public immutable appealPeriod;
+    /// @notice Seconds an escalated draw waits before a fresh seed may be scheduled.
+    uint256 public immutable escalationPeriod;
+    /// @notice Appeal rounds allowed (≥ 1).
+    uint256 public immutable maxAppeals;
+    /// @notice Escalations allowed per round before the dispute ends Void.
+    uint256 public immutable maxEscalations;
 
     // ------------------------------------------------------------------ state
 
@@ -78,51 +93,47 @@ contract DisputeManager is IDisputeManager, ReentrancyGuard {
     mapping(address account => uint256) public credits;
 
     mapping(uint256 disputeId => Dispute) private _disputes;
-    // slither-disable-next-line uninitialized-state (false positive: _draw fills each panel through a storage pointer)
-    mapping(uint256 disputeId => address[]) private _referees;
+    mapping(uint256 disputeId => mapping(uint256 round => address[])) private _panels;
+    mapping(uint256 disputeId => mapping(uint256 round => Round)) private _rounds;
     mapping(uint256 disputeId => mapping(address referee => Ballot)) private _ballots;
     mapping(bytes32 positionKey => PositionState) private _positions;
 
     // ------------------------------------------------------------------ construction
 
-    /// @notice Deploys the dispute manager over `registry_` and `market_` with the given bond, phase lengths
-    /// (seconds), panel size and slash amounts (wei).
+    /// @notice Deploys the dispute manager over `registry_` and `market_` with the parameters `config` (periods in
+    /// seconds, amounts in wei; see IDisputeManager.Config for each field's range).
     /// @param registry_ The staking registry (must wire this contract as its dispute manager).
     /// @param market_ The inference market (must wire this contract as its dispute manager).
-    /// @param bond_ Exact bond (wei) of a challenger; > 0.
-    /// @param answerPeriod_ Seconds the accused has to answer; 1..MAX_PERIOD.
-    /// @param commitPeriod_ Seconds the referees have to commit after the answer; 1..MAX_PERIOD.
-    /// @param revealPeriod_ Seconds the referees have to reveal after the commit deadline; 1..MAX_PERIOD.
-    /// @param refereeCount_ Referees drawn per dispute; 1..MAX_REFEREES (odd recommended).
-    /// @param accusedSlash_ Stake (wei) slashed from an accused that loses.
-    /// @param refereePenalty_ Stake (wei) slashed from a referee that does not reveal or votes with the minority.
-    constructor(
-        address registry_,
-        address market_,
-        uint256 bond_,
-        uint256 answerPeriod_,
-        uint256 commitPeriod_,
-        uint256 revealPeriod_,
-        uint256 refereeCount_,
-        uint256 accusedSlash_,
-        uint256 refereePenalty_
-    ) {
+    /// @param config The deployment parameters.
+    constructor(address registry_, address market_, Config memory config) {
         if (registry_ == address(0) || market_ == address(0)) revert DisputeZeroAddress();
-        if (bond_ == 0) revert InvalidParameter("bond", bond_);
-        if (answerPeriod_ == 0 || answerPeriod_ > MAX_PERIOD) revert InvalidParameter("answerPeriod", answerPeriod_);
-        if (commitPeriod_ == 0 || commitPeriod_ > MAX_PERIOD) revert InvalidParameter("commitPeriod", commitPeriod_);
-        if (revealPeriod_ == 0 || revealPeriod_ > MAX_PERIOD) revert InvalidParameter("revealPeriod", revealPeriod_);
-        if (refereeCount_ == 0 || refereeCount_ > MAX_REFEREES) revert InvalidParameter("refereeCount", refereeCount_);
+        if (config.bond == 0 || config.bond >= 1 << 120) revert InvalidParameter("bond", config.bond);
+        _checkPeriod("answerPeriod", config.answerPeriod);
+        _checkPeriod("commitPeriod", config.commitPeriod);
+        _checkPeriod("revealPeriod", config.revealPeriod);
+        _checkPeriod("appealPeriod", config.appealPeriod);
+        _checkPeriod("escalationPeriod", config.escalationPeriod);
+        if (config.maxAppeals == 0 || config.maxAppeals > MAX_APPEALS) {
+            revert InvalidParameter("maxAppeals", config.maxAppeals);
+        }
+        if (config.maxEscalations > MAX_ESCALATIONS) revert InvalidParameter("maxEscalations", config.maxEscalations);
+        if (config.refereeCount == 0 || RefereeDraw.panelSize(config.refereeCount, config.maxAppeals) > MAX_REFEREES) {
+            revert InvalidParameter("refereeCount", config.refereeCount);
+        }
         registry = IStakingRegistry(registry_);
         market = IInferenceMarket(market_);
-        bond = bond_;
-        answerPeriod = answerPeriod_;
-        commitPeriod = commitPeriod_;
-        revealPeriod = revealPeriod_;
-        refereesPerDispute = refereeCount_;
-        accusedSlash = accusedSlash_;
-        refereePenalty = refereePenalty_;
-        refereeReward = DisputePayout.refereeReward(bond_);
+        bond = config.bond;
+        answerPeriod = config.answerPeriod;
+        commitPeriod = config.commitPeriod;
+        revealPeriod = config.revealPeriod;
+        refereesPerDispute = config.refereeCount;
+        accusedSlash = config.accusedSlash;
+        refereePenalty = config.refereePenalty;
+        refereeReward = DisputePayout.refereeReward(config.bond);
+        appealPeriod = config.appealPeriod;
+        escalationPeriod = config.escalationPeriod;
+        maxAppeals = config.maxAppeals;
+        maxEscalations = config.maxEscalations;
     }
 
     /// @notice Accepts slash proceeds from the registry only.
@@ -161,7 +172,9 @@ contract DisputeManager is IDisputeManager, ReentrancyGuard {
     /// @inheritdoc IDisputeManager
     function drawReferees(uint256 disputeId) external nonReentrant {
         Dispute storage d = _disputes[disputeId];
-        if (d.status != Status.AwaitingAnswer) revert DisputeWrongStatus(disputeId, d.status);
+        if (d.status != Status.AwaitingAnswer && d.status != Status.Drawing) {
+            revert DisputeWrongStatus(disputeId, d.status);
+        }
         if (d.drawn != 0) revert AlreadyDrawn(disputeId);
         _drawPanel(disputeId, d);
     }
@@ -187,18 +200,16 @@ contract DisputeManager is IDisputeManager, ReentrancyGuard {
         }
         if (sum > SpecMath.WAD) revert ProbabilityAboveWad(sum);
         if (d.drawn == 0) {
-            if (block.number > d.drawBlock && blockhash(d.drawBlock) == bytes32(0)) revert PanelNotDrawn(d.drawBlock);
+            // An answer draws the panel when it can, and otherwise reverts (so an accused's node never mistakes a
+            // rescheduled or escalated draw for its answer): `drawReferees` reschedules, escalates or voids.
+            uint64 drawBlock = d.drawBlock;
             // slither-disable-next-line reentrancy-no-eth (nonReentrant; calls only the protocol's registry, market)
-            if (!_drawPanel(disputeId, d)) return; // nobody eligible: the dispute ended Void
+            if (drawBlock == 0 || !_drawPanel(disputeId, d)) revert PanelNotDrawn(drawBlock);
         }
 
         bytes32 answerHash = keccak256(abi.encode(claimedProb, topTokens, topProbs));
-        uint64 commitDeadline = uint64(block.timestamp + commitPeriod);
-        uint64 revealDeadline = uint64(commitDeadline + revealPeriod);
         d.answerHash = answerHash;
-        d.status = Status.Voting;
-        d.commitDeadline = commitDeadline;
-        d.revealDeadline = revealDeadline;
+        (uint64 commitDeadline, uint64 revealDeadline) = _startVoting(d);
         emit Answered(disputeId, claimedProb, topTokens, topProbs, answerHash, commitDeadline, revealDeadline);
     }
 
@@ -206,6 +217,7 @@ contract DisputeManager is IDisputeManager, ReentrancyGuard {
     function claimAnswerTimeout(uint256 disputeId) external nonReentrant {
         Dispute storage d = _disputes[disputeId];
         if (d.status != Status.AwaitingAnswer) revert DisputeWrongStatus(disputeId, d.status);
+        if (d.drawn == 0) revert PanelNotDrawn(d.drawBlock); // the answer period runs only once a panel exists
         if (block.timestamp <= d.answerDeadline) revert AnswerPeriodNotOver(d.answerDeadline);
         d.status = Status.Resolved;
         d.outcome = Outcome.AccusedSilent;
@@ -229,7 +241,7 @@ contract DisputeManager is IDisputeManager, ReentrancyGuard {
         Dispute storage d = _disputes[disputeId];
         if (d.status != Status.Voting) revert DisputeWrongStatus(disputeId, d.status);
         Ballot storage b = _ballots[disputeId][msg.sender];
-        if (!b.drawn) revert NotDrawnReferee();
+        if (!b.drawn || b.round != d.round) revert NotDrawnReferee();
         if (block.timestamp > d.commitDeadline) revert CommitPeriodOver(d.commitDeadline);
         if (b.commitment != bytes32(0)) revert AlreadyCommitted();
         if (commitment == bytes32(0)) revert EmptyCommitment();
@@ -243,7 +255,7 @@ contract DisputeManager is IDisputeManager, ReentrancyGuard {
         Dispute storage d = _disputes[disputeId];
         if (d.status != Status.Voting) revert DisputeWrongStatus(disputeId, d.status);
         Ballot storage b = _ballots[disputeId][msg.sender];
-        if (!b.drawn) revert NotDrawnReferee();
+        if (!b.drawn || b.round != d.round) revert NotDrawnReferee();
         if (b.commitment == bytes32(0)) revert NotCommitted();
         if (b.verdict != Verdict.None) revert AlreadyRevealed();
         if (block.timestamp <= d.commitDeadline && d.commits < d.drawn) revert RevealPeriodNotOpen(d.commitDeadline);
@@ -257,41 +269,68 @@ contract DisputeManager is IDisputeManager, ReentrancyGuard {
         emit VoteRevealed(disputeId, msg.sender, verdict);
     }
 
-    // ------------------------------------------------------------------ resolve
+    // ------------------------------------------------------------------ resolve and appeal
 
     /// @inheritdoc IDisputeManager
     function resolve(uint256 disputeId) external nonReentrant {
         Dispute storage d = _disputes[disputeId];
+        if (d.status == Status.Appealable) {
+            if (block.timestamp <= d.appealDeadline) revert AppealPeriodNotOver(d.appealDeadline);
+            _finish(disputeId, d, d.roundResult);
+            return;
+        }
         if (d.status != Status.Voting) revert DisputeWrongStatus(disputeId, d.status);
         if (!_votingOver(d)) revert TooEarlyToResolve(d.revealDeadline);
 
-        Outcome outcome = DisputePayout.decide(d.drawn, d.faithfulVotes, d.cheatedVotes);
-        d.status = Status.Resolved;
-        d.outcome = outcome;
-        _positions[_positionKey(d.jobId, d.cycle, d.index, d.kind)] =
-            outcome == Outcome.AccusedLost ? PositionState.Proven : PositionState.Free;
-        Verdict winning = DisputePayout.winningVerdict(outcome);
-
-        // Referee penalties (slash proceeds arrive through receive()) join the majority's reward in one pool.
-        (uint256 pool, uint256 majority) = _penalize(disputeId, winning);
-        uint256 taken = 0;
-        // slither-disable-next-line reentrancy-benign (nonReentrant; the protocol's registry pays in)
-        if (outcome == Outcome.AccusedLost && accusedSlash != 0) taken = registry.slash(d.accused, accusedSlash);
-        {
-            (uint256 toChallenger, uint256 toRequester, uint256 toAccused, uint256 toReferees) =
-                DisputePayout.split(outcome, bond, refereeReward, taken);
-            // (a zero share reads no address: _credit would skip it anyway)
-            if (toChallenger != 0) _credit(disputeId, d.challenger, toChallenger);
-            if (toRequester != 0) _credit(disputeId, d.requester, toRequester);
-            if (toAccused != 0) _credit(disputeId, d.accused, toAccused);
-            pool += toReferees;
+        Outcome result = _recordRound(disputeId, d);
+        if (d.round < maxAppeals) {
+            d.status = Status.Appealable;
+            d.appealDeadline = uint64(block.timestamp + appealPeriod);
+            return;
         }
-        // With no majority referee (Void, nobody revealed) the no-shows' penalties go to the challenger.
-        (uint256 poolToChallenger, uint256 share, uint256 dust) = DisputePayout.splitPool(pool, majority);
-        if (poolToChallenger != 0) _credit(disputeId, d.challenger, poolToChallenger);
-        if (majority != 0) _payMajority(disputeId, winning, share, dust);
-        emit DisputeResolved(disputeId, outcome, d.faithfulVotes, d.cheatedVotes, taken);
-        _release(disputeId, d, outcome == Outcome.AccusedLost);
+        _finish(disputeId, d, result);
+    }
+
+    /// @dev The current round's result (DisputePayout.decide), stored with its votes in `_rounds`.
+    function _recordRound(uint256 disputeId, Dispute storage d) private returns (Outcome result) {
+        result = DisputePayout.decide(d.drawn, d.faithfulVotes, d.cheatedVotes);
+        Round storage r = _rounds[disputeId][d.round];
+        r.result = result;
+        r.faithfulVotes = d.faithfulVotes;
+        r.cheatedVotes = d.cheatedVotes;
+        d.roundResult = result;
+        uint64 deadline = d.round < maxAppeals ? uint64(block.timestamp + appealPeriod) : 0;
+        emit RoundDecided(disputeId, d.round, result, r.faithfulVotes, r.cheatedVotes, deadline);
+    }
+
+    /// @inheritdoc IDisputeManager
+    function appeal(uint256 disputeId) external payable nonReentrant {
+        Dispute storage d = _disputes[disputeId];
+        if (d.status != Status.Appealable) revert DisputeWrongStatus(disputeId, d.status);
+        if (block.timestamp > d.appealDeadline) revert AppealPeriodOver(d.appealDeadline);
+        uint8 round = d.round + 1; // ≤ maxAppeals: the last round is never Appealable
+        uint256 required = bond << round;
+        if (msg.value != required) revert WrongAppealBond(msg.value, required);
+        Round storage r = _rounds[disputeId][round];
+        r.appealed = d.roundResult;
+        r.appellant = msg.sender;
+        r.appealBond = required;
+        d.round = round;
+        d.panelSize = uint8(RefereeDraw.panelSize(refereesPerDispute, round));
+        d.status = Status.Drawing;
+        d.drawBlock = uint64(block.number);
+        d.drawn = 0;
+        d.commits = 0;
+        d.reveals = 0;
+        d.faithfulVotes = 0;
+        d.cheatedVotes = 0;
+        d.escalations = 0;
+        d.appealDeadline = 0;
+        _emitAppealed(disputeId, d, r);
+    }
+
+    function _emitAppealed(uint256 disputeId, Dispute storage d, Round storage r) private {
+        emit Appealed(disputeId, d.round, r.appellant, r.appealed, r.appealBond, d.panelSize, d.drawBlock);
     }
 
     // ------------------------------------------------------------------ withdraw
@@ -325,7 +364,22 @@ contract DisputeManager is IDisputeManager, ReentrancyGuard {
 
     /// @inheritdoc IDisputeManager
     function refereesOf(uint256 disputeId) external view returns (address[] memory) {
-        return _referees[disputeId];
+        return _panels[disputeId][_disputes[disputeId].round];
+    }
+
+    /// @inheritdoc IDisputeManager
+    function panelOf(uint256 disputeId, uint256 round) external view returns (address[] memory) {
+        return _panels[disputeId][round];
+    }
+
+    /// @inheritdoc IDisputeManager
+    function roundOf(uint256 disputeId, uint256 round) external view returns (Round memory) {
+        return _rounds[disputeId][round];
+    }
+
+    /// @inheritdoc IDisputeManager
+    function appealBond(uint256 round) external view returns (uint256) {
+        return bond << round;
     }
 
     /// @inheritdoc IDisputeManager
@@ -345,10 +399,15 @@ contract DisputeManager is IDisputeManager, ReentrancyGuard {
     /// @inheritdoc IDisputeManager
     function canResolve(uint256 disputeId) external view returns (bool) {
         Dispute storage d = _disputes[disputeId];
+        if (d.status == Status.Appealable) return block.timestamp > d.appealDeadline;
         return d.status == Status.Voting && _votingOver(d);
     }
 
     // ------------------------------------------------------------------ internals
+
+    function _checkPeriod(string memory name, uint256 value) private pure {
+        if (value == 0 || value > MAX_PERIOD) revert InvalidParameter(name, value);
+    }
 
     function _positionKey(uint256 jobId, uint32 cycle, uint32 index, Kind kind) private pure returns (bytes32) {
         return keccak256(abi.encode(jobId, cycle, index, kind));
@@ -402,11 +461,10 @@ contract DisputeManager is IDisputeManager, ReentrancyGuard {
         d.requester = parties.requester;
         d.modelId = kind == Kind.DraftReplay ? parties.draftModel : parties.targetModel;
         d.answerDeadline = uint64(block.timestamp + answerPeriod);
-        uint256 poolSize = registry.refereeCount(d.modelId);
-        // slither-disable-next-line incorrect-equality (a count of listed referees, not a balance)
-        if (poolSize == 0) revert NoEligibleReferees(d.modelId);
+        // slither-disable-next-line incorrect-equality (nobody staked as a referee for the model)
+        if (registry.refereeStakeTotal(d.modelId) == 0) revert NoEligibleReferees(d.modelId);
         d.drawBlock = uint64(block.number);
-        d.poolSize = SafeCast.toUint32(poolSize); // reverts rather than draw from a truncated pool
+        d.panelSize = uint8(refereesPerDispute);
     }
 
     function _emitOpened(uint256 disputeId, Dispute storage d, uint32 token, uint64 claimedValue) private {
@@ -425,77 +483,151 @@ contract DisputeManager is IDisputeManager, ReentrancyGuard {
         );
     }
 
-    /// @dev The draw of `drawReferees`: false when it was rescheduled or the dispute ended Void for lack of
-    /// referees, true when the panel is drawn and locked.
+    /// @dev The draw of the current round: true when the panel is drawn and locked; false when the draw was
+    /// scheduled, rescheduled, escalated, or the dispute ended Void after its last escalation.
     function _drawPanel(uint256 disputeId, Dispute storage d) private returns (bool) {
         uint64 drawBlock = d.drawBlock;
+        if (drawBlock == 0) {
+            // an escalated draw: a fresh seed block, once the escalation period is over
+            if (block.timestamp < d.drawAfter) revert EscalationPending(d.drawAfter);
+            d.drawBlock = uint64(block.number);
+            emit DrawScheduled(disputeId, d.round, uint64(block.number));
+            return false;
+        }
         if (block.number <= drawBlock) revert DrawTooEarly(drawBlock);
         bytes32 seedHash = blockhash(drawBlock);
-        if (seedHash == bytes32(0)) {
+        // The seed is public from the seed block on; a stake tree changed after it (a stake added, an unbond, a
+        // slash) could steer which referee holds which point, so such a draw takes a fresh seed instead.
+        if (seedHash == bytes32(0) || registry.stakeTreeChangedAt(d.modelId) > drawBlock) {
             d.drawBlock = uint64(block.number);
             emit DrawRescheduled(disputeId, uint64(block.number));
             return false;
         }
-        address[] storage panel = _referees[disputeId];
-        _draw(disputeId, d, RefereeDraw.seed(seedHash, disputeId), panel);
-        uint256 drawn = panel.length;
-        if (drawn == 0) {
-            _voidUnrefereed(disputeId, d);
+        uint256 seats = d.panelSize;
+        address[] memory chosen = _draw(disputeId, d, RefereeDraw.seed(seedHash, disputeId, d.round), seats);
+        if (chosen.length < seats) {
+            _escalate(disputeId, d);
             return false;
         }
-        d.drawn = uint8(drawn);
-        emit RefereesDrawn(disputeId, panel);
-        for (uint256 i = 0; i < drawn; ++i) {
-            // slither-disable-next-line calls-loop (the protocol's registry; ≤ MAX_REFEREES or 4R + 8 times)
-            registry.lock(panel[i]);
+        uint8 round = d.round;
+        address[] storage panel = _panels[disputeId][round];
+        for (uint256 i = 0; i < seats; ++i) {
+            address referee = chosen[i];
+            Ballot storage b = _ballots[disputeId][referee];
+            b.drawn = true;
+            b.round = round;
+            panel.push(referee);
+        }
+        d.drawn = uint8(seats);
+        emit RefereesDrawn(disputeId, round, chosen);
+        if (round == 0) {
+            // the accused has a full answer period with a panel in place
+            uint64 answerBy = uint64(block.timestamp + answerPeriod);
+            if (answerBy > d.answerDeadline) d.answerDeadline = answerBy;
+        } else {
+            _startVoting(d); // an appeal round votes on the first round's answer
+        }
+        for (uint256 i = 0; i < seats; ++i) {
+            // slither-disable-next-line calls-loop (the protocol's registry; ≤ MAX_REFEREES times)
+            registry.lock(chosen[i]);
         }
         return true;
     }
 
-    /// @dev Picks up to `refereesPerDispute` eligible referees among the first `poolSize` slots of the model's
-    /// referee list (registrations after the opening land beyond them). When there are at most 4R + SCAN_EXTRA slots
-    /// they are scanned completely from a pseudo-random start; otherwise that many slots are sampled pseudo-randomly.
-    /// The modulus is the pool size at opening, so leaving the list cannot re-roll the draw; a slot left empty is
-    /// skipped.
-    function _draw(uint256 disputeId, Dispute storage d, uint256 seed, address[] storage panel) private {
-        IInferenceMarket.JobParties memory parties = market.jobParties(d.jobId);
-        address[4] memory excluded = [parties.requester, parties.drafter, parties.verifier, d.challenger];
-        uint256 pool = d.poolSize;
-        uint256 count = registry.refereeCount(d.modelId);
-        (uint256 tries, bool fullScan) = RefereeDraw.scanPlan(pool, refereesPerDispute);
-        for (uint256 j = 0; j < tries && panel.length < refereesPerDispute; ++j) {
-            uint256 at = fullScan ? RefereeDraw.scanSlot(seed, j, pool) : RefereeDraw.sampledSlot(seed, j, pool);
-            if (at >= count) continue;
-            // slither-disable-next-line calls-loop (the protocol's registry; ≤ MAX_REFEREES or 4R + 8 times)
-            address candidate = registry.refereeAt(d.modelId, at);
-            if (_eligible(disputeId, candidate, excluded, d)) {
-                _ballots[disputeId][candidate].drawn = true;
-                panel.push(candidate);
+    /// @dev Up to `seats` distinct eligible referees, each try drawing the holder of a uniform point of the model's
+    /// active referee stake (probability ∝ stake); at most 4 × seats + TRIES_EXTRA tries. Returns fewer when the
+    /// tries run out.
+    function _draw(uint256 disputeId, Dispute storage d, uint256 seed, uint256 seats)
+        private
+        view
+        returns (address[] memory chosen)
+    {
+        address[4] memory excluded = _parties(d);
+        uint256 total = registry.refereeStakeTotal(d.modelId);
+        chosen = new address[](seats);
+        uint256 found = 0;
+        if (total != 0) {
+            uint256 tries = RefereeDraw.tries(seats);
+            for (uint256 j = 0; j < tries && found < seats; ++j) {
+                address candidate = _holder(d.modelId, RefereeDraw.point(seed, j, total));
+                if (_eligible(disputeId, candidate, excluded, chosen, found, d)) chosen[found++] = candidate;
             }
+        }
+        // slither-disable-next-line assembly (shortens the memory array to the referees found)
+        assembly ("memory-safe") {
+            mstore(chosen, found)
         }
     }
 
-    /// @dev Not zero, not yet drawn, not a party, and an active referee for the disputed model registered no later
-    /// than the seed block.
-    function _eligible(uint256 disputeId, address candidate, address[4] memory parties, Dispute storage d)
-        private
-        view
-        returns (bool)
-    {
+    /// @dev The job's parties and the challenger, whom no draw may seat.
+    function _parties(Dispute storage d) private view returns (address[4] memory) {
+        IInferenceMarket.JobParties memory parties = market.jobParties(d.jobId);
+        return [parties.requester, parties.drafter, parties.verifier, d.challenger];
+    }
+
+    /// @dev The referee holding stake point `point` of `modelId`'s tree.
+    function _holder(bytes32 modelId, uint256 point) private view returns (address) {
+        // slither-disable-next-line calls-loop (the protocol's registry; ≤ 4 × MAX_REFEREES + 8 times)
+        return registry.refereeByStake(modelId, point);
+    }
+
+    /// @dev Not zero, not on a panel of this dispute (earlier rounds, or this draw so far), not a party, and an
+    /// active referee for the disputed model registered no later than the seed block.
+    function _eligible(
+        uint256 disputeId,
+        address candidate,
+        address[4] memory parties,
+        address[] memory chosen,
+        uint256 found,
+        Dispute storage d
+    ) private view returns (bool) {
         if (candidate == address(0) || _ballots[disputeId][candidate].drawn) return false;
         for (uint256 i = 0; i < 4; ++i) {
             if (candidate == parties[i]) return false;
         }
-        // slither-disable-next-line calls-loop (the protocol's registry; ≤ MAX_REFEREES or 4R + 8 times)
+        for (uint256 i = 0; i < found; ++i) {
+            if (candidate == chosen[i]) return false;
+        }
+        // slither-disable-next-line calls-loop (the protocol's registry; ≤ 4 × MAX_REFEREES + 8 times)
         return registry.isActiveSince(candidate, IStakingRegistry.Role.Referee, d.modelId, d.drawBlock);
     }
 
-    /// @dev Ends a dispute nobody can referee: Void, bond back, the position free again, the accused released.
+    /// @dev Too few eligible referees: a fresh draw after `escalationPeriod` (the answer deadline moves with it),
+    /// or, after `maxEscalations`, Void with every bond back and nobody penalized.
+    function _escalate(uint256 disputeId, Dispute storage d) private {
+        uint8 escalations = d.escalations + 1;
+        d.escalations = escalations;
+        if (escalations > maxEscalations) {
+            _voidUnrefereed(disputeId, d);
+            return;
+        }
+        uint64 drawAfter = uint64(block.timestamp + escalationPeriod);
+        d.drawBlock = 0;
+        d.drawAfter = drawAfter;
+        if (d.round == 0) d.answerDeadline = uint64(drawAfter + answerPeriod);
+        emit DrawEscalated(disputeId, d.round, escalations, drawAfter);
+    }
+
+    function _startVoting(Dispute storage d) private returns (uint64 commitDeadline, uint64 revealDeadline) {
+        commitDeadline = uint64(block.timestamp + commitPeriod);
+        revealDeadline = uint64(commitDeadline + revealPeriod);
+        d.status = Status.Voting;
+        d.commitDeadline = commitDeadline;
+        d.revealDeadline = revealDeadline;
+    }
+
+    /// @dev Ends a dispute nobody can referee: Void, the challenger's bond and every appeal bond back, nobody
+    /// penalized, the position free again, the accused and every earlier panel released.
     function _voidUnrefereed(uint256 disputeId, Dispute storage d) private {
         d.status = Status.Resolved;
         d.outcome = Outcome.Void;
         _positions[_positionKey(d.jobId, d.cycle, d.index, d.kind)] = PositionState.Free;
         _credit(disputeId, d.challenger, bond);
+        uint256 last = d.round;
+        for (uint256 k = 1; k <= last; ++k) {
+            Round storage r = _rounds[disputeId][k];
+            _credit(disputeId, r.appellant, r.appealBond);
+        }
         emit DisputeResolved(disputeId, Outcome.Void, 0, 0, 0);
         _release(disputeId, d, false);
     }
@@ -506,53 +638,85 @@ contract DisputeManager is IDisputeManager, ReentrancyGuard {
         return block.timestamp > d.commitDeadline && d.reveals == d.commits;
     }
 
-    /// @dev Slashes every drawn referee that did not reveal, or (when `winning` is set) revealed another verdict.
-    /// Returns the total taken and how many referees are in the majority (revealed `winning`, or revealed at all
-    /// when the dispute is Void).
-    function _penalize(uint256 disputeId, Verdict winning) private returns (uint256 taken, uint256 majority) {
-        address[] storage panel = _referees[disputeId];
-        uint256 n = panel.length;
-        for (uint256 i = 0; i < n; ++i) {
-            address referee = panel[i];
-            Verdict v = _ballots[disputeId][referee].verdict;
-            bool good = v != Verdict.None && (winning == Verdict.None || v == winning);
-            if (good) {
-                ++majority;
-            } else if (refereePenalty != 0) {
-                // slither-disable-next-line calls-loop (the protocol's registry; ≤ MAX_REFEREES or 4R + 8 times)
-                uint256 t = registry.slash(referee, refereePenalty);
+    /// @dev Ends the dispute with final outcome `outcome` (the last round's result; docs/disputes.md, "Outcomes and
+    /// money"): penalties of every round (burnt), appeal bonds back or burnt, the bond and the slash split, the
+    /// final round's majority paid, the market told and everyone unlocked.
+    function _finish(uint256 disputeId, Dispute storage d, Outcome outcome) private {
+        d.status = Status.Resolved;
+        d.outcome = outcome;
+        _positions[_positionKey(d.jobId, d.cycle, d.index, d.kind)] =
+            outcome == Outcome.AccusedLost ? PositionState.Proven : PositionState.Free;
+        uint256 last = d.round;
+        uint256 burnt = _penalizeAll(disputeId, outcome, last);
+        for (uint256 k = 1; k <= last; ++k) {
+            Round storage r = _rounds[disputeId][k];
+            if (DisputePayout.appealRefunded(outcome, r.appealed)) _credit(disputeId, r.appellant, r.appealBond);
+            else burnt += r.appealBond;
+        }
+        uint256 taken = 0;
+        // slither-disable-next-line reentrancy-benign (nonReentrant; the protocol's registry pays in)
+        if (outcome == Outcome.AccusedLost && accusedSlash != 0) taken = registry.slash(d.accused, accusedSlash);
+        (uint256 toChallenger, uint256 toRequester, uint256 toAccused, uint256 toReferees) =
+            DisputePayout.split(outcome, bond, refereeReward, taken);
+        if (toChallenger != 0) _credit(disputeId, d.challenger, toChallenger);
+        if (toRequester != 0) _credit(disputeId, d.requester, toRequester);
+        if (toAccused != 0) _credit(disputeId, d.accused, toAccused);
+        if (toReferees != 0) _payMajority(disputeId, last, DisputePayout.winningVerdict(outcome), toReferees);
+        if (burnt != 0) _credit(disputeId, BURN, burnt);
+        emit DisputeResolved(disputeId, outcome, d.faithfulVotes, d.cheatedVotes, taken);
+        _release(disputeId, d, outcome == Outcome.AccusedLost);
+    }
+
+    /// @dev Slashes every referee of rounds 0..last that did not reveal, or revealed against a decided final
+    /// verdict (DisputePayout.penalized); returns the total taken (credited to BURN by the caller).
+    function _penalizeAll(uint256 disputeId, Outcome outcome, uint256 last) private returns (uint256 taken) {
+        for (uint256 k = 0; k <= last; ++k) {
+            address[] storage panel = _panels[disputeId][k];
+            uint256 n = panel.length;
+            for (uint256 i = 0; i < n; ++i) {
+                address referee = panel[i];
+                if (!DisputePayout.penalized(outcome, _ballots[disputeId][referee].verdict)) continue;
+                uint256 t = 0;
+                // slither-disable-next-line calls-loop (the protocol's registry; ≤ MAX_APPEALS + 1 panels)
+                if (refereePenalty != 0) t = registry.slash(referee, refereePenalty);
                 taken += t;
                 emit RefereePenalized(disputeId, referee, t);
-            } else {
-                emit RefereePenalized(disputeId, referee, 0);
             }
         }
     }
 
-    /// @dev Credits `share` to each majority referee (DisputePayout.splitPool), and `dust` on top to the first of
-    /// them in draw order.
-    function _payMajority(uint256 disputeId, Verdict winning, uint256 share, uint256 dust) private {
-        address[] storage panel = _referees[disputeId];
+    /// @dev Splits `pool` equally among the final round's referees that revealed `winning` (a decided outcome has at
+    /// least one), the integer-division dust to the first of them in draw order.
+    function _payMajority(uint256 disputeId, uint256 round, Verdict winning, uint256 pool) private {
+        address[] storage panel = _panels[disputeId][round];
         uint256 n = panel.length;
+        uint256 majority = 0;
+        for (uint256 i = 0; i < n; ++i) {
+            if (_ballots[disputeId][panel[i]].verdict == winning) ++majority;
+        }
+        // slither-disable-next-line unused-return (a decided outcome has a majority: nothing goes to the challenger)
+        (, uint256 share, uint256 dust) = DisputePayout.splitPool(pool, majority);
         for (uint256 i = 0; i < n; ++i) {
             address referee = panel[i];
-            Verdict v = _ballots[disputeId][referee].verdict;
-            if (v != Verdict.None && (winning == Verdict.None || v == winning)) {
+            if (_ballots[disputeId][referee].verdict == winning) {
                 _credit(disputeId, referee, share + dust);
                 dust = 0;
             }
         }
     }
 
-    /// @dev Tells the market the dispute closed and unlocks the accused and the panel.
+    /// @dev Tells the market the dispute closed and unlocks the accused and every panel.
     function _release(uint256 disputeId, Dispute storage d, bool accusedLost) private {
         market.disputeClosed(d.jobId, d.accused, accusedLost);
         registry.unlock(d.accused);
-        address[] storage panel = _referees[disputeId];
-        uint256 n = panel.length;
-        for (uint256 i = 0; i < n; ++i) {
-            // slither-disable-next-line calls-loop (the protocol's registry; ≤ MAX_REFEREES or 4R + 8 times)
-            registry.unlock(panel[i]);
+        uint256 last = d.round;
+        for (uint256 k = 0; k <= last; ++k) {
+            address[] storage panel = _panels[disputeId][k];
+            uint256 n = panel.length;
+            for (uint256 i = 0; i < n; ++i) {
+                // slither-disable-next-line calls-loop (the protocol's registry; ≤ MAX_APPEALS + 1 panels)
+                registry.unlock(panel[i]);
+            }
         }
     }
 

@@ -5,6 +5,7 @@ import {ReentrancyGuardTransient} from "@openzeppelin/contracts/utils/Reentrancy
 import {IStakingRegistry} from "./interfaces/IStakingRegistry.sol";
 import {IAlphaWindow} from "./interfaces/IAlphaWindow.sol";
 import {IInferenceMarket} from "./interfaces/IInferenceMarket.sol";
+import {StakeTree} from "./lib/StakeTree.sol";
 
 /// @title StakingRegistry
 /// @notice Stakes, roles and served model ids of the protocol's operators (docs/protocol.md §2, §7).
@@ -15,6 +16,8 @@ import {IInferenceMarket} from "./interfaces/IInferenceMarket.sol";
 /// Slashes are taken only by the protocol's own contracts (the market, which is also the α window,
 /// and the dispute manager), wired once by the deployer; the slashed ETH goes to the calling contract.
 contract StakingRegistry is IStakingRegistry, ReentrancyGuardTransient {
+    using StakeTree for StakeTree.Tree;
+
     /// @notice Most model ids one verifier or referee may serve (bounds every loop over them).
     uint256 public constant MAX_MODELS = 8;
     uint256 internal constant WAD = 1e18;
@@ -55,6 +58,13 @@ contract StakingRegistry is IStakingRegistry, ReentrancyGuardTransient {
     mapping(bytes32 modelId => mapping(address referee => uint256)) private _refereeIndexPlusOne;
     mapping(address account => uint256) private _registeredBlock;
     mapping(address account => mapping(bytes32 modelId => uint256)) private _vocab;
+    // Referee draw weights (docs/disputes.md, "Referee draw"): per model id a sum tree over the referees' active
+    // stake. A referee keeps its slot for good (re-registering reuses it), so the tree grows only with new accounts.
+    mapping(bytes32 modelId => StakeTree.Tree) private _stakeTrees;
+    mapping(bytes32 modelId => mapping(address referee => uint256)) private _treeSlot;
+    mapping(bytes32 modelId => mapping(uint256 slot => address)) private _slotReferee;
+    mapping(address referee => uint256) private _treeWeight; // the weight it holds in each of its models' trees
+    mapping(bytes32 modelId => uint256) private _treeChangedAt; // block of the tree's last change
 
     modifier onlyProtocol() {
         if (msg.sender == address(0) || (msg.sender != market && msg.sender != disputes)) {
@@ -149,9 +159,15 @@ contract StakingRegistry is IStakingRegistry, ReentrancyGuardTransient {
             if (role == Role.Referee) {
                 _referees[modelId].push(msg.sender);
                 _refereeIndexPlusOne[modelId][msg.sender] = _referees[modelId].length;
+                if (_treeSlot[modelId][msg.sender] == 0) {
+                    uint256 slot = _stakeTrees[modelId].push(0);
+                    _treeSlot[modelId][msg.sender] = slot;
+                    _slotReferee[modelId][slot] = msg.sender;
+                }
             }
         }
         emit Registered(msg.sender, role, msg.value, modelIds);
+        if (role == Role.Referee) _syncRefereeWeight(msg.sender);
     }
 
     /// @notice Adds `msg.value` to the caller's stake (not while unbonding).
@@ -163,6 +179,7 @@ contract StakingRegistry is IStakingRegistry, ReentrancyGuardTransient {
         uint256 stake = account.stake + msg.value;
         account.stake = uint128(stake);
         emit StakeAdded(msg.sender, msg.value, stake);
+        _syncRefereeWeight(msg.sender);
     }
 
     /// @notice Sets the caller's (a drafter's) claimed acceptance rate α* (WAD). Raising is always allowed;
@@ -190,6 +207,7 @@ contract StakingRegistry is IStakingRegistry, ReentrancyGuardTransient {
             for (uint256 i = 0; i < count; ++i) {
                 _removeReferee(models[i], msg.sender);
             }
+            _syncRefereeWeight(msg.sender);
         }
         emit UnbondRequested(msg.sender, block.timestamp + unbondingPeriod);
     }
@@ -203,6 +221,7 @@ contract StakingRegistry is IStakingRegistry, ReentrancyGuardTransient {
         if (block.timestamp < since + unbondingPeriod) revert UnbondingNotElapsed(since + unbondingPeriod);
         if (account.locks != 0) revert StakeLocked(account.locks);
         uint256 amount = account.stake;
+        _setRefereeWeight(msg.sender, 0); // already 0 since requestUnbond; kept for the invariant
         bytes32[] storage models = _models[msg.sender];
         uint256 count = models.length; // <= MAX_MODELS
         for (uint256 i = 0; i < count; ++i) {
@@ -244,6 +263,7 @@ contract StakingRegistry is IStakingRegistry, ReentrancyGuardTransient {
         if (taken == 0) return 0;
         acct.stake = uint128(stake - taken);
         emit Slashed(account, msg.sender, taken);
+        _syncRefereeWeight(account);
         // slither-disable-next-line low-level-calls (slash proceeds to the calling protocol contract, stake cut first)
         (bool ok,) = payable(msg.sender).call{value: taken}("");
         if (!ok) revert RegistryTransferFailed();
@@ -317,7 +337,60 @@ contract StakingRegistry is IStakingRegistry, ReentrancyGuardTransient {
         return _referees[modelId][index];
     }
 
+    /// @inheritdoc IStakingRegistry
+    function refereeStakeTotal(bytes32 modelId) external view returns (uint256) {
+        return _stakeTrees[modelId].total;
+    }
+
+    /// @inheritdoc IStakingRegistry
+    function refereeByStake(bytes32 modelId, uint256 point) external view returns (address) {
+        return _slotReferee[modelId][_stakeTrees[modelId].find(point)];
+    }
+
+    /// @inheritdoc IStakingRegistry
+    function refereeWeight(address referee) external view returns (uint256) {
+        return _treeWeight[referee];
+    }
+
+    /// @inheritdoc IStakingRegistry
+    function stakeTreeChangedAt(bytes32 modelId) external view returns (uint256) {
+        return _treeChangedAt[modelId];
+    }
+
+    /// @notice The stake-tree slot of `referee` for `modelId` (0 when it never registered for it) and the tree's
+    /// slot count.
+    function stakeTreeSlot(bytes32 modelId, address referee) external view returns (uint256 slot, uint256 size) {
+        return (_treeSlot[modelId][referee], _stakeTrees[modelId].size);
+    }
+
     // ------------------------------------------------------------------ internals
+
+    /// @dev Brings `account`'s weight in its models' stake trees to its active referee stake: the stake while it
+    /// is a referee, not unbonding and at or above the minimum; 0 otherwise.
+    function _syncRefereeWeight(address account) private {
+        Account storage acct = _accounts[account];
+        uint256 stake = acct.stake;
+        bool active = acct.role == Role.Referee && acct.unbondingSince == 0 && stake >= minRefereeStake;
+        _setRefereeWeight(account, active ? stake : 0);
+    }
+
+    /// @dev Sets `account`'s weight in the trees of every model it serves (≤ MAX_MODELS trees, O(log n) each).
+    function _setRefereeWeight(address account, uint256 weight) private {
+        uint256 current = _treeWeight[account];
+        if (current == weight) return;
+        _treeWeight[account] = weight;
+        bytes32[] storage models = _models[account];
+        uint256 count = models.length; // <= MAX_MODELS
+        for (uint256 i = 0; i < count; ++i) {
+            bytes32 modelId = models[i];
+            uint256 slot = _treeSlot[modelId][account];
+            if (slot == 0) continue; // not a referee model (never happens for a referee)
+            if (weight > current) _stakeTrees[modelId].add(slot, weight - current);
+            else _stakeTrees[modelId].sub(slot, current - weight);
+            _treeChangedAt[modelId] = block.number;
+        }
+        emit RefereeWeightSet(account, weight);
+    }
 
     function _register(Role role, uint256 minimum) private {
         Account storage account = _accounts[msg.sender];

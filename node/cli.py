@@ -372,6 +372,41 @@ def dispute(
         print_dispute(info)
 
 
+def _print_round(info) -> None:
+    if info.status == "Appealable":
+        console.print(
+            f"round {info.round} decided: [bold]{info.round_result}[/]; appealable until {info.appeal_deadline} "
+            f"(`verispec dispute-appeal {info.dispute_id}`), final after that"
+        )
+
+
+@app.command("dispute-appeal")
+@session_options(*KEY, *CHAIN)
+def dispute_appeal(
+    ctx: typer.Context,
+    dispute_id: Annotated[int, typer.Argument(help="Dispute id.", show_default=False)],
+    wait: Annotated[bool, typer.Option("--wait", help="Wait until the appeal round is decided.")] = False,
+    timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait with --wait.")] = 600.0,
+    as_json: JsonOpt = False,
+):
+    """Appeal a dispute's decided round (bond × 2^round): a fresh panel of 2n+1 referees votes again."""
+    with closing(ctx.obj.requester()) as requester:
+        info = requester.appeal_dispute(dispute_id)
+        if not as_json:
+            console.print(
+                f"[green]dispute {dispute_id} appealed[/]: round {info.round}, "
+                f"referees: {', '.join(info.referees) or 'not drawn yet (escalated)'}"
+            )
+        if wait:
+            info = requester.wait_dispute(dispute_id, timeout=timeout)
+    if as_json:
+        emit_json(info)
+        return
+    if wait:
+        print_dispute(info)
+        _print_round(info)
+
+
 @app.command()
 @session_options(*KEY, *CHAIN)
 def finalize(ctx: typer.Context, job: JobArg, as_json: JsonOpt = False):

@@ -245,6 +245,15 @@ def step6_dispute(demo: Demo) -> None:
         )
 
     info = watchdog.wait_dispute(info.dispute_id, timeout=300, on_change=on_change)
+    if info.status == "Appealable":  # the round's verdict: final once nobody appeals within the appeal period
+        period = demo.deployment.deployment_params.appeal_period
+        console.print(
+            f"round {info.round} decided: {info.round_result}; nobody appeals "
+            f"(local chain: the {period} s appeal period skipped with evm_increaseTime)"
+        )
+        demo.w3.provider.make_request("evm_increaseTime", [period + 1])
+        demo.w3.provider.make_request("evm_mine", [])
+        info = watchdog.wait_dispute(info.dispute_id, timeout=120, on_change=on_change, until_appealable=False)
     if info.answer:
         console.print(
             f"the accused answered: q = {info.answer['claimed_prob'] / 1e18:.4f} for token {info.token} "

@@ -570,6 +570,12 @@ def test_end_to_end_through_the_cli_with_node_processes(home, w3, deployment):
         registry = deployment.system(w3).registry
         stake = registry.functions.stakeOf(address(BIASED)).call()
         info = json.loads(ok(_dispute_draft(home, biased["job_id"], check, "--wait", "--timeout", "180", "--json")))
+        # --wait returns with the round's verdict; it is final once the appeal period passed unappealed, and the
+        # referee node processes then end the dispute
+        assert info["round_result"] == "AccusedLost" and info["status"] == "Appealable", info
+        advance(w3, deployment.deployment_params.appeal_period + 1)
+        requester = Requester(w3, deployment)
+        info = asdict(requester.wait_dispute(info["dispute_id"], timeout=120, until_appealable=False))
         assert info["outcome"] == "AccusedLost" and info["status"] == "Resolved", info
         assert info["accused"] == address(BIASED) and info["cheated_votes"] == 3
         assert sorted(v["referee"] for v in info["votes"]) == sorted(address(d) for d in REFEREES)

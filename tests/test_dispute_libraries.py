@@ -1,6 +1,7 @@
 """The dispute manager's pure libraries, called on chain through their harnesses.
 
-* RefereeDraw (contracts/lib/RefereeDraw.sol) against the rules of docs/disputes.md, "Referee draw".
+* RefereeDraw (contracts/lib/RefereeDraw.sol) against the rules of docs/disputes.md, "Referee draw" (the stake
+  tree it draws from: tests/test_stake_tree.py).
 * DisputePayout (contracts/lib/DisputePayout.sol) against the table of docs/disputes.md, "Outcomes and money":
   each row of the table is a test case, computed here from the row's own words; the test also checks that the
   table still reads as encoded, so that a change to it has to come with a change here.
@@ -18,7 +19,7 @@ from node.chain.contracts import deploy_contract
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "disputes.md"
 ETHER = 10**18
-SCAN_EXTRA = 8
+TRIES_EXTRA = 8
 O_NONE, O_ACCUSED_LOST, O_CHALLENGER_LOST, O_VOID, O_SILENT = range(5)
 V_NONE, V_FAITHFUL, V_CHEATED = range(3)
 
@@ -36,61 +37,48 @@ def payout(w3, artifacts):
 # ------------------------------------------------------------------ referee draw
 
 
-def _seed(block_hash: bytes, dispute_id: int) -> int:
-    return int.from_bytes(keccak(encode(["bytes32", "uint256"], [block_hash, dispute_id])), "big")
+def _seed(block_hash: bytes, dispute_id: int, round_: int = 0) -> int:
+    return int.from_bytes(keccak(encode(["bytes32", "uint256", "uint256"], [block_hash, dispute_id, round_])), "big")
 
 
-def test_seed_is_the_seed_block_hash_with_the_dispute_id(draw):
+def test_seed_is_the_seed_block_hash_with_the_dispute_id_and_round(draw):
     block_hash = keccak(b"verispec.test.seed-block")
     for dispute_id in (1, 2, 77):
-        assert draw.seed(block_hash, dispute_id).call() == _seed(block_hash, dispute_id)
-    assert draw.seed(block_hash, 1).call() != draw.seed(block_hash, 2).call()
+        for round_ in (0, 1, 2):
+            assert draw.seed(block_hash, dispute_id, round_).call() == _seed(block_hash, dispute_id, round_)
+    assert draw.seed(block_hash, 1, 0).call() != draw.seed(block_hash, 2, 0).call()
+    assert draw.seed(block_hash, 1, 0).call() != draw.seed(block_hash, 1, 1).call()
 
 
-@pytest.mark.parametrize("panel", [1, 3, 5, 15])
-def test_scan_plan_is_a_full_scan_up_to_4r_plus_8_slots(draw, panel):
-    limit = 4 * panel + SCAN_EXTRA
-    for pool in (1, 2, limit - 1, limit, limit + 1, 10 * limit):
-        tries, full = draw.scanPlan(pool, panel).call()
-        assert (tries, full) == ((pool, True) if pool <= limit else (limit, False)), pool
+@pytest.mark.parametrize("panel", [1, 3, 5, 7, 15, 31])
+def test_a_draw_makes_at_most_4n_plus_8_tries(draw, panel):
+    assert draw.tries(panel).call() == 4 * panel + TRIES_EXTRA
 
 
-@pytest.mark.parametrize("pool, panel", [(1, 3), (5, 3), (9, 3), (20, 3), (11, 5), (28, 5)])
-def test_a_full_scan_visits_every_slot_once_from_the_seeds_start(draw, pool, panel):
-    seed = _seed(keccak(b"full"), pool)
-    slots = draw.slots(seed, pool, panel).call()
-    assert slots == [(seed % pool + j) % pool for j in range(pool)]
-    assert sorted(slots) == list(range(pool)) and slots[0] == seed % pool
-    assert [draw.scanSlot(seed, j, pool).call() for j in range(pool)] == slots
+@pytest.mark.parametrize("total", [1, 2, 7, 10**18 + 3, 2**200 + 1])
+def test_each_try_looks_up_a_hashed_point_of_the_stake(draw, total):
+    seed = _seed(keccak(b"points"), total)
+    for j in range(5):
+        expected = int.from_bytes(keccak(encode(["uint256", "uint256"], [seed, j])), "big") % total
+        assert draw.point(seed, j, total).call() == expected < total
 
 
-@pytest.mark.parametrize("pool, panel", [(21, 3), (100, 3), (29, 5), (1000, 15)])
-def test_a_large_pool_is_sampled_at_4r_plus_8_hashed_slots(draw, pool, panel):
-    seed = _seed(keccak(b"sampled"), pool)
-    slots = draw.slots(seed, pool, panel).call()
-    expected = [
-        int.from_bytes(keccak(encode(["uint256", "uint256"], [seed, j])), "big") % pool
-        for j in range(4 * panel + SCAN_EXTRA)
-    ]
-    assert slots == expected and all(0 <= s < pool for s in slots)
-    assert draw.sampledSlot(seed, 3, pool).call() == expected[3]
-
-
-def test_the_modulus_is_the_pool_at_opening_not_the_current_list(draw):
-    """Referees leaving after the opening cannot re-roll the draw: the same seed and pool size give the same
-    slots whatever the list's length has become (the manager skips slots beyond it)."""
-    seed = _seed(keccak(b"leave"), 1)
-    assert draw.slots(seed, 50, 3).call() == draw.slots(seed, 50, 3).call()
-    assert draw.slots(seed, 50, 3).call() != draw.slots(seed, 49, 3).call()
+def test_appeal_panels_grow_to_2n_plus_1(draw):
+    for first in (1, 3, 5):
+        sizes = [draw.panelSize(first, k).call() for k in range(4)]
+        expected = [first]
+        for _ in range(3):
+            expected.append(2 * expected[-1] + 1)
+        assert sizes == expected
 
 
 # ------------------------------------------------------------------ payouts: the table of docs/disputes.md
 
 TABLE_ROWS = [
     "| AccusedLost (cheated > n/2) | slashed S (taken T ≤ S) | B + 50% of (T − min(T, W)) | the other 50% "
-    "| min(T, W) + penalties |",
-    "| ChallengerLost (faithful > n/2) | B − W | – | – | W + penalties |",
-    "| Void | untouched | B back (+ penalties when nobody revealed) | – | revealers share the penalties |",
+    "| min(T, W) |",
+    "| ChallengerLost (faithful > n/2) | B − W | – | – | W |",
+    "| Void | untouched | B back | – | – |",
     "| AccusedSilent (no answer) | slashed S | B + 50% of T | the other 50% | – (referees released, not punished) |",
 ]
 
@@ -151,8 +139,8 @@ def test_the_referees_earn_the_same_whichever_side_wins(payout):
 
 @pytest.mark.parametrize("pool, majority", [(0, 0), (3 * 10**16, 0), (10, 3), (3 * 10**16, 2), (10**16 + 7, 5), (5, 7)])
 def test_the_pool_goes_to_the_majority_with_the_dust_to_the_first(payout, pool, majority):
-    """Penalties join the reward in one pool, shared equally by the majority referees (on Void: those who
-    revealed), the dust to the first of them; with nobody to share it (Void, no reveal) the challenger gets it."""
+    """The reward is shared equally by the final round's majority referees, the dust to the first of them (with
+    nobody to share it the challenger would get it; a decided outcome always has a majority)."""
     to_challenger, share, dust = payout.splitPool(pool, majority).call()
     if majority == 0:
         assert (to_challenger, share, dust) == (pool, 0, 0)
@@ -189,3 +177,19 @@ def test_winning_verdicts(payout):
         V_FAITHFUL,
         V_NONE,
     ]
+
+
+@pytest.mark.parametrize("final", [O_ACCUSED_LOST, O_CHALLENGER_LOST, O_VOID])
+def test_penalties_follow_the_final_verdict_in_every_round(payout, final):
+    """A non-revealer is always penalized; a revealer only when the final verdict is decided and it voted the
+    other way; so a referee's penalty depends on the final verdict, never on its own round's majority."""
+    winning = {O_ACCUSED_LOST: V_CHEATED, O_CHALLENGER_LOST: V_FAITHFUL, O_VOID: V_NONE}[final]
+    for verdict in (V_NONE, V_FAITHFUL, V_CHEATED):
+        expected = verdict == V_NONE or (winning != V_NONE and verdict != winning)
+        assert payout.penalized(final, verdict).call() == expected, (final, verdict)
+
+
+def test_an_appeal_bond_comes_back_when_the_verdict_changed(payout):
+    for final in (O_ACCUSED_LOST, O_CHALLENGER_LOST, O_VOID):
+        for appealed in (O_ACCUSED_LOST, O_CHALLENGER_LOST, O_VOID):
+            assert payout.appealRefunded(final, appealed).call() == (final != appealed)

@@ -19,13 +19,15 @@ from node import protocol as P
 from node.chain.deploy import deploy_system
 from node.chain.enums import DisputeKind, DisputeStatus, JobStatus, Outcome, PositionState, Role, Verdict
 from node.chain.params import DEFAULT_PARAMS
+from node.roles import chaindata
 
 WAD = P.WAD
 ETHER = 10**18
 
 # enums of DisputeManager, under the short names these tests use (the values come from node/chain/enums.py)
 DRAFT, TARGET = DisputeKind
-S_NONE, S_AWAIT, S_VOTING, S_RESOLVED = DisputeStatus
+S_NONE, S_AWAIT, S_VOTING, S_RESOLVED, S_APPEALABLE, S_DRAWING = DisputeStatus
+BURN = "0x000000000000000000000000000000000000dEaD"
 V_NONE, V_FAITHFUL, V_CHEATED = Verdict
 O_NONE, O_ACCUSED_LOST, O_CHALLENGER_LOST, O_VOID, O_SILENT = Outcome
 POS_FREE, POS_OPEN, POS_PROVEN = PositionState
@@ -96,7 +98,8 @@ class World:
 
 def send(w3, fn, sender, value=0):
     """Estimated against the pending block, where it will run (what the nodes' TxSender does too)."""
-    gas = fn.estimate_gas({"from": sender, "value": value}, block_identifier="pending")
+    # with the nodes' margin (TxSender.gas_margin): the draw's cost depends on the seed block's hash
+    gas = int(fn.estimate_gas({"from": sender, "value": value}, block_identifier="pending") * 1.2)
     receipt = w3.eth.wait_for_transaction_receipt(fn.transact({"from": sender, "value": value, "gas": gas}))
     assert receipt.status == 1
     return receipt
@@ -277,6 +280,22 @@ def answered_dispute(world, index, kind):
     return dispute_id, refs
 
 
+def resolve_final(world, dispute_id, sender=None):
+    """resolve() decides the round; with no appeal, resolve() again after the appeal period ends the dispute.
+    Returns the receipt of the call that ended it (the round's own when it was the last round)."""
+    receipt = send(world.w3, world.dm.functions.resolve(dispute_id), sender or world.outsider)
+    if dispute(world, dispute_id)["status"] == S_APPEALABLE:
+        assert not world.dm.functions.canResolve(dispute_id).call()
+        advance(world.w3, PARAMS.appeal_period + 1)
+        receipt = send(world.w3, world.dm.functions.resolve(dispute_id), sender or world.outsider)
+    assert dispute(world, dispute_id)["status"] == S_RESOLVED
+    return receipt
+
+
+def burnt(world):
+    return world.dm.functions.credits(BURN).call()
+
+
 def credits(world, account):
     return world.dm.functions.credits(account).call()
 
@@ -323,12 +342,19 @@ def everyone(world):
     return [world.requester, world.drafter, world.verifier, world.challenger, world.outsider, *world.referees]
 
 
-def check_solvent(world):
-    """The contract holds exactly the credited balances plus the bonds of unresolved disputes."""
+def check_solvent(world, extra=()):
+    """The contract holds exactly the credited balances plus the bonds of unresolved disputes (`extra`: accounts
+    outside the world's list that may hold credits)."""
     dm = world.dm
     count = dm.functions.disputeCount().call()
-    open_bonds = sum(PARAMS.dispute_bond for i in range(1, count + 1) if dispute(world, i)["status"] != S_RESOLVED)
-    credited = sum(credits(world, a) for a in everyone(world))
+    open_bonds = 0
+    for i in range(1, count + 1):
+        d = dispute(world, i)
+        if d["status"] != S_RESOLVED:
+            open_bonds += PARAMS.dispute_bond + sum(
+                dm.functions.roundOf(i, k).call()[5] for k in range(1, d["round"] + 1)
+            )
+    credited = sum(credits(world, a) for a in {*everyone(world), *extra}) + burnt(world)
     assert world.w3.eth.get_balance(dm.address) == credited + open_bonds
 
 
@@ -368,7 +394,7 @@ def test_draft_replay_accused_loses_unanimously(world):
     # no panel yet: it is drawn from the hash of the opening block, unknown when the challenger sent the tx
     assert panel(world, dispute_id) == [] and not events(world, receipt, "RefereesDrawn")
     d = dispute(world, dispute_id)
-    assert (d["drawBlock"], d["poolSize"], d["drawn"]) == (receipt["blockNumber"], len(world.referees) + 2, 0)
+    assert (d["drawBlock"], d["panelSize"], d["round"], d["drawn"]) == (receipt["blockNumber"], 3, 0, 0)
     assert all(locks(world, r) == 0 for r in world.referees)
     receipt = draw_referees(world, dispute_id)
     refs = panel(world, dispute_id)
@@ -389,7 +415,7 @@ def test_draft_replay_accused_loses_unanimously(world):
     for r in refs:  # reveals open early: every drawn referee committed
         reveal(world, dispute_id, r, V_CHEATED)
     assert dm.functions.canResolve(dispute_id).call()  # early: everyone revealed
-    receipt = send(w3, dm.functions.resolve(dispute_id), world.outsider)
+    receipt = resolve_final(world, dispute_id)
 
     d = dispute(world, dispute_id)
     assert (d["status"], d["outcome"], d["cheatedVotes"], d["faithfulVotes"]) == (S_RESOLVED, O_ACCUSED_LOST, 3, 0)
@@ -412,7 +438,7 @@ def test_draft_replay_accused_loses_unanimously(world):
     assert dm.functions.positionState(world.running.job_id, 0, 1, DRAFT).call() == POS_PROVEN
     for account in [world.challenger, world.requester, *refs]:
         withdraw_exact(world, account)
-    assert w3.eth.get_balance(dm.address) == 0
+    assert w3.eth.get_balance(dm.address) == burnt(world)
 
 
 def test_draft_replay_challenger_loses_unanimously(world):
@@ -427,7 +453,7 @@ def test_draft_replay_challenger_loses_unanimously(world):
         commit(world, dispute_id, r, V_FAITHFUL)
     for r in refs:
         reveal(world, dispute_id, r, V_FAITHFUL)
-    send(world.w3, dm.functions.resolve(dispute_id), world.outsider)
+    resolve_final(world, dispute_id)
     d = dispute(world, dispute_id)
     assert (d["outcome"], d["faithfulVotes"]) == (O_CHALLENGER_LOST, 3)
     reward = PARAMS.dispute_bond * 5000 // 10000
@@ -459,7 +485,7 @@ def test_target_replay_accused_loses_with_a_minority_referee(world):
         commit(world, dispute_id, r, v)
     for r, v in zip(refs, votes):
         reveal(world, dispute_id, r, v)
-    receipt = send(world.w3, world.dm.functions.resolve(dispute_id), world.outsider)
+    receipt = resolve_final(world, dispute_id)
     assert dispute(world, dispute_id)["outcome"] == O_ACCUSED_LOST
     penalty = PARAMS.referee_penalty
     assert [dict(e) for e in events(world, receipt, "RefereePenalized")] == [
@@ -471,8 +497,9 @@ def test_target_replay_accused_loses_with_a_minority_referee(world):
     assert stake(world, world.verifier) == STAKE - taken
     reward = PARAMS.dispute_bond // 2
     rest = taken - reward
-    majority = split(reward + penalty, 2)
+    majority = split(reward, 2)  # the minority's penalty is burnt, not paid to the majority
     assert [credits(world, r) for r in refs] == [majority[0], 0, majority[1]]
+    assert burnt(world) == penalty
     assert credits(world, world.challenger) == PARAMS.dispute_bond + rest // 2
     assert credits(world, world.requester) == rest - rest // 2
     job = job_view(world, world.running.job_id)
@@ -480,7 +507,7 @@ def test_target_replay_accused_loses_with_a_minority_referee(world):
     check_solvent(world)
     for account in [world.challenger, world.requester, refs[0], refs[2]]:
         withdraw_exact(world, account)
-    assert world.w3.eth.get_balance(world.dm.address) == 0
+    assert world.w3.eth.get_balance(world.dm.address) == burnt(world)
 
 
 def test_target_replay_out_token_challenger_loses_with_a_silent_referee(world):
@@ -503,12 +530,12 @@ def test_target_replay_out_token_challenger_loses_with_a_silent_referee(world):
         dispute(world, dispute_id)["revealDeadline"],
     )
     advance(world.w3, PARAMS.vote_commit_period + PARAMS.vote_reveal_period + 10)
-    send(world.w3, world.dm.functions.resolve(dispute_id), world.outsider)
+    resolve_final(world, dispute_id)
     assert dispute(world, dispute_id)["outcome"] == O_CHALLENGER_LOST
     penalty, reward = PARAMS.referee_penalty, PARAMS.dispute_bond // 2
-    majority = split(reward + penalty, 2)
+    majority = split(reward, 2)
     assert [credits(world, r) for r in refs] == [majority[0], 0, majority[1]]
-    assert stake(world, refs[1]) == PARAMS.min_referee_stake - penalty
+    assert stake(world, refs[1]) == PARAMS.min_referee_stake - penalty and burnt(world) == penalty
     assert credits(world, world.verifier) == PARAMS.dispute_bond - reward
     assert stake(world, world.verifier) == STAKE
     check_solvent(world)
@@ -527,7 +554,7 @@ def test_dispute_on_a_finished_job_blocks_finalize_until_closed(world):
     advance(w3, PARAMS.challenge_window + 10)
     with pytest.raises(ContractCustomError):  # DisputesOpen
         market.functions.finalize(job_id).transact({"from": world.outsider})
-    send(w3, world.dm.functions.resolve(dispute_id), world.outsider)
+    resolve_final(world, dispute_id)
     send(w3, market.functions.finalize(job_id), world.outsider)
     assert market.functions.jobStatus(job_id).call() == JOB_FINALIZED
     # a finalized job can no longer be disputed
@@ -587,12 +614,12 @@ def test_commit_timeout_without_votes_is_void(world):
         dispute(world, dispute_id)["commitDeadline"],
     )
     assert dm.functions.canResolve(dispute_id).call()  # nobody committed, so nobody can reveal
-    receipt = send(world.w3, dm.functions.resolve(dispute_id), world.outsider)
+    receipt = resolve_final(world, dispute_id)
     assert dispute(world, dispute_id)["outcome"] == O_VOID
     penalty = PARAMS.referee_penalty
     assert len(events(world, receipt, "RefereePenalized")) == 3
-    # bond back, plus the no-shows' penalties (there is no revealer to give them to)
-    assert credits(world, world.challenger) == PARAMS.dispute_bond + 3 * penalty
+    # bond back; the no-shows' penalties are burnt
+    assert credits(world, world.challenger) == PARAMS.dispute_bond and burnt(world) == 3 * penalty
     assert stake(world, world.verifier) == STAKE and credits(world, world.verifier) == 0
     assert all(stake(world, r) == PARAMS.min_referee_stake - penalty for r in refs)
     job = job_view(world, world.running.job_id)
@@ -618,11 +645,12 @@ def test_commit_deadline_with_partial_commits_resolves_once_committers_revealed(
     assert not dm.functions.canResolve(dispute_id).call()
     reveal(world, dispute_id, refs[1], V_CHEATED)
     assert dm.functions.canResolve(dispute_id).call()  # before the reveal deadline
-    send(world.w3, dm.functions.resolve(dispute_id), world.outsider)
+    resolve_final(world, dispute_id)
     assert dispute(world, dispute_id)["outcome"] == O_ACCUSED_LOST  # 2 of 3 drawn is a strict majority
     penalty, reward = PARAMS.referee_penalty, PARAMS.dispute_bond // 2
-    majority = split(reward + penalty, 2)
+    majority = split(reward, 2)
     assert [credits(world, r) for r in refs] == [majority[0], majority[1], 0]
+    assert burnt(world) == penalty
     check_solvent(world)
 
 
@@ -640,16 +668,15 @@ def test_reveal_timeout_without_reveals_is_void(world):
         "RevealPeriodOver",
         dispute(world, dispute_id)["revealDeadline"],
     )
-    send(world.w3, dm.functions.resolve(dispute_id), world.outsider)
+    resolve_final(world, dispute_id)
     assert dispute(world, dispute_id)["outcome"] == O_VOID
     penalty = PARAMS.referee_penalty
-    assert credits(world, world.challenger) == PARAMS.dispute_bond + 3 * penalty
+    assert credits(world, world.challenger) == PARAMS.dispute_bond and burnt(world) == 3 * penalty
     assert stake(world, world.verifier) == STAKE
     check_solvent(world)
 
 
-def test_tie_is_void_and_revealers_share_the_no_show_penalty(world):
-    dm = world.dm
+def test_tie_is_void_and_the_no_show_penalty_is_burnt(world):
     dispute_id, refs = answered_dispute(world, index=1, kind=DRAFT)
     commit(world, dispute_id, refs[0], V_CHEATED)
     commit(world, dispute_id, refs[1], V_FAITHFUL)
@@ -658,12 +685,12 @@ def test_tie_is_void_and_revealers_share_the_no_show_penalty(world):
     reveal(world, dispute_id, refs[0], V_CHEATED)
     reveal(world, dispute_id, refs[1], V_FAITHFUL)
     advance(world.w3, PARAMS.vote_reveal_period)
-    send(world.w3, dm.functions.resolve(dispute_id), world.outsider)
+    resolve_final(world, dispute_id)
     d = dispute(world, dispute_id)
     assert (d["outcome"], d["cheatedVotes"], d["faithfulVotes"]) == (O_VOID, 1, 1)
     penalty = PARAMS.referee_penalty
     assert credits(world, world.challenger) == PARAMS.dispute_bond
-    assert [credits(world, r) for r in refs] == split(penalty, 2) + [0]
+    assert [credits(world, r) for r in refs] == [0, 0, 0] and burnt(world) == penalty
     assert [stake(world, r) for r in refs] == [PARAMS.min_referee_stake] * 2 + [PARAMS.min_referee_stake - penalty]
     assert stake(world, world.drafter) == STAKE
     check_solvent(world)
@@ -785,9 +812,9 @@ def test_vote_reverts(world):
     check(dm.functions.revealVote(dispute_id, V_CHEATED, salt_of(refs[0])), refs[0], "AlreadyRevealed")
     check(dm.functions.revealVote(dispute_id, V_CHEATED, salt_of(refs[0])), refs[1], "WrongReveal")  # the copy
     reveal(world, dispute_id, refs[2], V_FAITHFUL)
-    assert world.dm.functions.ballotOf(dispute_id, refs[0]).call() == (c0, True, V_CHEATED)
+    assert world.dm.functions.ballotOf(dispute_id, refs[0]).call() == (c0, True, V_CHEATED, 0)
     advance(world.w3, PARAMS.vote_commit_period + PARAMS.vote_reveal_period + 10)
-    send(world.w3, dm.functions.resolve(dispute_id), world.outsider)
+    resolve_final(world, dispute_id)
     check(dm.functions.resolve(dispute_id), world.outsider, "DisputeWrongStatus", dispute_id, S_RESOLVED)
     check(dm.functions.commitVote(dispute_id, c0), refs[0], "DisputeWrongStatus", dispute_id, S_RESOLVED)
     check(
@@ -818,22 +845,78 @@ def test_resolve_reverts_before_the_vote(world):
 # ------------------------------------------------------------------ referee draw
 
 
-def test_draw_excludes_parties_and_takes_fewer_when_fewer_are_eligible(world):
+def fresh_account(w3, label):
+    account = w3.to_checksum_address("0x" + keccak(label)[:20].hex())
+    w3.provider.make_request("anvil_impersonateAccount", [account])
+    w3.provider.make_request("anvil_setBalance", [account, hex(100 * ETHER)])
+    return account
+
+
+def register_referee(world, account, stake_=None, models=(DRAFT_MODEL, TARGET_MODEL)):
+    fn = world.registry.functions.register(ROLE_REFEREE, list(models), [VOCAB] * len(models))
+    return send(world.w3, fn, account, value=stake_ or PARAMS.min_referee_stake)
+
+
+def escalate_to_void(world, dispute_id, rounds_left):
+    """Drives `rounds_left` more failing draws of an escalated round; the last one ends the dispute Void."""
+    for i in range(rounds_left):
+        d = dispute(world, dispute_id)
+        advance(world.w3, max(0, d["drawAfter"] - now(world.w3)) + 1)
+        [scheduled] = events(world, draw_referees(world, dispute_id), "DrawScheduled")
+        assert scheduled["drawBlock"] == dispute(world, dispute_id)["drawBlock"]
+        receipt = draw_referees(world, dispute_id)
+        if i < rounds_left - 1:
+            assert events(world, receipt, "DrawEscalated")
+    return receipt
+
+
+def test_draw_excludes_parties_and_escalates_when_fewer_are_eligible(world):
     registry = world.registry
     # requester and challenger are registered referees but never drawn
     for i, kind in enumerate((DRAFT, TARGET)):
         dispute_id, _ = open_dispute(world, index=i, kind=kind)
         refs = panel(world, dispute_id)
         assert world.requester not in refs and world.challenger not in refs and len(refs) == 3
-    # leave 2 eligible referees: a panel of 2
+    # leave 2 eligible referees: no panel of 3 can be drawn, so the dispute escalates instead of being decided by 2
     for r in world.referees[2:]:
         send(world.w3, registry.functions.requestUnbond(), r)
-    dispute_id, _ = open_dispute(world, index=2, kind=DRAFT)
-    assert sorted(panel(world, dispute_id)) == sorted(world.referees[:2])
-    assert dispute(world, dispute_id)["drawn"] == 2
+    dispute_id, _ = open_dispute(world, index=2, kind=DRAFT, draw=False)
+    opened_deadline = dispute(world, dispute_id)["answerDeadline"]
+    receipt = draw_referees(world, dispute_id)
+    [escalated] = events(world, receipt, "DrawEscalated")
+    d = dispute(world, dispute_id)
+    assert (escalated["round"], escalated["escalations"]) == (0, 1) and d["drawAfter"] == escalated["drawAfter"]
+    assert d["drawBlock"] == 0 and d["drawn"] == 0 and panel(world, dispute_id) == []
+    assert d["answerDeadline"] == d["drawAfter"] + PARAMS.answer_period > opened_deadline  # the periods move
+    expect_revert(
+        world.dm, world.dm.functions.drawReferees(dispute_id), world.outsider, "EscalationPending", d["drawAfter"]
+    )
+    challenger_credit = credits(world, world.challenger)
+    receipt = escalate_to_void(world, dispute_id, PARAMS.max_escalations)
+    [resolved] = events(world, receipt, "DisputeResolved")
+    assert (resolved["outcome"], resolved["accusedSlashed"]) == (O_VOID, 0)
+    assert credits(world, world.challenger) == challenger_credit + PARAMS.dispute_bond
+    assert not events(world, receipt, "RefereePenalized") and burnt(world) == 0  # nobody penalized
+    assert stake(world, world.drafter) == STAKE
+    check_solvent(world)
 
 
-def test_draw_skips_inactive_referees_and_a_dispute_nobody_can_referee_is_void(world):
+def test_a_stake_change_after_the_seed_block_reschedules_the_draw(world):
+    """Knowing the seed, a referee could add stake (or unbond) to move which referee holds which stake point:
+    a tree changed after the seed block gets a fresh seed instead."""
+    w3, registry = world.w3, world.registry
+    dispute_id, receipt = open_dispute(world, index=1, kind=DRAFT, draw=False)
+    send(w3, registry.functions.addStake(), world.referees[0], value=1)
+    assert registry.functions.stakeTreeChangedAt(DRAFT_MODEL).call() > receipt["blockNumber"]
+    receipt = draw_referees(world, dispute_id)
+    [rescheduled] = events(world, receipt, "DrawRescheduled")
+    assert rescheduled["drawBlock"] == receipt["blockNumber"] == dispute(world, dispute_id)["drawBlock"]
+    assert panel(world, dispute_id) == []
+    receipt = draw_referees(world, dispute_id)
+    assert len(events(world, receipt, "RefereesDrawn")[0]["referees"]) == 3
+
+
+def test_draw_skips_inactive_referees_and_a_dispute_nobody_can_referee_ends_void(world):
     dm, registry = world.dm, world.registry
     for r in world.referees[3:]:
         send(world.w3, registry.functions.requestUnbond(), r)
@@ -842,28 +925,27 @@ def test_draw_skips_inactive_referees_and_a_dispute_nobody_can_referee_is_void(w
     assert sorted(refs) == sorted(world.referees[:3])
     answer(world, dispute_id)
     advance(world.w3, PARAMS.vote_commit_period + 10)
-    send(world.w3, dm.functions.resolve(dispute_id), world.outsider)  # nobody voted: all penalized below minimum
+    resolve_final(world, dispute_id)  # nobody voted: all penalized below the minimum
     assert all(not registry.functions.isActive(r, ROLE_REFEREE, TARGET_MODEL).call() for r in refs)
-    assert registry.functions.refereeCount(TARGET_MODEL).call() == 5  # still listed, but inactive
-
-    # listed referees let a dispute open; when none is eligible at the draw, it ends Void and nobody loses
-    challenger_credit, drafter_locks = credits(world, world.challenger), locks(world, world.verifier)
+    assert all(registry.functions.refereeWeight(r).call() == 0 for r in refs)  # out of the stake tree
+    # only the parties' referee stake is left: every draw escalates, then Void, and nobody loses
+    challenger_credit, verifier_locks = credits(world, world.challenger), locks(world, world.verifier)
     dispute_id, _ = open_dispute(world, index=0, kind=TARGET, draw=False)
-    receipt = draw_referees(world, dispute_id)
-    [resolved] = events(world, receipt, "DisputeResolved")
-    assert (resolved["outcome"], resolved["accusedSlashed"]) == (O_VOID, 0)
+    assert events(world, draw_referees(world, dispute_id), "DrawEscalated")
+    receipt = escalate_to_void(world, dispute_id, PARAMS.max_escalations)
+    assert events(world, receipt, "DisputeResolved")[0]["outcome"] == O_VOID
     assert panel(world, dispute_id) == [] and dispute(world, dispute_id)["status"] == S_RESOLVED
     assert credits(world, world.challenger) == challenger_credit + PARAMS.dispute_bond
-    assert locks(world, world.verifier) == drafter_locks
+    assert locks(world, world.verifier) == verifier_locks
     assert dm.functions.positionState(world.running.job_id, 0, 0, TARGET).call() == POS_FREE
     check_solvent(world)
 
 
-def test_open_needs_a_registered_referee(world):
+def test_open_needs_referee_stake(world):
     c = world.running
     for account in [world.requester, world.challenger, *world.referees]:
         send(world.w3, world.registry.functions.requestUnbond(), account)
-    assert world.registry.functions.refereeCount(TARGET_MODEL).call() == 0
+    assert world.registry.functions.refereeStakeTotal(TARGET_MODEL).call() == 0
     before = snapshot_state(world, everyone(world))
     fn = world.dm.functions.openDispute(c.job_id, 0, 0, TARGET, c.record(), c.leaf_proof(0))
     expect_revert(world.dm, fn, world.outsider, "NoEligibleReferees", TARGET_MODEL, value=PARAMS.dispute_bond)
@@ -882,6 +964,7 @@ def test_the_draw_waits_for_the_seed_block_and_is_rescheduled_once_its_hash_is_g
     expect_revert(
         dm, dm.functions.answer(dispute_id, WAD // 3, [12], [WAD // 3]), world.drafter, "PanelNotDrawn", seed_block
     )
+    expect_revert(dm, dm.functions.claimAnswerTimeout(dispute_id), world.outsider, "PanelNotDrawn", seed_block)
     receipt = draw_referees(world, dispute_id)
     [rescheduled] = events(world, receipt, "DrawRescheduled")
     assert rescheduled["drawBlock"] == receipt["blockNumber"] == dispute(world, dispute_id)["drawBlock"]
@@ -905,65 +988,188 @@ def test_draw_reverts_once_drawn(world):
     assert snapshot_state(world, everyone(world)) == before
 
 
-def test_referees_registered_after_the_seed_block_are_never_drawn(world):
-    """Knowing the seed block's hash, nobody can steer the draw by joining: the old referees leave (their slots
-    are refilled by swap-and-pop) and fresh accounts register into the same list slots after the seed block."""
+def test_referees_registered_after_the_seed_block_are_never_drawn_on_that_seed(world):
+    """Knowing the seed block's hash, nobody can steer the draw by joining: a registration after the seed block
+    changes the stake tree, so that draw takes a fresh seed (unknown when they registered)."""
     w3, registry = world.w3, world.registry
     dispute_id, receipt = open_dispute(world, index=1, kind=DRAFT, draw=False)
-    for r in world.referees:
-        send(w3, registry.functions.requestUnbond(), r)
-    fresh = []
-    for i in range(len(world.referees)):
-        account = w3.to_checksum_address("0x" + keccak(b"late referee %d" % i)[:20].hex())
-        w3.provider.make_request("anvil_impersonateAccount", [account])
-        w3.provider.make_request("anvil_setBalance", [account, hex(10 * ETHER)])
-        send(
-            w3,
-            registry.functions.register(ROLE_REFEREE, [DRAFT_MODEL], [VOCAB]),
-            account,
-            value=PARAMS.min_referee_stake,
-        )
-        fresh.append(account)
-    listed = [
-        registry.functions.refereeAt(DRAFT_MODEL, i).call() for i in range(dispute(world, dispute_id)["poolSize"])
-    ]
-    assert set(fresh) <= set(listed)  # inside the slots the draw ranges over, and active
-    assert all(registry.functions.isActive(a, ROLE_REFEREE, DRAFT_MODEL).call() for a in fresh)
-    assert all(registry.functions.registeredBlock(a).call() > receipt["blockNumber"] for a in fresh)
-    receipt = draw_referees(world, dispute_id)
-    assert events(world, receipt, "DisputeResolved")[0]["outcome"] == O_VOID  # only the parties were left
-    assert panel(world, dispute_id) == []
-
-    # the same fresh accounts are eligible for a dispute opened after they registered
-    dispute_id, _ = open_dispute(world, index=0, kind=DRAFT)
-    assert len(panel(world, dispute_id)) == 3 and set(panel(world, dispute_id)) <= set(fresh)
+    late = fresh_account(w3, b"late referee")
+    register_referee(world, late, models=(DRAFT_MODEL,))
+    assert registry.functions.registeredBlock(late).call() > receipt["blockNumber"]
+    assert events(world, draw_referees(world, dispute_id), "DrawRescheduled")
+    draw_referees(world, dispute_id)  # drawn from a seed block after the registration: late may sit now
+    assert len(panel(world, dispute_id)) == 3
 
 
-def test_draw_samples_a_large_pool_without_scanning_it(world):
-    w3, registry = world.w3, world.registry
-    extra = []
-    for i in range(16):  # 9 listed + 16 = 25 > 4R + 8 = 20: the sampled path
-        account = w3.to_checksum_address("0x" + keccak(b"extra referee %d" % i)[:20].hex())
-        w3.provider.make_request("anvil_impersonateAccount", [account])
-        w3.provider.make_request("anvil_setBalance", [account, hex(10 * ETHER)])
-        send(
-            w3,
-            registry.functions.register(ROLE_REFEREE, [DRAFT_MODEL], [VOCAB]),
-            account,
-            value=PARAMS.min_referee_stake,
-        )
-        extra.append(account)
-    assert registry.functions.refereeCount(DRAFT_MODEL).call() == 25
-    eligible = set(world.referees) | set(extra)
-    seen = set()
+def test_draws_are_stake_weighted_and_bounded(world):
+    """A referee holding most of the stake sits on almost every panel; the draw's gas does not grow with the pool."""
+    w3 = world.w3
+    whale = fresh_account(w3, b"whale referee")
+    register_referee(world, whale, 30 * ETHER)
+    for i in range(16):
+        register_referee(world, fresh_account(w3, b"extra referee %d" % i))
+    seats = {}
     for index in range(3):
-        dispute_id, _ = open_dispute(world, index=index, kind=DRAFT, draw=False)
-        receipt = draw_referees(world, dispute_id)
-        refs = panel(world, dispute_id)
-        assert len(refs) == 3 and len(set(refs)) == 3 and set(refs) <= eligible
-        seen |= set(refs)
-        assert receipt["gasUsed"] < 1_000_000
-    assert len(seen) > 3  # different draws for different disputes
+        for kind in (DRAFT, TARGET):
+            dispute_id, _ = open_dispute(world, index=index, kind=kind, draw=False)
+            receipt = draw_referees(world, dispute_id)
+            refs = panel(world, dispute_id)
+            assert len(refs) == 3 and len(set(refs)) == 3
+            assert world.requester not in refs and world.challenger not in refs
+            for r in refs:
+                seats[r] = seats.get(r, 0) + 1
+            assert receipt["gasUsed"] < 1_000_000
+    # the whale holds 30 / (30 + 0.5 × 23) ≈ 72 % of the eligible stake: it sits on (nearly) every panel, while
+    # an average minimum-stake referee would sit on 6 × 3 / 24 ≈ 0.75 panels under an unweighted draw
+    assert seats.get(whale, 0) >= 5, seats
+
+
+# ------------------------------------------------------------------ appeals and attack 6 (sybil referees)
+
+
+def vote_round(world, dispute_id, votes):
+    """Commits and reveals `votes` (referee -> verdict) for the current round, then decides the round."""
+    for r, v in votes.items():
+        commit(world, dispute_id, r, v)
+    for r, v in votes.items():
+        reveal(world, dispute_id, r, v)
+    return send(world.w3, world.dm.functions.resolve(dispute_id), world.outsider)
+
+
+def appeal(world, dispute_id, sender, round_):
+    fn = world.dm.functions.appeal(dispute_id)
+    return send(world.w3, fn, sender, value=PARAMS.dispute_bond << round_)
+
+
+def small_pool_world(w3, honest_extra=0):
+    """Attack 6's setting: the verifier lies (posts p_1 = 0 where the target gives 1) and controls 2 of the 3
+    listed referee accounts; one honest referee. Parties are not referees here. `honest_extra` more honest
+    referees register later (before an appeal)."""
+    world = deploy_world(w3, referees=0)
+    # deploy_world registered requester and challenger as referees; they are parties and never drawn
+    coalition = [fresh_account(w3, b"coalition referee %d" % i) for i in range(2)]
+    honest = fresh_account(w3, b"honest referee")
+    for account in [*coalition, honest]:
+        register_referee(world, account)
+    extra = [fresh_account(w3, b"honest extra %d" % i) for i in range(honest_extra)]
+    world.referees = [*coalition, honest, *extra]
+    return world, coalition, honest, extra
+
+
+def test_attack6_sybil_referees_without_enough_fresh_referees_end_void_and_nobody_pays(w3, chain):
+    world, coalition, honest, _ = small_pool_world(w3)
+    dm = world.dm
+    dispute_id, _ = open_dispute(world, index=1, kind=TARGET)
+    refs = panel(world, dispute_id)
+    assert sorted(refs) == sorted([*coalition, honest])  # the coalition holds 2 of the 3 seats
+    answer(world, dispute_id)
+    votes = {r: (V_CHEATED if r == honest else V_FAITHFUL) for r in refs}
+    receipt = vote_round(world, dispute_id, votes)
+    [decided] = events(world, receipt, "RoundDecided")
+    assert (decided["round"], decided["result"]) == (0, O_CHALLENGER_LOST) and decided["appealDeadline"] > 0
+    # v1: this was final; the lie stood and the honest referee was penalized. Now it can be appealed, and
+    # nothing is paid or slashed before the last verdict.
+    assert dispute(world, dispute_id)["status"] == S_APPEALABLE
+    assert stake(world, honest) == PARAMS.min_referee_stake and credits(world, world.verifier) == 0
+    bond = PARAMS.dispute_bond
+    expect_revert(dm, dm.functions.appeal(dispute_id), world.challenger, "WrongAppealBond", bond, 2 * bond, value=bond)
+    receipt = appeal(world, dispute_id, world.challenger, 1)
+    [appealed] = events(world, receipt, "Appealed")
+    assert (appealed["round"], appealed["panelSize"], appealed["amount"]) == (1, 7, 2 * PARAMS.dispute_bond)
+    assert dispute(world, dispute_id)["status"] == S_DRAWING
+    check_solvent(world)
+    # 7 fresh seats are needed and nobody outside the first panel is eligible: escalation, then Void
+    assert events(world, draw_referees(world, dispute_id), "DrawEscalated")
+    receipt = escalate_to_void(world, dispute_id, PARAMS.max_escalations)
+    assert events(world, receipt, "DisputeResolved")[0]["outcome"] == O_VOID
+    # the coalition gains nothing, the honest referee loses nothing, the challenger gets both bonds back
+    assert stake(world, honest) == PARAMS.min_referee_stake
+    assert all(credits(world, c) == 0 and stake(world, c) == PARAMS.min_referee_stake for c in coalition)
+    assert credits(world, world.verifier) == 0 and stake(world, world.verifier) == STAKE
+    assert credits(world, world.challenger) == 3 * PARAMS.dispute_bond and burnt(world) == 0
+    assert all(locks(world, r) == 0 for r in refs)
+    check_solvent(world)
+
+
+def test_attack6_an_appeal_to_a_fresh_larger_panel_overturns_a_captured_first_round(w3, chain):
+    world, coalition, honest, extra = small_pool_world(w3, honest_extra=12)
+    dm = world.dm
+    dispute_id, _ = open_dispute(world, index=1, kind=TARGET)
+    refs = panel(world, dispute_id)
+    answer(world, dispute_id)
+    vote_round(world, dispute_id, {r: (V_CHEATED if r == honest else V_FAITHFUL) for r in refs})
+    assert dispute(world, dispute_id)["roundResult"] == O_CHALLENGER_LOST  # captured
+    for account in extra:  # honest referees join (before the appeal's seed block)
+        register_referee(world, account)
+    appeal(world, dispute_id, world.challenger, 1)
+    receipt = draw_referees(world, dispute_id)
+    [drawn] = events(world, receipt, "RefereesDrawn")
+    second = drawn["referees"]
+    assert drawn["round"] == 1 and len(second) == 7 and set(second) <= set(extra)  # no earlier panel, no party
+    assert dm.functions.panelOf(dispute_id, 0).call() == refs
+    assert dispute(world, dispute_id)["status"] == S_VOTING
+    expect_revert(dm, dm.functions.commitVote(dispute_id, b"\x01" * 32), honest, "NotDrawnReferee")  # round 0's
+    receipt = vote_round(world, dispute_id, dict.fromkeys(second, V_CHEATED))
+    # the last round (maxAppeals = 1): final at once
+    assert [e["result"] for e in events(world, receipt, "RoundDecided")] == [O_ACCUSED_LOST]
+    assert dispute(world, dispute_id)["outcome"] == O_ACCUSED_LOST
+    penalty, taken, bond = PARAMS.referee_penalty, PARAMS.accused_slash, PARAMS.dispute_bond
+    penalized = {e["referee"] for e in events(world, receipt, "RefereePenalized")}
+    assert penalized == set(coalition)  # round 0's liars, per the final verdict; not the honest referee
+    assert stake(world, honest) == PARAMS.min_referee_stake and credits(world, honest) == 0
+    assert all(stake(world, c) == PARAMS.min_referee_stake - penalty and credits(world, c) == 0 for c in coalition)
+    assert burnt(world) == 2 * penalty  # penalties pay nobody
+    assert stake(world, world.verifier) == STAKE - taken
+    reward = bond // 2
+    rest = taken - reward
+    assert credits(world, world.challenger) == bond + rest // 2 + 2 * bond  # + its appeal bond back
+    assert sorted(credits(world, r) for r in second) == sorted(split(reward, 7))
+    job = job_view(world, world.running.job_id)
+    assert job["verifierForfeited"] and job["openDisputes"] == 0
+    assert all(locks(world, r) == 0 for r in [*refs, *second])
+    rounds = chaindata.dispute_rounds(dm, dispute_id)  # the chain-data reader of the nodes and the CLI
+    assert [r["result"] for r in rounds] == [O_CHALLENGER_LOST, O_ACCUSED_LOST]
+    assert [r["panel"] for r in rounds] == [refs, second] and rounds[1]["appellant"] == world.challenger
+    assert (rounds[1]["appealed"], rounds[1]["appealBond"]) == (O_CHALLENGER_LOST, 2 * bond)
+    check_solvent(world)
+
+
+def test_appeal_rules(world):
+    dm = world.dm
+    dispute_id, refs = answered_dispute(world, index=1, kind=DRAFT)
+    expect_revert(dm, dm.functions.appeal(dispute_id), world.drafter, "DisputeWrongStatus", dispute_id, S_VOTING)
+    vote_round(world, dispute_id, dict.fromkeys(refs, V_CHEATED))
+    assert dm.functions.appealBond(1).call() == 2 * PARAMS.dispute_bond
+    assert not dm.functions.canResolve(dispute_id).call()
+    deadline = dispute(world, dispute_id)["appealDeadline"]
+    expect_revert(dm, dm.functions.resolve(dispute_id), world.outsider, "AppealPeriodNotOver", deadline)
+    advance(world.w3, PARAMS.appeal_period + 1)
+    expect_revert(
+        dm, dm.functions.appeal(dispute_id), world.drafter, "AppealPeriodOver", deadline, value=2 * PARAMS.dispute_bond
+    )
+    assert dm.functions.canResolve(dispute_id).call()
+    resolve_final(world, dispute_id)
+    assert dispute(world, dispute_id)["outcome"] == O_ACCUSED_LOST
+
+
+def test_a_failed_appeal_forfeits_its_bond_to_nobody(world):
+    """The accused appeals a unanimous conviction and a fresh panel of 7 confirms it: the appeal bond is burnt
+    (neither the challenger nor any referee earns more because an appeal failed)."""
+    w3 = world.w3
+    for i in range(6):
+        register_referee(world, fresh_account(w3, b"appeal pool %d" % i))
+    dispute_id, refs = answered_dispute(world, index=1, kind=DRAFT)
+    vote_round(world, dispute_id, dict.fromkeys(refs, V_CHEATED))
+    appeal(world, dispute_id, world.drafter, 1)
+    draw_referees(world, dispute_id)
+    second = panel(world, dispute_id)
+    assert len(second) == 7 and not set(second) & set(refs)
+    vote_round(world, dispute_id, dict.fromkeys(second, V_CHEATED))
+    assert dispute(world, dispute_id)["outcome"] == O_ACCUSED_LOST
+    assert burnt(world) == 2 * PARAMS.dispute_bond and credits(world, world.drafter) == 0
+    assert all(credits(world, r) == 0 for r in refs)  # round 0 was right but is not the final round: unpaid
+    assert sorted(credits(world, r) for r in second) == sorted(split(PARAMS.dispute_bond // 2, 7))
+    check_solvent(world, extra=second)
 
 
 # ------------------------------------------------------------------ misc
@@ -978,26 +1184,36 @@ def test_vote_commitment_mirror_and_constructor_checks(world, artifacts):
         )
     art = artifacts["DisputeManager"]
     factory = world.w3.eth.contract(abi=art["abi"], bytecode=art["bytecode"])
-    good = [world.registry.address, world.market.address, 1, 60, 60, 60, 3, 1, 1]
+    good = [1, 60, 60, 60, 3, 1, 1, 60, 60, 1, 2]
+    addresses = [world.registry.address, world.market.address]
 
     def bad(position, value, name, *args):
-        params = list(good)
-        params[position] = value
+        config, addrs = list(good), list(addresses)
+        if position < 0:
+            addrs[position + 2] = value
+        else:
+            config[position] = value
         with pytest.raises(ContractCustomError) as raised:
-            factory.constructor(*params).transact({"from": world.deployer})
+            factory.constructor(*addrs, tuple(config)).transact({"from": world.deployer})
         assert raised.value.data == error_data(dm, name, *args)
 
-    bad(0, "0x" + "00" * 20, "DisputeZeroAddress")
-    bad(1, "0x" + "00" * 20, "DisputeZeroAddress")
-    bad(2, 0, "InvalidParameter", "bond", 0)
-    bad(3, 0, "InvalidParameter", "answerPeriod", 0)
-    bad(4, 366 * 86400, "InvalidParameter", "commitPeriod", 366 * 86400)
-    bad(5, 0, "InvalidParameter", "revealPeriod", 0)
-    bad(6, 0, "InvalidParameter", "refereeCount", 0)
-    bad(6, 16, "InvalidParameter", "refereeCount", 16)
+    bad(-2, "0x" + "00" * 20, "DisputeZeroAddress")
+    bad(-1, "0x" + "00" * 20, "DisputeZeroAddress")
+    bad(0, 0, "InvalidParameter", "bond", 0)
+    bad(1, 0, "InvalidParameter", "answerPeriod", 0)
+    bad(2, 366 * 86400, "InvalidParameter", "commitPeriod", 366 * 86400)
+    bad(3, 0, "InvalidParameter", "revealPeriod", 0)
+    bad(4, 0, "InvalidParameter", "refereeCount", 0)
+    bad(4, 16, "InvalidParameter", "refereeCount", 16)  # its appeal panel, 33 seats, exceeds MAX_REFEREES
+    bad(7, 0, "InvalidParameter", "appealPeriod", 0)
+    bad(8, 0, "InvalidParameter", "escalationPeriod", 0)
+    bad(9, 0, "InvalidParameter", "maxAppeals", 0)  # at least one appeal
+    bad(9, 4, "InvalidParameter", "maxAppeals", 4)
+    bad(10, 9, "InvalidParameter", "maxEscalations", 9)
+    factory.constructor(*addresses, tuple(good[:4] + [15] + good[5:])).transact({"from": world.deployer})  # 31
 
 
-def _full_dispute_gas(world, kind, index):
+def _full_dispute_gas(world, kind, index, with_appeal=False):
     dispute_id, receipt = open_dispute(world, index=index, kind=kind, draw=False)
     gas = {"open": receipt["gasUsed"]}
     gas["answer"] = answer(world, dispute_id)["gasUsed"]  # the accused's answer draws the referees
@@ -1005,15 +1221,36 @@ def _full_dispute_gas(world, kind, index):
     gas["commits"] = sum(commit(world, dispute_id, r, V_CHEATED)["gasUsed"] for r in refs)
     gas["reveals"] = sum(reveal(world, dispute_id, r, V_CHEATED)["gasUsed"] for r in refs)
     gas["resolve"] = send(world.w3, world.dm.functions.resolve(dispute_id), world.outsider)["gasUsed"]
-    gas["total"] = sum(gas.values())
     gas["R"] = len(refs)
+    if with_appeal:
+        gas["appeal"] = appeal(world, dispute_id, world.drafter if kind == DRAFT else world.verifier, 1)["gasUsed"]
+        gas["draw 2"] = draw_referees(world, dispute_id)["gasUsed"]
+        second = panel(world, dispute_id)
+        gas["commits 2"] = sum(commit(world, dispute_id, r, V_CHEATED)["gasUsed"] for r in second)
+        gas["reveals 2"] = sum(reveal(world, dispute_id, r, V_CHEATED)["gasUsed"] for r in second)
+        gas["resolve 2"] = send(world.w3, world.dm.functions.resolve(dispute_id), world.outsider)["gasUsed"]
+        gas["R2"] = len(second)
+    else:
+        advance(world.w3, PARAMS.appeal_period + 1)
+        gas["final"] = send(world.w3, world.dm.functions.resolve(dispute_id), world.outsider)["gasUsed"]
+    assert dispute(world, dispute_id)["status"] == S_RESOLVED
+    gas["total"] = sum(v for k, v in gas.items() if not k.startswith("R"))
     return gas
 
 
 def test_gas_of_a_full_dispute(world):
     gas = _full_dispute_gas(world, DRAFT, 1)
     print(f"\nfull dispute gas (R={gas['R']}): {gas}")
-    assert gas["R"] == 3 and gas["total"] < 1_500_000
+    assert gas["R"] == 3 and gas["total"] < 1_700_000
+
+
+def test_gas_of_a_dispute_with_one_appeal(world):
+    w3 = world.w3
+    for i in range(6):
+        register_referee(world, fresh_account(w3, b"gas pool %d" % i))
+    gas = _full_dispute_gas(world, DRAFT, 1, with_appeal=True)
+    print(f"\ndispute gas with one appeal (R={gas['R']} then {gas['R2']}): {gas}")
+    assert (gas["R"], gas["R2"]) == (3, 7) and gas["total"] < 5_000_000
 
 
 def test_gas_of_a_full_dispute_with_five_referees(w3, chain):
@@ -1021,4 +1258,4 @@ def test_gas_of_a_full_dispute_with_five_referees(w3, chain):
     world5 = deploy_world(w3, params, referees=9)
     gas = _full_dispute_gas(world5, TARGET, 2)
     print(f"\nfull dispute gas (R={gas['R']}): {gas}")
-    assert gas["R"] == 5 and gas["total"] < 2_500_000
+    assert gas["R"] == 5 and gas["total"] < 2_800_000

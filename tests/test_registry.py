@@ -71,8 +71,12 @@ def test_parameters_and_wiring(env):
 
 def test_deployment_params_validate_the_unbonding_relation(chain, env):
     p = DEFAULT_PARAMS
-    needed = p.challenge_window + p.answer_period + p.vote_commit_period + p.vote_reveal_period
-    assert p.unbonding_period > needed
+    # the longest dispute: the answer, then every round escalated to the limit, voted and appealable
+    rounds = (p.max_appeals + 1) * (
+        p.vote_commit_period + p.vote_reveal_period + p.appeal_period + p.max_escalations * p.escalation_period
+    )
+    needed = p.challenge_window + p.answer_period + rounds
+    assert needed == p.challenge_window + p.dispute_duration and p.unbonding_period > needed
     with pytest.raises(ValueError, match="unbonding_period"):
         deploy_system(env.w3, env.actors.deployer, p.with_(unbonding_period=needed))
     system = deploy_system(env.w3, env.actors.deployer, p.with_(unbonding_period=needed + 1), with_disputes=False)
@@ -468,3 +472,52 @@ def test_referee_swap_and_pop_on_unbond(chain, env):
     transact(w3, reg.requestUnbond(), r2)
     assert [reg.refereeAt(DRAFT_MODEL, i).call() for i in range(1)] == [newcomer]
     assert reg.refereeCount(TARGET_MODEL).call() == 0
+
+
+# ------------------------------------------------------------------ referee stake trees (the weighted draw)
+
+
+def test_referee_stake_tree_follows_register_add_stake_slash_unbond_and_withdraw(chain, env):
+    """The per-model stake tree holds each referee's active stake: updated by register, addStake, a slash (to 0
+    once below the minimum), requestUnbond and withdrawUnbonded; a re-registration reuses the slot."""
+    reg, w3 = env.registry, env.w3
+    referee = env.actors.outsider
+    minimum = reg.functions.minRefereeStake().call()
+    before = [reg.functions.refereeStakeTotal(m).call() for m in (DRAFT_MODEL, OTHER_MODEL)]
+    transact(
+        env.w3, reg.functions.register(ROLE_REFEREE, [DRAFT_MODEL, OTHER_MODEL], [VOCAB, VOCAB]), referee, 2 * minimum
+    )
+    slot, size = reg.functions.stakeTreeSlot(DRAFT_MODEL, referee).call()
+    assert slot == size and slot > 0
+    assert reg.functions.refereeWeight(referee).call() == 2 * minimum
+    assert [reg.functions.refereeStakeTotal(m).call() for m in (DRAFT_MODEL, OTHER_MODEL)] == [
+        before[0] + 2 * minimum,
+        before[1] + 2 * minimum,
+    ]
+    assert reg.functions.stakeTreeChangedAt(DRAFT_MODEL).call() == w3.eth.block_number
+    # the last point of the tree (the newest slot's stake) is this referee's
+    total = reg.functions.refereeStakeTotal(OTHER_MODEL).call()
+    assert reg.functions.refereeByStake(OTHER_MODEL, total - 1).call() == referee
+    transact(env.w3, reg.functions.addStake(), referee, minimum)
+    assert reg.functions.refereeWeight(referee).call() == 3 * minimum
+    assert reg.functions.refereeStakeTotal(OTHER_MODEL).call() == before[1] + 3 * minimum
+    # a slash by the protocol (the dispute manager's address is impersonated) lowers it; below the minimum: 0
+    market = reg.functions.disputes().call()
+    w3.provider.make_request("anvil_impersonateAccount", [market])
+    w3.provider.make_request("anvil_setBalance", [market, hex(10**18)])
+    transact(env.w3, reg.functions.slash(referee, minimum), market)
+    assert reg.functions.refereeWeight(referee).call() == 2 * minimum
+    transact(env.w3, reg.functions.slash(referee, 2 * minimum - 1), market)
+    assert reg.functions.refereeWeight(referee).call() == 0
+    assert reg.functions.refereeStakeTotal(OTHER_MODEL).call() == before[1]
+    transact(env.w3, reg.functions.addStake(), referee, minimum)  # back above the minimum: active again
+    assert reg.functions.refereeWeight(referee).call() == minimum + 1
+    transact(env.w3, reg.functions.requestUnbond(), referee)
+    assert reg.functions.refereeWeight(referee).call() == 0
+    assert [reg.functions.refereeStakeTotal(m).call() for m in (DRAFT_MODEL, OTHER_MODEL)] == before
+    w3.provider.make_request("evm_increaseTime", [reg.functions.unbondingPeriod().call() + 1])
+    w3.provider.make_request("evm_mine", [])
+    transact(env.w3, reg.functions.withdrawUnbonded(), referee)
+    transact(env.w3, reg.functions.register(ROLE_REFEREE, [DRAFT_MODEL], [VOCAB]), referee, minimum)
+    assert reg.functions.stakeTreeSlot(DRAFT_MODEL, referee).call()[0] == slot  # the same slot, no growth
+    assert reg.functions.refereeStakeTotal(DRAFT_MODEL).call() == before[0] + minimum

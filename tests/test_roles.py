@@ -433,7 +433,22 @@ def test_drafter_claims_the_timeout_of_a_silent_verifier(world):
 # ---------------------------------------------------------------- disputes
 
 
+def _skip_appeal_period(world, dispute_ids, nodes):
+    """Advance past the appeal period and have the nodes look at the disputes now (they would at their next
+    periodic recheck, `recheck_interval` seconds later)."""
+    world.advance(world.system.params.appeal_period + 1)
+    for node in nodes:
+        for d in dispute_ids:
+            node.schedule.mark_dirty(DISPUTE, d)
+
+
 def resolve_all(world, dispute_ids, nodes):
+    """Drives the nodes until every dispute's round is decided, lets the appeal period pass unappealed (the
+    referee nodes then end each dispute), and returns the final views."""
+    done = (DisputeStatus.Resolved, DisputeStatus.Appealable)
+    drive(nodes, lambda: all(world.dispute(d)["status"] in done for d in dispute_ids))
+    if any(world.dispute(d)["status"] == DisputeStatus.Appealable for d in dispute_ids):
+        _skip_appeal_period(world, dispute_ids, nodes)
     drive(nodes, lambda: all(world.dispute(d)["status"] == DisputeStatus.Resolved for d in dispute_ids))
     return [world.dispute(d) for d in dispute_ids]
 
@@ -454,7 +469,10 @@ def test_biased_drafter_loses_the_draft_replay_dispute_its_verifier_opens(world)
     assert world.dispute(1)["status"] == DisputeStatus.AwaitingAnswer
     drafter.work_dispute = answer_later
     drafter.schedule.mark_dirty(DISPUTE, 1)
-    # the job stops when the drafter loses
+    # the job stops when the drafter loses: once the round's verdict can no longer be appealed
+    decided = (DisputeStatus.Appealable, DisputeStatus.Resolved)
+    drive([drafter, verifier, *referees], lambda: world.dispute(1)["status"] in decided)
+    _skip_appeal_period(world, [1], [drafter, verifier, *referees])
     drive([drafter, verifier, *referees], lambda: world.status(job_id) == JobStatus.Finished)
     cycles = check_cycles_on_chain(world, job_id, stopped=True)
     # the positions it biased, as its own transcript records them; the verifier's replay flagged each one

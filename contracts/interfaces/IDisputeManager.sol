@@ -18,11 +18,15 @@ interface IDisputeManager {
     }
 
     /// @notice Phase of a dispute. Commit and reveal sub-phases of `Voting` are told apart by the deadlines.
+    /// `Appealable`: a round's vote is decided and may be appealed until `appealDeadline`; `Drawing`: an appeal
+    /// round waits for its panel.
     enum Status {
         None,
         AwaitingAnswer,
         Voting,
-        Resolved
+        Resolved,
+        Appealable,
+        Drawing
     }
 
     /// @notice A referee's vote.
@@ -37,7 +41,7 @@ interface IDisputeManager {
         None,
         AccusedLost, // a strict majority of the drawn referees voted AccusedCheated
         ChallengerLost, // a strict majority of the drawn referees voted AccusedFaithful
-        Void, // no strict majority (tie, too few reveals), or nobody left to draw: bond back, accused untouched
+        Void, // no strict majority (tie, too few reveals), or too few referees after every escalation: bonds back
         AccusedSilent // the accused did not answer in time: it loses, referees are released unpaid and unpunished
     }
 
@@ -64,7 +68,23 @@ interface IDisputeManager {
         bytes32[] proof;
     }
 
-    /// @notice Stored state of a dispute.
+    /// @notice Deployment parameters (the constructor's third argument; node/chain/params.py `disputes_args`).
+    struct Config {
+        uint256 bond; // exact bond (wei) of a challenger; > 0 and < 2^120; an appeal into round k posts bond × 2^k
+        uint256 answerPeriod; // seconds the accused has to answer once the first panel is drawn; 1..MAX_PERIOD
+        uint256 commitPeriod; // seconds the referees have to commit; 1..MAX_PERIOD
+        uint256 revealPeriod; // seconds the referees have to reveal after the commit deadline; 1..MAX_PERIOD
+        uint256 refereeCount; // seats R of the first panel (odd); the last appeal's 2^A (R + 1) − 1 ≤ MAX_REFEREES
+        uint256 accusedSlash; // stake (wei) slashed from an accused that loses
+        uint256 refereePenalty; // stake (wei) slashed (burnt) from a no-show or a referee against the final verdict
+        uint256 appealPeriod; // seconds a decided round may be appealed; 1..MAX_PERIOD
+        uint256 escalationPeriod; // seconds an escalated draw waits for a fresh seed; 1..MAX_PERIOD
+        uint256 maxAppeals; // appeal rounds A; 1..MAX_APPEALS
+        uint256 maxEscalations; // escalations per round before the dispute ends Void; 0..MAX_ESCALATIONS
+    }
+
+    /// @notice Stored state of a dispute. The deadlines, the draw and the vote counts are those of the current
+    /// round `round` (0 = the first panel, k = the k-th appeal); earlier rounds are in `roundOf`.
     struct Dispute {
         uint256 jobId;
         address challenger;
@@ -85,15 +105,32 @@ interface IDisputeManager {
         uint8 reveals;
         uint8 faithfulVotes;
         uint8 cheatedVotes;
-        uint64 drawBlock; // the block whose hash seeds the referee draw
-        uint32 poolSize; // referees registered for modelId at opening: the draw ranges over these list slots
+        uint64 drawBlock; // the block whose hash seeds the current draw; 0 while an escalation waits for drawAfter
+        uint8 round; // 0 = first panel; k = k-th appeal
+        uint8 panelSize; // seats of the current round: R, then 2R+1, ...
+        uint8 escalations; // draws of the current round that found too few referees
+        uint64 drawAfter; // an escalated draw may be scheduled from this time on
+        uint64 appealDeadline; // Appealable until this time
+        Outcome roundResult; // the decided result of the latest voted round (what an appeal contests)
     }
 
-    /// @notice A drawn referee's ballot (`drawn` and `verdict` share a slot, so a reveal rewrites a warm slot).
+    /// @notice One finished round of a dispute: its vote result and, for k ≥ 1, who appealed into it and with what.
+    struct Round {
+        Outcome result; // AccusedLost, ChallengerLost or Void (no strict majority); None while running
+        uint8 faithfulVotes;
+        uint8 cheatedVotes;
+        Outcome appealed; // k ≥ 1: the result of round k - 1 that this round's appeal contested
+        address appellant; // k ≥ 1: who posted the appeal bond
+        uint256 appealBond; // k ≥ 1: bond << k
+    }
+
+    /// @notice A drawn referee's ballot (`drawn`, `verdict` and `round` share a slot). A referee sits on at most one
+    /// panel of a dispute: later rounds exclude earlier panels.
     struct Ballot {
         bytes32 commitment;
         bool drawn;
         Verdict verdict;
+        uint8 round;
     }
 
     // ------------------------------------------------------------------ events
@@ -113,11 +150,36 @@ interface IDisputeManager {
         uint64 claimedValue,
         uint64 answerDeadline
     );
-    /// @notice The referee panel of `disputeId`.
-    event RefereesDrawn(uint256 indexed disputeId, address[] referees);
-    /// @notice The seed block's hash was no longer available (over 256 blocks old): the draw now waits for the
-    /// hash of `drawBlock`, the block of this call.
+    /// @notice The referee panel of round `round` of `disputeId`.
+    event RefereesDrawn(uint256 indexed disputeId, uint8 round, address[] referees);
+    /// @notice The seed block's hash was no longer available (over 256 blocks old), or the referees' stake tree
+    /// changed after it: the draw now waits for the hash of `drawBlock`, the block of this call.
     event DrawRescheduled(uint256 indexed disputeId, uint64 drawBlock);
+    /// @notice The draw of round `round` found fewer eligible referees than seats: escalation number `escalations`;
+    /// a fresh draw may be scheduled from `drawAfter` on (the answer deadline moves with it).
+    event DrawEscalated(uint256 indexed disputeId, uint8 round, uint8 escalations, uint64 drawAfter);
+    /// @notice An escalated draw was scheduled: it is seeded by the hash of `drawBlock`, the block of this call.
+    event DrawScheduled(uint256 indexed disputeId, uint8 round, uint64 drawBlock);
+    /// @notice Round `round` was voted: `result` stands unless appealed by `appealDeadline` (0 when it is final).
+    event RoundDecided(
+        uint256 indexed disputeId,
+        uint8 round,
+        Outcome result,
+        uint256 faithfulVotes,
+        uint256 cheatedVotes,
+        uint64 appealDeadline
+    );
+    /// @notice `appellant` appealed round `round - 1` (result `appealed`) with `amount` wei: round `round`, a fresh
+    /// panel of `panelSize`, is drawn from the hash of `drawBlock`.
+    event Appealed(
+        uint256 indexed disputeId,
+        uint8 round,
+        address indexed appellant,
+        Outcome appealed,
+        uint256 amount,
+        uint8 panelSize,
+        uint64 drawBlock
+    );
     /// @notice The accused answered with its replay; only `answerHash` = keccak256(abi.encode(claimedProb,
     /// topTokens, topProbs)) is stored.
     event Answered(
@@ -178,8 +240,9 @@ interface IDisputeManager {
     error DrawTooEarly(uint64 drawBlock);
     /// @notice The referees of this dispute are already drawn.
     error AlreadyDrawn(uint256 disputeId);
-    /// @notice The answer needs a drawn panel, and the seed block `drawBlock` is too old to draw from in this call:
-    /// call `drawReferees` (it reschedules the draw) and answer once it has drawn.
+    /// @notice The answer needs a drawn panel and cannot draw it in this call (the seed block `drawBlock` is too old,
+    /// the stake tree changed after it, the draw escalated, or it waits for its escalation period): call
+    /// `drawReferees` (it reschedules, escalates or schedules the draw) and answer once it has drawn.
     error PanelNotDrawn(uint64 drawBlock);
     /// @notice No such dispute, or it is in another phase.
     error DisputeWrongStatus(uint256 disputeId, Status status);
@@ -223,6 +286,14 @@ interface IDisputeManager {
     error DisputeTransferFailed();
     /// @notice Only the registry (paying out slashes) may send ETH outside openDispute.
     error OnlyRegistry();
+    /// @notice An escalated draw cannot be scheduled before `drawAfter`.
+    error EscalationPending(uint64 drawAfter);
+    /// @notice The appeal period ended at `deadline`.
+    error AppealPeriodOver(uint64 deadline);
+    /// @notice The appeal period has not ended yet: it does at `deadline`.
+    error AppealPeriodNotOver(uint64 deadline);
+    /// @notice `msg.value` was not the appeal bond of the next round.
+    error WrongAppealBond(uint256 sent, uint256 required);
 
     // ------------------------------------------------------------------ open, draw, answer
 
@@ -282,12 +353,39 @@ interface IDisputeManager {
     /// @param salt The salt sealed in the commitment.
     function revealVote(uint256 disputeId, Verdict verdict, bytes32 salt) external;
 
-    /// @notice Ends a dispute whose votes are in: after the reveal deadline, or early once every drawn referee has
-    /// revealed, or once the commit deadline passed and everyone who committed has revealed. A strict majority of
-    /// the drawn referees decides (AccusedLost / ChallengerLost); otherwise the dispute is Void. Referees that did
-    /// not reveal, or voted against a decided outcome, are slashed `refereePenalty`.
+    /// @notice Decides the current round once its votes are in (after the reveal deadline, or early once every
+    /// drawn referee has revealed, or once the commit deadline passed and everyone who committed has revealed): a
+    /// strict majority of the drawn panel decides (AccusedLost / ChallengerLost), otherwise no majority (Void).
+    /// While appeals remain the dispute turns Appealable for `appealPeriod`; called again after that period with
+    /// no appeal, or on the last round at once, it ends the dispute with that final verdict: payouts, penalties
+    /// (every round's referees that did not reveal, or revealed against a decided final verdict, are slashed
+    /// `refereePenalty`, burnt) and the market's `disputeClosed` happen only then (docs/disputes.md).
     /// @param disputeId The dispute.
     function resolve(uint256 disputeId) external;
+
+    /// @notice Appeals the latest decided round of `disputeId` (any result, including a vote without a strict
+    /// majority) while it is Appealable, posting exactly `appealBond(round + 1)` = bond × 2^(round+1) wei. Anyone
+    /// may appeal. The next round draws a fresh panel of 2n + 1 seats (n = the last panel's seats) from the hash of
+    /// this transaction's block, excluding every earlier panel; `drawReferees` draws it from the next block on.
+    /// @param disputeId The dispute.
+    function appeal(uint256 disputeId) external payable;
+
+    /// @notice The bond of an appeal into round `round` (≥ 1): bond × 2^round.
+    /// @param round The appeal round.
+    /// @return The bond (wei).
+    function appealBond(uint256 round) external view returns (uint256);
+
+    /// @notice The referees drawn for round `round` of `disputeId`, in draw order.
+    /// @param disputeId The dispute.
+    /// @param round The round.
+    /// @return The panel.
+    function panelOf(uint256 disputeId, uint256 round) external view returns (address[] memory);
+
+    /// @notice Round `round` of `disputeId`: its result and votes once voted, its appeal for round ≥ 1.
+    /// @param disputeId The dispute.
+    /// @param round The round.
+    /// @return The round.
+    function roundOf(uint256 disputeId, uint256 round) external view returns (Round memory);
 
     /// @notice Sends the caller everything credited to it.
     function withdraw() external;

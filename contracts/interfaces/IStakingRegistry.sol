@@ -35,6 +35,9 @@ interface IStakingRegistry {
     /// @notice Protocol contract `by` took `amount` wei of `account`'s stake.
     event Slashed(address indexed account, address indexed by, uint256 amount);
 
+    /// @notice Referee `account`'s weight in the stake trees of its model ids is now `weight` (its active stake).
+    event RefereeWeightSet(address indexed account, uint256 weight);
+
     /// @dev Only the deployer may wire the protocol contracts.
     error RegistryNotDeployer(address caller);
     /// @dev The protocol contracts are already wired.
@@ -117,4 +120,18 @@ interface IStakingRegistry {
 
     /// @notice The `index`-th referee registered for `modelId`.
     function refereeAt(bytes32 modelId, uint256 index) external view returns (address);
+
+    /// @notice Total active referee stake for `modelId` (wei): the sum of its stake tree.
+    function refereeStakeTotal(bytes32 modelId) external view returns (uint256);
+
+    /// @notice The referee whose stake holds point `point` (0 ≤ point < refereeStakeTotal) of the cumulative active
+    /// stake for `modelId`: a uniform point draws each referee with probability stake / total. O(log n).
+    function refereeByStake(bytes32 modelId, uint256 point) external view returns (address);
+
+    /// @notice `referee`'s weight in the stake trees (its stake while an active referee, else 0).
+    function refereeWeight(address referee) external view returns (uint256);
+
+    /// @notice The block in which the stake tree of `modelId` last changed: a draw seeded by an earlier block's
+    /// hash must not run on a tree changed after its seed was known.
+    function stakeTreeChangedAt(bytes32 modelId) external view returns (uint256);
 }

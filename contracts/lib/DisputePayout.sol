@@ -110,4 +110,33 @@ library DisputePayout {
             dust = pool % majority;
         }
     }
+
+    /// @notice Whether a drawn referee with revealed verdict `verdict` (None: did not reveal) is penalized once the
+    /// dispute's final verdict is `finalOutcome`: a non-revealer always; a revealer when the final outcome is
+    /// decided (AccusedLost / ChallengerLost) and it voted the other way. Applied to the referees of every round.
+    /// @param finalOutcome The dispute's final outcome (the last round's result).
+    /// @param verdict The referee's revealed verdict.
+    /// @return True when it is slashed `refereePenalty`.
+    function penalized(IDisputeManager.Outcome finalOutcome, IDisputeManager.Verdict verdict)
+        internal
+        pure
+        returns (bool)
+    {
+        if (verdict == IDisputeManager.Verdict.None) return true;
+        IDisputeManager.Verdict winning = winningVerdict(finalOutcome);
+        return winning != IDisputeManager.Verdict.None && verdict != winning;
+    }
+
+    /// @notice Whether an appeal bond comes back: when the final outcome differs from the result the appeal
+    /// contested (the appeal changed the verdict); otherwise it is forfeited and burnt.
+    /// @param finalOutcome The dispute's final outcome.
+    /// @param appealed The result of the round the appeal contested.
+    /// @return True when the appellant gets its bond back.
+    function appealRefunded(IDisputeManager.Outcome finalOutcome, IDisputeManager.Outcome appealed)
+        internal
+        pure
+        returns (bool)
+    {
+        return finalOutcome != appealed;
+    }
 }

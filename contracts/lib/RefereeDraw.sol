@@ -2,65 +2,54 @@
 pragma solidity 0.8.28;
 
 /// @title RefereeDraw
-/// @notice The selection math of the dispute manager's referee draw (docs/disputes.md, "Referee draw"): the seed,
-/// how many list slots a draw may look at, and which slot it looks at on each try. Which candidate in a slot is
-/// taken (not a party, not drawn yet, active since the seed block) needs the registry and stays in the manager.
-/// @dev All functions are `internal pure`: they are inlined into the manager, so the draw costs what it did.
+/// @notice The selection math of the dispute manager's stake-weighted referee draw (docs/disputes.md, "Referee
+/// draw"): the seed, how many tries a draw may make, the stake point each try looks up in the registry's stake
+/// tree, and the panel size of each appeal round. Which referee holds a point (StakingRegistry.refereeByStake) and
+/// whether it may sit (not a party, not on an earlier panel, active since the seed block) stay in the manager.
+/// @dev All functions are `internal pure`: they are inlined into the manager.
 library RefereeDraw {
-    /// @notice A draw looks at no more than 4R + SCAN_EXTRA list slots (R = the panel size).
-    uint256 internal constant SCAN_EXTRA = 8;
+    /// @notice A draw for a panel of n seats makes at most 4n + TRIES_EXTRA tries.
+    uint256 internal constant TRIES_EXTRA = 8;
 
-    /// @notice The draw's seed: keccak256(abi.encode(blockhash(drawBlock), disputeId)). The dispute id makes two
-    /// disputes opened in one block draw independently.
-    /// @param seedBlockHash The hash of the dispute's seed block.
+    /// @notice The draw's seed: keccak256(abi.encode(blockhash(drawBlock), disputeId, round)). The dispute id makes
+    /// two disputes opened in one block draw independently, the round two rounds of one dispute.
+    /// @param seedBlockHash The hash of the draw's seed block.
     /// @param disputeId The dispute.
+    /// @param round The round (0 = first panel).
     /// @return The seed.
-    function seed(bytes32 seedBlockHash, uint256 disputeId) internal pure returns (uint256) {
-        return uint256(keccak256(abi.encode(seedBlockHash, disputeId)));
+    function seed(bytes32 seedBlockHash, uint256 disputeId, uint256 round) internal pure returns (uint256) {
+        return uint256(keccak256(abi.encode(seedBlockHash, disputeId, round)));
     }
 
-    /// @notice How many slots a draw over the first `poolSize` slots of a referee list tries for a panel of
-    /// `panelSize`: all of them when there are at most 4R + SCAN_EXTRA (a full scan, which finds every eligible
-    /// referee), else 4R + SCAN_EXTRA sampled ones. The caller stops early once the panel is full.
-    /// @param poolSize Referees listed for the model when the dispute opened.
-    /// @param panelSize R, the referees wanted.
-    /// @return tries Slots to try.
-    /// @return fullScan Whether those are all `poolSize` slots, in order from a random start.
-    function scanPlan(uint256 poolSize, uint256 panelSize) internal pure returns (uint256 tries, bool fullScan) {
-        tries = 4 * panelSize + SCAN_EXTRA;
-        fullScan = poolSize <= tries;
-        if (fullScan) tries = poolSize;
+    /// @notice How many tries a draw for `panelSize` seats may make: 4 × panelSize + TRIES_EXTRA.
+    /// @param panelSize The seats.
+    /// @return The tries.
+    function tries(uint256 panelSize) internal pure returns (uint256) {
+        return 4 * panelSize + TRIES_EXTRA;
     }
 
-    /// @notice The list slot of try `j` of a full scan: (seed % poolSize + j) % poolSize, every slot once for
-    /// j = 0..poolSize-1, from a random start.
+    /// @notice The stake point of try `j`: keccak256(abi.encode(seed, j)) % total, uniform over 0..total-1, so the
+    /// referee holding it is drawn with probability stake / total.
     /// @param seed_ The draw's seed.
     /// @param j The try, 0-based.
-    /// @param poolSize Referees listed for the model when the dispute opened; > 0 (0 yields slot 0).
-    /// @return slot The slot, below `poolSize`.
-    function scanSlot(uint256 seed_, uint256 j, uint256 poolSize) internal pure returns (uint256 slot) {
-        // Assembly: without Solidity's division-by-zero check the function is one basic block, which the
-        // optimizer inlines into the draw loop. poolSize > 0 (a dispute opens only with a listed referee); the
-        // sum cannot overflow (both terms are below 2^255 for any list and try count).
-        assembly ("memory-safe") {
-            slot := mod(add(mod(seed_, poolSize), j), poolSize)
-        }
-    }
-
-    /// @notice The list slot of try `j` of a sampled draw: keccak256(abi.encode(seed, j)) % poolSize.
-    /// @dev Both kinds of slot are taken modulo the pool size at opening, so referees leaving the list afterwards
-    /// cannot re-roll the draw; a slot beyond the list's current length is skipped by the caller.
-    /// @param seed_ The draw's seed.
-    /// @param j The try, 0-based.
-    /// @param poolSize Referees listed for the model when the dispute opened; > 0 (0 yields slot 0).
-    /// @return slot The slot, below `poolSize`.
-    function sampledSlot(uint256 seed_, uint256 j, uint256 poolSize) internal pure returns (uint256 slot) {
+    /// @param total The model's active referee stake; > 0 (0 yields point 0).
+    /// @return point The point, below `total`.
+    function point(uint256 seed_, uint256 j, uint256 total) internal pure returns (uint256 point) {
         // keccak256(abi.encode(seed_, j)) hashed in the scratch space (no allocation per try), and the modulo
-        // without Solidity's division-by-zero check, so that the optimizer inlines it; poolSize > 0.
+        // without Solidity's division-by-zero check; total > 0.
         assembly ("memory-safe") {
             mstore(0x00, seed_)
             mstore(0x20, j)
-            slot := mod(keccak256(0x00, 0x40), poolSize)
+            point := mod(keccak256(0x00, 0x40), total)
         }
+    }
+
+    /// @notice Seats of appeal round `round` for a first panel of `firstPanel` seats: n_0 = R, n_k = 2 n_{k-1} + 1
+    /// (= 2^k (R + 1) − 1).
+    /// @param firstPanel R.
+    /// @param round The round.
+    /// @return The seats.
+    function panelSize(uint256 firstPanel, uint256 round) internal pure returns (uint256) {
+        return ((firstPanel + 1) << round) - 1;
     }
 }

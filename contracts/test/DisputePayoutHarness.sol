@@ -43,4 +43,22 @@ contract DisputePayoutHarness {
     {
         return DisputePayout.splitPool(pool, majority);
     }
+
+    /// @notice See {DisputePayout-penalized}.
+    function penalized(IDisputeManager.Outcome finalOutcome, IDisputeManager.Verdict verdict)
+        external
+        pure
+        returns (bool)
+    {
+        return DisputePayout.penalized(finalOutcome, verdict);
+    }
+
+    /// @notice See {DisputePayout-appealRefunded}.
+    function appealRefunded(IDisputeManager.Outcome finalOutcome, IDisputeManager.Outcome appealed)
+        external
+        pure
+        returns (bool)
+    {
+        return DisputePayout.appealRefunded(finalOutcome, appealed);
+    }
 }

@@ -96,6 +96,8 @@ class DisputeStatus(_Labelled):
     AwaitingAnswer = 1
     Voting = 2
     Resolved = 3
+    Appealable = 4  # a round is decided; it may be appealed until appealDeadline
+    Drawing = 5  # an appeal round waits for its panel
 
 
 class Verdict(_Labelled):

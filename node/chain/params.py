@@ -56,6 +56,11 @@ class DeploymentParams:
     referee_count: int = 3
     accused_slash: int = ETHER // 2
     referee_penalty: int = ETHER // 100
+    # v1.1 referee rules (docs/disputes.md): appeals to 2n + 1 fresh seats with bond × 2^k, escalation of short draws
+    appeal_period: int = 1 * HOUR
+    escalation_period: int = 1 * HOUR
+    max_appeals: int = 1
+    max_escalations: int = 2
 
     @property
     def alpha_window_cycles(self) -> int:
@@ -73,7 +78,9 @@ class DeploymentParams:
 
     @property
     def dispute_duration(self) -> int:
-        return self.answer_period + self.vote_commit_period + self.vote_reveal_period
+        """Longest dispute: every round escalated to the limit, voted and appealed (the answer once)."""
+        vote = self.vote_commit_period + self.vote_reveal_period + self.appeal_period
+        return self.answer_period + (self.max_appeals + 1) * (vote + self.max_escalations * self.escalation_period)
 
     def validate(self) -> None:
         """Unbonding must outlast the challenge window plus a full dispute, so nobody escapes a slash."""
@@ -111,16 +118,22 @@ class DeploymentParams:
             self.treasury,
         )
 
-    def disputes_args(self) -> tuple[int, ...]:
-        """DisputeManager's constructor arguments after the registry and market addresses."""
+    def disputes_args(self) -> tuple[tuple[int, ...]]:
+        """DisputeManager's constructor arguments after the registry and market addresses: one Config tuple."""
         return (
-            self.dispute_bond,
-            self.answer_period,
-            self.vote_commit_period,
-            self.vote_reveal_period,
-            self.referee_count,
-            self.accused_slash,
-            self.referee_penalty,
+            (
+                self.dispute_bond,
+                self.answer_period,
+                self.vote_commit_period,
+                self.vote_reveal_period,
+                self.referee_count,
+                self.accused_slash,
+                self.referee_penalty,
+                self.appeal_period,
+                self.escalation_period,
+                self.max_appeals,
+                self.max_escalations,
+            ),
         )
 
     def with_(self, **changes) -> DeploymentParams:

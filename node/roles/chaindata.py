@@ -7,7 +7,9 @@ Everything a node, a referee, a watchdog or the requester CLI needs to rebuild a
                       uniform of the job (docs/protocol.md §3);
 * `DraftCommitted`    per cycle: the draft root and the proposals with their q (12 bytes each);
 * `CycleVerified`     per cycle: the reveal, the accepted count, outToken and the emitted tokens;
-* the calldata of the `submitVerification` transaction that emitted `CycleVerified`: the posted p.
+* the calldata of the `submitVerification` transaction that emitted `CycleVerified`: the posted p;
+* disputes (DisputeManager views): `dispute_view`, `ballot_view`, and per round (first panel, appeals)
+  `round_view` / `dispute_rounds` with each round's panel.
 
 Logs are fetched filtered on the indexed `jobId` topic, from the deployment's start block, in block
 ranges any provider answers (node/chain/logs.py). No store, no model, no engine: this module imports
@@ -382,5 +384,21 @@ def dispute_view(disputes, dispute_id: int) -> dict[str, Any]:
 
 
 def ballot_view(disputes, dispute_id: int, referee: str) -> dict[str, Any]:
-    """`disputes.ballotOf(dispute_id, referee)`: commitment, drawn, verdict."""
+    """`disputes.ballotOf(dispute_id, referee)`: commitment, drawn, verdict, round (the panel it sits on)."""
     return _view(disputes, "ballotOf", int(dispute_id), to_checksum_address(referee))
+
+
+def round_view(disputes, dispute_id: int, round_: int) -> dict[str, Any]:
+    """`disputes.roundOf(dispute_id, round_)`: result, votes, and for an appeal round its appellant and bond."""
+    return _view(disputes, "roundOf", int(dispute_id), int(round_))
+
+
+def dispute_rounds(disputes, dispute_id: int) -> list[dict[str, Any]]:
+    """Every round of a dispute so far (0 = the first panel), each with its panel (`panelOf`) under "panel"."""
+    d = dispute_view(disputes, dispute_id)
+    rounds = []
+    for k in range(int(d["round"]) + 1):
+        view = round_view(disputes, dispute_id, k)
+        view["panel"] = [to_checksum_address(a) for a in disputes.functions.panelOf(int(dispute_id), k).call()]
+        rounds.append(view)
+    return rounds

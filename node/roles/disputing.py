@@ -1,5 +1,5 @@
 """The dispute half of the requester client: open a dispute with the evidence rebuilt from chain data, draw
-its referees, read it and wait for its verdict (contracts/DisputeManager.sol, docs/disputes.md).
+its referees, read it, appeal a round's verdict and wait for it (contracts/DisputeManager.sol, docs/disputes.md).
 
 A mixin of `Requester` (node/roles/requester.py), whose `system`, `disputes` and `_send` it uses.
 """
@@ -58,28 +58,58 @@ class DisputeClient:
         return self.dispute_info(dispute_id)
 
     def draw_referees(self, dispute_id: int, timeout: float = 30.0) -> bool:
-        """Draw the referees of `dispute_id` now, from the hash of its opening block, in a later block. The
-        challenger draws at once so that an accused cannot wait for that hash to age out of the 256-block window
-        to get a second draw. False when there was nothing to do: already drawn, answered (the answer draws) or
-        resolved."""
+        """Draw the referees of the current round of `dispute_id` now, from the hash of its seed block, in a later
+        block. The challenger (or appellant) draws at once so that an accused cannot wait for that hash to age out of
+        the 256-block window to get a second draw. An escalated draw is scheduled first (once its escalation period
+        is over) and drawn in the next block. False when there was nothing to do: already drawn, answered (the
+        answer draws), resolved, escalated and still waiting, or escalated again."""
         disputes = self._require_disputes()
         d = chaindata.dispute_view(disputes, dispute_id)
-        if d["status"] != DisputeStatus.AwaitingAnswer or d["drawn"]:
+        if d["status"] not in (DisputeStatus.AwaitingAnswer, DisputeStatus.Drawing) or d["drawn"]:
             return False
-        # the node may hand out the opening's receipt before its block is the latest one; estimated against a
-        # pending block that is still the opening block, the draw would revert DrawTooEarly
+        if d["drawBlock"] == 0:  # escalated: schedule a fresh seed block once the escalation period is over
+            if self.w3.eth.get_block("latest")["timestamp"] < d["drawAfter"]:
+                return False
+            if not self._send_draw(dispute_id):
+                return False
+            d = chaindata.dispute_view(disputes, dispute_id)
+        # the node may hand out the previous receipt before its block is the latest one; estimated against a
+        # pending block that is still the seed block, the draw would revert DrawTooEarly
         deadline = time.monotonic() + timeout
         while self.w3.eth.block_number < d["drawBlock"] and time.monotonic() < deadline:
             time.sleep(0.05)
+        if not self._send_draw(dispute_id):
+            return False
+        return bool(chaindata.dispute_view(disputes, dispute_id)["drawn"])
+
+    def _send_draw(self, dispute_id: int) -> bool:
         try:
-            self._send("drawReferees", disputes.functions.drawReferees(dispute_id))
+            self._send("drawReferees", self._require_disputes().functions.drawReferees(dispute_id))
         except TransactionReverted as exc:
-            if exc.error_name in ("AlreadyDrawn", "DisputeWrongStatus"):  # the accused's answer came first
-                return False
-            if exc.error_name == "DrawTooEarly":  # the opening is on chain either way; the answer will draw
+            # the accused's answer came first, the opening is on chain either way, or the escalation still waits
+            if exc.error_name in ("AlreadyDrawn", "DisputeWrongStatus", "DrawTooEarly", "EscalationPending"):
                 return False
             raise
         return True
+
+    def appeal_dispute(self, dispute_id: int) -> DisputeInfo:
+        """Appeal the latest decided round of `dispute_id` (anyone may), posting bond × 2^(round+1), and draw the
+        appeal's fresh, larger panel at once."""
+        disputes = self._require_disputes()
+        self.dispute_info(dispute_id)  # a RequesterError for an unknown id
+        d = chaindata.dispute_view(disputes, dispute_id)
+        if d["status"] != DisputeStatus.Appealable:
+            raise RequesterError(
+                f"dispute {dispute_id} is {solidity_name(DisputeStatus(d['status']))}: only a decided round "
+                "can be appealed, within its appeal period"
+            )
+        now = self.w3.eth.get_block("latest")["timestamp"]
+        if now > d["appealDeadline"]:
+            raise RequesterError(f"the appeal period of dispute {dispute_id} ended at {d['appealDeadline']}")
+        bond = disputes.functions.appealBond(int(d["round"]) + 1).call()
+        self._send("appeal", disputes.functions.appeal(dispute_id), value=bond)
+        self.draw_referees(dispute_id)
+        return self.dispute_info(dispute_id)
 
     def dispute_evidence(self, job_id: int, cycle: int, index: int) -> tuple[tuple, tuple]:
         """(record preimage, leaf proof) of position `index` of `cycle`, rebuilt from chain data alone."""
@@ -113,7 +143,7 @@ class DisputeClient:
         referees = list(disputes.functions.refereesOf(dispute_id).call())
         votes = []
         for referee in referees:
-            commitment, _drawn, verdict = disputes.functions.ballotOf(dispute_id, referee).call()
+            commitment, _drawn, verdict, _round = disputes.functions.ballotOf(dispute_id, referee).call()
             votes.append(VoteInfo(referee, commitment != b"\0" * 32, solidity_name(Verdict(verdict))))
         answered = chain_logs.event_logs(disputes.events.Answered, start, argument_filters=by_id)
         answer = None
@@ -149,6 +179,9 @@ class DisputeClient:
             accused_slashed_wei=resolved[0]["args"]["accusedSlashed"] if resolved else 0,
             credits=credited,
             open_tx=Web3.to_hex(opened["transactionHash"]),
+            round=int(d["round"]),
+            appeal_deadline=int(d["appealDeadline"]),
+            round_result=solidity_name(Outcome(d["roundResult"])),
         )
 
     def wait_dispute(
@@ -157,17 +190,27 @@ class DisputeClient:
         timeout: float = 300.0,
         poll: float = 0.5,
         on_change: Callable[[DisputeInfo], None] | None = None,
+        until_appealable: bool = True,
     ) -> DisputeInfo:
+        """Wait until `dispute_id` is Resolved, or (with `until_appealable`) until a round is decided and may be
+        appealed; an escalated draw is scheduled and drawn when its escalation period is over."""
         deadline = time.monotonic() + timeout
         last = None
         while True:
             info = self.dispute_info(dispute_id)
-            state = (info.status, info.answer is not None, tuple((v.committed, v.verdict) for v in info.votes))
+            state = (
+                info.status,
+                info.round,
+                info.answer is not None,
+                tuple((v.committed, v.verdict) for v in info.votes),
+            )
             if state != last and on_change is not None:
                 on_change(info)
             last = state
-            if info.status == "Resolved":
+            if info.status == "Resolved" or (until_appealable and info.status == "Appealable"):
                 return info
+            if info.status in ("AwaitingAnswer", "Drawing") and not info.referees:
+                self.draw_referees(dispute_id)  # an escalated or appealed round waits for its panel
             if time.monotonic() > deadline:
                 raise RequesterError(
                     f"dispute {dispute_id} was not resolved within {timeout:.0f}s (status {info.status})"

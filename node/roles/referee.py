@@ -5,9 +5,15 @@ replays the position from chain data alone (prompt + the outputs of earlier cycl
 proposals before the index) with the disputed model, decides (`judge_position`), stores the verdict and
 a random salt in its store *before* sending `commitVote(voteCommitment(id, me, verdict, salt))`
 (`dispute:{id}:commit`), reveals once the reveal phase opens (`dispute:{id}:reveal`) and calls
-`resolve` when `canResolve` (`dispute:{id}:resolve`; anyone may, so a race with other referees is
-harmless: the loser's call fails gas estimation and nothing is sent). A silent accused is ended with
+`resolve` when `canResolve` (`dispute:{id}:resolve:{round}:{status}`: once to decide a round, once more
+to end the dispute after its appeal period; anyone may, so a race with other referees is harmless: the
+loser's call fails gas estimation and nothing is sent). A silent accused is ended with
 `claimAnswerTimeout` after the answer deadline.
+
+Appeal rounds (docs/disputes.md, "Appeals"): every referee node watches `Appealed` and `DrawEscalated` and
+draws the new round's panel (an escalated draw: schedules a fresh seed block after its escalation period,
+then draws); a referee drawn for an appeal round judges and votes exactly as in the first round (a referee
+sits on at most one panel of a dispute).
 
 What counts as cheating (docs/protocol.md §6, docs/disputes.md), with tolerance `tol` (WAD):
 
@@ -178,7 +184,7 @@ class RefereeNode(NodeBase):
         self.judgements: dict[int, Judgement] = {}
         self.resolve_stagger_s = resolve_stagger_s
         self._panel: dict[int, list[str]] = {}  # dispute -> drawn referees (from RefereesDrawn, else refereesOf)
-        self._resolvable_since: dict[int, float] = {}
+        self._resolvable_since: dict[tuple, float] = {}  # (dispute, round, phase) -> first seen resolvable
         self.restore(with_jobs=False)
 
     # ------------------------------------------------------------------ events
@@ -187,20 +193,32 @@ class RefereeNode(NodeBase):
         dispute_id = int(event.args["disputeId"])
         panel = [to_checksum_address(r) for r in event.args["referees"]]
         if self.address not in panel:
+            if dispute_id in self._panel:
+                self._panel[dispute_id] = panel  # an appeal round of a dispute I sat on: its resolve turns
+                self.schedule.mark_dirty(DISPUTE, dispute_id)
             return
         self._panel[dispute_id] = panel
         if self.store.dispute(dispute_id, self.role) is None:
-            self.log.info("drawn for dispute %d", dispute_id)
+            self.log.info("drawn for dispute %d (round %d)", dispute_id, int(event.args.get("round", 0)))
             self.store.save_dispute(dispute_id, self.role, "drawn", {})
         self.schedule.track(DISPUTE, dispute_id)
 
     def _touch(self, event: ChainEvent) -> None:
         self.schedule.mark_dirty(DISPUTE, event.args["disputeId"])
 
+    def _keep(self, event: ChainEvent) -> None:
+        """An appealed or escalated round needs its panel drawn: any referee node draws it."""
+        self.schedule.track(DISPUTE, int(event.args["disputeId"]))
+        self.schedule.mark_dirty(DISPUTE, event.args["disputeId"])
+
     on_disputes_Answered = _touch
     on_disputes_VoteCommitted = _touch
     on_disputes_VoteRevealed = _touch
     on_disputes_DisputeResolved = _touch
+    on_disputes_RoundDecided = _touch
+    on_disputes_DrawScheduled = _touch
+    on_disputes_Appealed = _keep
+    on_disputes_DrawEscalated = _keep
 
     # ------------------------------------------------------------------ work
 
@@ -208,67 +226,91 @@ class RefereeNode(NodeBase):
         d = chaindata.dispute_view(self.disputes, dispute_id)
         fn = self.disputes.functions
         now = self.chain_time()
-        if d["status"] == DisputeStatus.Resolved:
+        status, round_ = d["status"], int(d["round"])
+        if status == DisputeStatus.Resolved:
             self.store.save_dispute(dispute_id, self.role, "done")
             self.schedule.forget(DISPUTE, dispute_id)
             self._panel.pop(dispute_id, None)
-            self._resolvable_since.pop(dispute_id, None)
+            for key in [k for k in self._resolvable_since if k[0] == dispute_id]:
+                self._resolvable_since.pop(key)
             self.log.info("dispute %d resolved: %s", dispute_id, solidity_name(Outcome(d["outcome"])))
             return 0
-        if d["status"] == DisputeStatus.AwaitingAnswer:
-            if now > d["answerDeadline"]:
+        if status in (DisputeStatus.AwaitingAnswer, DisputeStatus.Drawing) and not d["drawn"]:
+            if d["drawBlock"] == 0:  # escalated: a fresh seed block once the escalation period is over
+                if now < d["drawAfter"]:
+                    self.schedule.defer_until(DISPUTE, dispute_id, d["drawAfter"] + 1)
+                    return 0
+                key = f"dispute:{dispute_id}:schedule:{round_}:{d['escalations']}"
+                return self.transact(key, fn.drawReferees(dispute_id))
+            if status == DisputeStatus.Drawing and self.w3.eth.block_number >= d["drawBlock"]:
+                return self.transact(
+                    f"dispute:{dispute_id}:draw:{round_}:{d['drawBlock']}", fn.drawReferees(dispute_id)
+                )
+            if status == DisputeStatus.Drawing:
+                return 0  # the next block draws
+        if status == DisputeStatus.AwaitingAnswer:
+            if d["drawn"] and now > d["answerDeadline"]:
                 return self.transact(f"dispute:{dispute_id}:answer-timeout", fn.claimAnswerTimeout(dispute_id))
             self.schedule.defer_until(DISPUTE, dispute_id, d["answerDeadline"] + 1)  # `Answered` wakes it earlier
             return 0
-        if d["status"] != DisputeStatus.Voting:
+        if status == DisputeStatus.Appealable:
+            if fn.canResolve(dispute_id).call() and self._resolve_turn(dispute_id, (round_, "final")):
+                return self.transact(f"dispute:{dispute_id}:resolve:{round_}:final", fn.resolve(dispute_id))
+            self.schedule.defer_until(DISPUTE, dispute_id, max(d["appealDeadline"], now) + 1)  # or `Appealed`
+            return 0
+        if status != DisputeStatus.Voting:
             return 0
         did = 0
         ballot = chaindata.ballot_view(self.disputes, dispute_id, self.address)
-        if not ballot["drawn"]:
-            self.schedule.forget(DISPUTE, dispute_id)
-            return 0
-        saved = self.store.dispute(dispute_id, self.role)
-        params = dict(saved.params) if saved else {}
-        if ballot["commitment"] == bytes(32):
-            if now > d["commitDeadline"]:
-                self.log.warning("dispute %d: the commit phase ended before I voted", dispute_id)
-            else:
-                if "verdict" not in params:
-                    judgement = self.judge(dispute_id, d)
-                    if judgement is None:
-                        return 0
-                    params = {
-                        "verdict": judgement.verdict,
-                        "reason": judgement.reason,
-                        "salt": "0x" + os.urandom(32).hex(),
-                    }
-                    self.store.save_dispute(dispute_id, self.role, "judged", params)  # before the commitment leaves
-                commitment = protocol.vote_commitment(dispute_id, self.address, params["verdict"], _salt(params))
-                did += self.transact(f"dispute:{dispute_id}:commit", fn.commitVote(dispute_id, commitment))
-        elif ballot["verdict"] == 0:
-            if "verdict" not in params:
-                self.log.error("dispute %d: committed but the store has no verdict and salt: cannot reveal", dispute_id)
-            elif (now > d["commitDeadline"] or d["commits"] == d["drawn"]) and now <= d["revealDeadline"]:
-                did += self.transact(
-                    f"dispute:{dispute_id}:reveal", fn.revealVote(dispute_id, params["verdict"], _salt(params))
-                )
+        if ballot["drawn"] and int(ballot["round"]) == round_:
+            did += self._vote(dispute_id, d, ballot, now)
         if fn.canResolve(dispute_id).call():
-            if self._resolve_turn(dispute_id):  # else: the periodic recheck comes back to it
-                did += self.transact(f"dispute:{dispute_id}:resolve", fn.resolve(dispute_id))
+            if self._resolve_turn(dispute_id, (round_, "vote")):  # else: the periodic recheck comes back to it
+                did += self.transact(f"dispute:{dispute_id}:resolve:{round_}", fn.resolve(dispute_id))
         elif not did:
             # votes arrive as events; otherwise the next thing is a phase deadline
             upcoming = [t for t in (d["commitDeadline"], d["revealDeadline"]) if t >= now]
             self.schedule.defer_until(DISPUTE, dispute_id, (min(upcoming) if upcoming else now) + 1)
         return did
 
-    def _resolve_turn(self, dispute_id: int) -> bool:
+    def _vote(self, dispute_id: int, d: dict, ballot: dict, now: int) -> int:
+        """Commit (after judging), or reveal, this referee's vote in the dispute's current round."""
+        fn = self.disputes.functions
+        saved = self.store.dispute(dispute_id, self.role)
+        params = dict(saved.params) if saved else {}
+        if ballot["commitment"] == bytes(32):
+            if now > d["commitDeadline"]:
+                self.log.warning("dispute %d: the commit phase ended before I voted", dispute_id)
+                return 0
+            if "verdict" not in params:
+                judgement = self.judge(dispute_id, d)
+                if judgement is None:
+                    return 0
+                params = {
+                    "verdict": judgement.verdict,
+                    "reason": judgement.reason,
+                    "salt": "0x" + os.urandom(32).hex(),
+                }
+                self.store.save_dispute(dispute_id, self.role, "judged", params)  # before the commitment leaves
+            commitment = protocol.vote_commitment(dispute_id, self.address, params["verdict"], _salt(params))
+            return self.transact(f"dispute:{dispute_id}:commit", fn.commitVote(dispute_id, commitment))
+        if ballot["verdict"] == 0:
+            if "verdict" not in params:
+                self.log.error("dispute %d: committed but the store has no verdict and salt: cannot reveal", dispute_id)
+            elif (now > d["commitDeadline"] or d["commits"] == d["drawn"]) and now <= d["revealDeadline"]:
+                return self.transact(
+                    f"dispute:{dispute_id}:reveal", fn.revealVote(dispute_id, params["verdict"], _salt(params))
+                )
+        return 0
+
+    def _resolve_turn(self, dispute_id: int, phase: tuple = ()) -> bool:
         """Whether to call `resolve` now. Every drawn referee sees the last reveal in the same block; if all
         called resolve at once, all but one transaction would revert (and burn gas). So the referees take
         turns: rank r (its place in the panel, rotated by the dispute id) waits r x `resolve_stagger_s`
         after it first saw the dispute resolvable; by then a lower rank has usually resolved it (and
         canResolve is false); the others come back with the periodic recheck. Anyone may resolve, so a silent
         referee only delays it by one recheck."""
-        first = self._resolvable_since.setdefault(dispute_id, time.monotonic())
+        first = self._resolvable_since.setdefault((dispute_id, *phase), time.monotonic())
         panel = self._panel.get(dispute_id)
         if panel is None:
             panel = [to_checksum_address(r) for r in self.disputes.functions.refereesOf(dispute_id).call()]

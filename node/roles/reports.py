@@ -116,6 +116,9 @@ class DisputeInfo:
     accused_slashed_wei: int
     credits: dict[str, int]  # account -> wei credited by this dispute
     open_tx: str
+    round: int = 0  # the current round (0 = first panel, k = k-th appeal)
+    appeal_deadline: int = 0  # while Appealable: the round's result may be appealed until this time
+    round_result: str = "None"  # the latest decided round's result
 
 
 @dataclass
