@@ -117,12 +117,15 @@ def trace_meta(decoder, args) -> dict:
 def collect_traces(args) -> tuple[list[dict], dict]:
     """Decode the prompts (or reuse the cached traces that match); returns (jobs, info)."""
     import torch
+    import transformers
     from eth_hash.auto import keccak
 
     from node import protocol
     from node.decoding import SpeculativeDecoder
 
     torch.set_num_threads(args.threads)
+    transformers.logging.set_verbosity_error()  # the tokenizer warns about files longer than the context
+    transformers.utils.logging.disable_progress_bar()
     decoder = SpeculativeDecoder.from_pretrained(
         str(ROOT / "models" / "target"),
         str(ROOT / "models" / "draft"),
@@ -407,7 +410,7 @@ def griefing(params, honest_alpha: float, claim: float, gamma: int, gas_price_gw
     rows = []
     for scenario, share, cycles_per_job in (
         ("fill the window, one-cycle jobs (the issue's attack)", 1.0, 1),
-        ("fill the window, 16-cycle jobs", 1.0, 16),
+        ("fill the window, 16-cycle jobs (all at the adversarial α)", 1.0, 16),
         ("least share that breaches, one-cycle jobs", f, 1),
     ):
         cycles = share * n_window if math.isfinite(share) else math.inf
@@ -415,20 +418,26 @@ def griefing(params, honest_alpha: float, claim: float, gamma: int, gas_price_gw
         gas = cycles / cycles_per_job * submit_gas * gas_price
         for stake in stakes:
             loss = params.alpha_slash_bps * stake / 10_000
+            burnt = price * fee_bps / 10_000
             rows.append(
                 dict(
                     scenario=scenario,
                     cycles=cycles,
                     stake_eth=stake / ETHER,
                     price_eth=price / ETHER,
-                    burnt_eth=price * fee_bps / 10_000 / ETHER,
+                    burnt_eth=burnt / ETHER,
                     gas_eth=gas / ETHER,
                     spend_eth=(price + gas) / ETHER,
                     drafter_loss_eth=loss / ETHER,
                     factor=(price + gas) / loss if loss else math.inf,
+                    # a colluding verifier hands the pass price back: only the fee and the gas are spent
+                    factor_colluding=(burnt + gas) / loss if loss else math.inf,
+                    # the floor (wei per cycle) at which this row's factor is 1
+                    floor_for_factor_1=max(0.0, (loss - gas) / cycles) if cycles else math.inf,
                 )
             )
-    worst = min(r["factor"] for r in rows if r["stake_eth"] == params.min_drafter_stake / ETHER)
+    at_min = [r for r in rows if r["stake_eth"] == params.min_drafter_stake / ETHER]
+    worst = min(r["factor"] for r in at_min)
     return dict(
         parameters_present=present,
         all_present=all(present.values()),
@@ -445,6 +454,7 @@ def griefing(params, honest_alpha: float, claim: float, gamma: int, gas_price_gw
         breach_share=f,
         rows=rows,
         worst_factor_at_min_stake=worst,
+        worst_factor_colluding_at_min_stake=min(r["factor_colluding"] for r in at_min),
         goal_met_at_min_stake=worst >= 1,
     )
 
@@ -537,7 +547,7 @@ def render(r: dict) -> str:
             f"{g['claim']:.3f}: the least share of the window that breaches is {g['breach_share']:.2f}",
             table(
                 ["scenario", "cycles", "stake ETH", "price ETH", "burnt ETH", "gas ETH", "spend ETH"]
-                + ["loss ETH", "factor"],
+                + ["loss ETH", "factor", "factor, verifier colludes", "floor for factor 1 (wei/cycle)"],
                 [
                     [
                         x["scenario"],
@@ -549,12 +559,15 @@ def render(r: dict) -> str:
                         f"{x['spend_eth']:.4f}",
                         f"{x['drafter_loss_eth']:.3f}",
                         f"{x['factor']:.2f}",
+                        f"{x['factor_colluding']:.2f}",
+                        f"{x['floor_for_factor_1']:.3g}",
                     ]
                     for x in g["rows"]
                 ],
             ),
             f"worst factor at the minimum stake: {g['worst_factor_at_min_stake']:.2f} "
-            f"(goal ≥ 1: {'met' if g['goal_met_at_min_stake'] else 'NOT met'})",
+            f"(goal ≥ 1: {'met' if g['goal_met_at_min_stake'] else 'NOT met'}); with a colluding verifier "
+            f"{g['worst_factor_colluding_at_min_stake']:.2f}. The slash scales with the stake, the spend does not.",
             "",
         ]
     b = r.get("false_slash")
