@@ -698,6 +698,17 @@ def render(r: dict) -> str:
     return "\n".join(out)
 
 
+def strict_json(x):
+    """The report with ∞ / NaN as null, so that --json is strict JSON."""
+    if isinstance(x, dict):
+        return {k: strict_json(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [strict_json(v) for v in x]
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--prompts", type=int, default=1000, help="held-out prompts to decode (default 1000)")
@@ -705,7 +716,11 @@ def main(argv=None) -> int:
     parser.add_argument("--gamma", type=int, default=4, help="proposals per cycle (the CLI's default, 4)")
     parser.add_argument("--windows", type=int, default=20_000, help="resampled drafter histories per resampling")
     parser.add_argument("--horizon", type=int, default=10_000, help="cycles per history after its first full window")
-    parser.add_argument("--traces", default=str(ROOT / "build" / "security_traces.json"), help="trace cache (JSON)")
+    parser.add_argument(
+        "--traces",
+        default=str(ROOT / "build" / "security_traces.json"),
+        help="trace cache (JSON; --quick: build/security_traces_quick.json)",
+    )
     parser.add_argument("--seed", type=int, default=2026)
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
@@ -720,6 +735,8 @@ def main(argv=None) -> int:
         args.prompts, args.windows, args.horizon = min(args.prompts, 9), min(args.windows, 300), min(args.horizon, 2000)
         if args.max_tokens == parser.get_default("max_tokens"):
             args.max_tokens = "16,32"
+        if args.traces == parser.get_default("traces"):  # keep the full run's cache
+            args.traces = str(ROOT / "build" / "security_traces_quick.json")
     try:
         args.max_tokens = [int(x) for x in args.max_tokens.split(",")]
     except ValueError:
@@ -739,7 +756,7 @@ def main(argv=None) -> int:
     )
     report["capture"] = capture_table()
     report["elapsed_s"] = round(time.perf_counter() - start, 1)
-    text = json.dumps(report, indent=1, default=lambda x: None)
+    text = json.dumps(strict_json(report), indent=1, allow_nan=False)
     if args.json_out:
         pathlib.Path(args.json_out).write_text(text + "\n")
     print(text if args.json else render(report))
