@@ -261,6 +261,7 @@ def resampled_rows(sim: dict, tau: float, claims: dict[str, float]) -> tuple[dic
         p5=float(np.percentile(first, 5)),
         min=float(first.min()),
         evaluations_per_history=float(sim["evaluated"].mean()),
+        evaluations=int(sim["evaluated"].sum()),
         # the largest claim whose measured false-slash rate stays at the goal: the GOAL_RATE quantile of the
         # histories' lowest window, plus τ
         max_safe_claim=floor_claim(float(np.quantile(low, GOAL_RATE)) + tau),
@@ -649,7 +650,10 @@ def render(r: dict) -> str:
         rec = b["recommended_claim"]
         evals = {m: v["distribution"]["evaluations_per_history"] for m, v in b["resampled"].items()}
         out += [
-            "    windows evaluated per history: " + ", ".join(f"{m} {e:.0f}" for m, e in evals.items()),
+            "    windows evaluated per history: "
+            + ", ".join(
+                f"{m} {e:.0f} ({b['resampled'][m]['distribution']['evaluations']:,} in all)" for m, e in evals.items()
+            ),
             f"    recommended claim: α* = {rec['claim']:.3f} ({rec['rule']}); the largest claim whose measured "
             f"rate stays at the goal in both resamplings: {rec['largest_claim_at_goal']:.3f}",
             "",
