@@ -398,7 +398,15 @@ def fraction_to_breach(honest: float, adversarial: float, threshold: float, gamm
     return hi
 
 
-def griefing(params, honest_alpha: float, claim: float, gamma: int, gas_price_gwei: float, submit_gas: int) -> dict:
+def griefing(
+    params,
+    honest_alpha: float,
+    claim: float,
+    gamma: int,
+    gas_price_gwei: float,
+    submit_gas: int,
+    adversarial_alpha: float = ADVERSARIAL_ALPHA,
+) -> dict:
     names = ("alpha_price_floor", "alpha_fee_bps", "treasury")
     present = {n: hasattr(params, n) for n in names}
     floor = int(getattr(params, "alpha_price_floor", 0) or 0)
@@ -406,7 +414,7 @@ def griefing(params, honest_alpha: float, claim: float, gamma: int, gas_price_gw
     n_window = params.alpha_window_cycles
     tau = params.alpha_tolerance / WAD
     gas_price = gas_price_gwei * 1e9
-    f = fraction_to_breach(honest_alpha, ADVERSARIAL_ALPHA, claim - tau, gamma)
+    f = fraction_to_breach(honest_alpha, adversarial_alpha, claim - tau, gamma)
     stakes = sorted({params.min_drafter_stake, 2 * ETHER, 5 * ETHER, 10 * ETHER})
     rows = []
     for scenario, share, cycles_per_job in (
@@ -450,7 +458,7 @@ def griefing(params, honest_alpha: float, claim: float, gamma: int, gas_price_gw
         gas_price_gwei=gas_price_gwei,
         submit_job_gas=submit_gas,
         honest_alpha=honest_alpha,
-        adversarial_alpha=ADVERSARIAL_ALPHA,
+        adversarial_alpha=adversarial_alpha,
         claim=claim,
         breach_share=f,
         rows=rows,
@@ -729,6 +737,12 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--gas-price-gwei", type=float, default=1.0, help="gas price of the griefing arithmetic")
+    parser.add_argument(
+        "--adversarial-alpha",
+        type=float,
+        default=ADVERSARIAL_ALPHA,
+        help=f"acceptance of the griefer's prompts (default {ADVERSARIAL_ALPHA}, the issue's hill climb)",
+    )
     parser.add_argument("--no-gas", action="store_true", help="skip (d), which starts anvil")
     parser.add_argument("--quick", action="store_true", help="a short run for the tests (few prompts and windows)")
     parser.add_argument("--progress", action="store_true", help="print decoding progress on stderr")
@@ -747,6 +761,8 @@ def main(argv=None) -> int:
         parser.error("--max-tokens: a comma-separated list of integers")
     if args.prompts < 1 or args.windows < 1 or args.horizon < 1 or not 1 <= args.gamma <= 16:
         parser.error("--prompts, --windows, --horizon must be >= 1 and --gamma in 1..16")
+    if not 0 <= args.adversarial_alpha < 1:
+        parser.error("--adversarial-alpha must be in [0, 1)")
     params = DEFAULT_PARAMS
     start = time.perf_counter()
     report: dict = dict(quick=args.quick)
@@ -756,7 +772,13 @@ def main(argv=None) -> int:
     b = report["false_slash"]
     submit_gas = report["gas"]["submit_job"] if report["gas"] else SUBMIT_JOB_GAS
     report["griefing"] = griefing(
-        params, b["traces"]["alpha"], b["recommended_claim"]["claim"], args.gamma, args.gas_price_gwei, submit_gas
+        params,
+        b["traces"]["alpha"],
+        b["recommended_claim"]["claim"],
+        args.gamma,
+        args.gas_price_gwei,
+        submit_gas,
+        args.adversarial_alpha,
     )
     report["capture"] = capture_table()
     report["elapsed_s"] = round(time.perf_counter() - start, 1)
