@@ -35,6 +35,10 @@ SHARES = (0.1, 0.2, 0.3, 0.4, 0.5)
 
 def panel_sizes(first_panel: int, appeals: int) -> list[int]:
     """Seats of rounds 0..appeals: R, 2R + 1, 4R + 3, ... (RefereeDraw.panelSize)."""
+    if first_panel < 1 or first_panel % 2 == 0:
+        raise ValueError(f"a panel needs an odd number of seats, got {first_panel}")
+    if appeals < 0:
+        raise ValueError(f"appeals must be >= 0, got {appeals}")
     return [((first_panel + 1) << k) - 1 for k in range(appeals + 1)]
 
 

@@ -1,8 +1,8 @@
 """Pure security arithmetic for scripts/bench_security.py (no web3, no torch): referee capture, the geometric
 model of a full α window, and binomial bounds.
 
-Referee capture (docs/protocol.md §10, stake-weighted panels). Each seat of a panel is drawn with probability
-proportional to stake. A coalition holding stake share s does best by splitting its stake over many small
+Referee capture (docs/protocol.md §10, stake-weighted panels; the math is node/capture.py's).
+Each seat of a panel is drawn with probability proportional to stake. A coalition holding stake share s does best by splitting its stake over many small
 accounts: every seat is then the coalition's with probability s, independently (a single large account could
 hold at most one seat of a panel of distinct accounts), so the number of coalition seats is Binomial(m, s) and
 that is an upper bound on what any real split achieves. A strict majority decides, so a panel of m = 2R + 1
@@ -23,33 +23,13 @@ from fractions import Fraction
 
 import numpy as np
 
+from node.capture import capture_probability, panel_sizes, round_capture
+
+__all__ = ["capture_probability", "capture_probability_unanswered", "majority_probability", "panel_sizes"]
+
+majority_probability = round_capture  # P(Binomial(seats, s) > seats / 2); one implementation, in node/capture.py
+
 Number = float | Fraction
-
-
-def panel_sizes(panel: int, appeals: int) -> list[int]:
-    """Seats of every round: the first panel, then 2m + 1 for each appeal (3 → 7 → 15, 5 → 11 → 23, ...)."""
-    if panel < 1 or panel % 2 == 0:
-        raise ValueError(f"a panel needs an odd number of seats, got {panel}")
-    if appeals < 0:
-        raise ValueError(f"appeals must be >= 0, got {appeals}")
-    sizes = [panel]
-    for _ in range(appeals):
-        sizes.append(2 * sizes[-1] + 1)
-    return sizes
-
-
-def majority_probability(s: Number, seats: int) -> Number:
-    """P(Binomial(seats, s) > seats / 2): the coalition holds a strict majority of an odd panel."""
-    if not 0 <= s <= 1:
-        raise ValueError(f"stake share must be in [0, 1], got {s}")
-    need = seats // 2 + 1
-    return sum(math.comb(seats, k) * s**k * (1 - s) ** (seats - k) for k in range(need, seats + 1))
-
-
-def capture_probability(s: Number, panel: int, appeals: int = 0) -> Number:
-    """P(a coalition with stake share s wins a dispute against the truth): it captures the final round's panel
-    (every round is held, see the module docstring). Exact; pass a Fraction for an exact rational."""
-    return majority_probability(s, panel_sizes(panel, appeals)[-1])
 
 
 def capture_probability_unanswered(s: Number, panel: int, appeals: int = 0) -> Number:
