@@ -420,7 +420,8 @@ def finalize(ctx: typer.Context, job: JobArg, as_json: JsonOpt = False):
         return
     console.print(
         f"[green]finalized[/] job {job}: drafter {format_eth(payments['drafter'])}, verifier "
-        f"{format_eth(payments['verifier'])}, refund {format_eth(payments['refund'])} "
+        f"{format_eth(payments['verifier'])}, α fee {format_eth(payments['alpha_fee'])} (treasury), "
+        f"refund {format_eth(payments['refund'])} "
         f"(credited; `verispec withdraw` pays out)"
     )
 

@@ -90,7 +90,8 @@ def summary_lines(report) -> list[str]:
         + (f" ({n / passes:.2f} tokens/pass)" if passes else "")
         + f", α = {alpha}, γ = {report.gamma}",
         f"gas {report.gas_used:,} over {report.tx_count} txs; cost {format_eth(report.cost_wei)} "
-        f"(drafter {format_eth(report.payments['drafter'])}, verifier {format_eth(report.payments['verifier'])}), "
+        f"(drafter {format_eth(report.payments['drafter'])}, verifier {format_eth(report.payments['verifier'])}, "
+        f"α fee {format_eth(report.payments.get('alpha_fee', 0))}), "
         f"refund {format_eth(report.payments['refund'])}" + ("" if report.finalized else " (settles at finalize)"),
     ]
 

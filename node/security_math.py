@@ -1,12 +1,12 @@
 """Pure security arithmetic for scripts/bench_security.py (no web3, no torch): referee capture, the geometric
 model of a full α window, and binomial bounds.
 
-Referee capture (docs/protocol.md §10, stake-weighted panels; the math is node/capture.py's).
-Each seat of a panel is drawn with probability proportional to stake. A coalition holding stake share s does best by splitting its stake over many small
-accounts: every seat is then the coalition's with probability s, independently (a single large account could
-hold at most one seat of a panel of distinct accounts), so the number of coalition seats is Binomial(m, s) and
-that is an upper bound on what any real split achieves. A strict majority decides, so a panel of m = 2R + 1
-seats is captured with probability P(Binomial(m, s) ≥ R + 1).
+Referee capture (docs/protocol.md §10, stake-weighted panels; the math is node/capture.py's). Each seat of a
+panel is drawn with probability proportional to stake. A coalition holding stake share s does best by splitting
+its stake over many small accounts: every seat is then the coalition's with probability s, independently (a
+single large account could hold at most one seat of a panel of distinct accounts), so the number of coalition
+seats is Binomial(m, s) and that is an upper bound on what any real split achieves. A strict majority decides,
+so a panel of m = 2R + 1 seats is captured with probability P(Binomial(m, s) ≥ R + 1).
 
 Appeals. A decided round can be appealed to a fresh panel of 2m + 1 seats (m the previous panel), up to
 `appeals` times, and the last round decides. Every round has a losing side; the honest side always appeals a

@@ -597,7 +597,8 @@ def test_end_to_end_through_the_cli_with_node_processes(home, w3, deployment):
     # settlement, with the nodes stopped (they would finalize by themselves otherwise)
     advance(w3, deployment.deployment_params.challenge_window + 1)
     out = json.loads(ok(cli("finalize", job_id, "--dev-account", REQUESTER, "--json", home=home)))
-    assert out["payments"]["drafter"] + out["payments"]["verifier"] == job["cost_wei"]
+    paid = out["payments"]
+    assert paid["drafter"] + paid["verifier"] + paid["alpha_fee"] == job["cost_wei"]  # the fee: to the treasury
     assert json.loads(ok(cli("status", job_id, "--json", home=home)))["status"] == "Finalized"
     out = json.loads(ok(cli("finalize", biased["job_id"], "--dev-account", REQUESTER, "--json", home=home)))
     assert out["payments"]["drafter"] == 0  # the convicted drafter forfeits its pay

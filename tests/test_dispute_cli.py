@@ -16,7 +16,7 @@ from node import protocol as P
 from node.chain.deployment import Deployment
 from node.decoding.model_id import model_id
 from tests.test_cli import DRAFT, REFEREE_MODELS, TARGET, address, advance, clean_error, cli, ok, register
-from tests.test_disputes import EOS, GAMMA, OUT_TOKEN, PVALS, TOKENS, Q
+from tests.test_disputes import EOS, GAMMA, OUT_TOKEN, PVALS, SALT, TOKENS, Q
 
 REQUESTER, DRAFTER, VERIFIER = 1, 2, 3
 REFEREES = (4, 5, 6, *range(10, 17))  # 10 referees: a first panel of 3 and a fresh appeal panel of 7
@@ -53,7 +53,7 @@ def _verified_job(w3, system) -> int:
     seed, length = b"\x07" * 32, P.hash_chain_length(8)
     _send(w3, market.functions.acceptJob(job_id, P.hash_chain(seed, length)), verifier)
     root = P.draft_root(job_id, 0, TOKENS, Q)
-    _send(w3, market.functions.commitDraft(job_id, 0, root, TOKENS, Q), drafter)
+    _send(w3, market.functions.commitFirstDraft(job_id, root, TOKENS, Q, SALT), drafter)
     reveal = P.chain_reveal(seed, length, 0)
     _send(w3, market.functions.submitVerification(job_id, 0, TOKENS, Q, PVALS, reveal, OUT_TOKEN), verifier)
     return job_id

@@ -36,6 +36,7 @@ _JOB_EVENTS = (
     "CycleVerified",
     "JobFinished",
     "JobFinalized",
+    "AlphaFeePaid",
     "DisputeOpened",
     "DisputeClosed",
     "AlphaSlashed",
@@ -115,13 +116,22 @@ class JobReader:
         finalized = by_name.get("JobFinalized", [])
         if finalized:
             f = finalized[-1]["args"]
-            payments = {"drafter": f["drafterPay"], "verifier": f["verifierPay"], "refund": f["refund"]}
-        else:
+            fee = sum(log["args"]["amount"] for log in by_name.get("AlphaFeePaid", []))
+            payments = {
+                "drafter": f["drafterPay"],
+                "verifier": f["verifierPay"],
+                "alpha_fee": fee,
+                "refund": f["refund"],
+            }
+        else:  # the projection mirrors InferenceMarket._payOut
             drafter_pay = 0 if view["drafterForfeited"] else view["drafterTokens"] * view["pricePerAcceptedToken"]
             verifier_pay = 0 if view["verifierForfeited"] else view["cycle"] * view["pricePerPass"]
+            counts = view["alphaEligible"] and view["cycle"] != 0
+            fee = verifier_pay * self.market.functions.alphaFeeBps().call() // 10_000 if counts else 0
             payments = {
                 "drafter": drafter_pay,
-                "verifier": verifier_pay,
+                "verifier": verifier_pay - fee,
+                "alpha_fee": fee,
                 "refund": view["escrow"] - drafter_pay - verifier_pay,
             }
         gas_used = fees = 0

@@ -150,7 +150,7 @@ class JobReport:
     finish_reason: str | None
     deadline: int
     open_disputes: int
-    payments: dict[str, int]  # drafter / verifier / refund: settled (finalized) or projected so far
+    payments: dict[str, int]  # drafter / verifier / alpha_fee (treasury) / refund: settled or projected so far
     finalized: bool
     disputes: list[DisputeInfo]
     gas_used: int
@@ -159,8 +159,9 @@ class JobReport:
 
     @property
     def cost_wei(self) -> int:
-        """What the requester pays the nodes for the job (the escrow minus the refund)."""
-        return self.payments["drafter"] + self.payments["verifier"]
+        """What the requester pays for the job (the escrow minus the refund): the nodes, and the α fee of a counted
+        job to the treasury (docs/contracts.md, "α window")."""
+        return self.payments["drafter"] + self.payments["verifier"] + self.payments.get("alpha_fee", 0)
 
     @property
     def accepted_total(self) -> int:

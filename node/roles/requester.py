@@ -412,7 +412,10 @@ class Requester(JobReader, DisputeClient):
         tx, receipt = self._send("finalize", self.market.functions.finalize(job_id), key=None)
         (event,) = self.market.events.JobFinalized().process_receipt(receipt, errors=DISCARD)
         a = event["args"]
-        return tx, {"drafter": a["drafterPay"], "verifier": a["verifierPay"], "refund": a["refund"]}
+        fee = sum(
+            e["args"]["amount"] for e in self.market.events.AlphaFeePaid().process_receipt(receipt, errors=DISCARD)
+        )
+        return tx, {"drafter": a["drafterPay"], "verifier": a["verifierPay"], "alpha_fee": fee, "refund": a["refund"]}
 
     def claim_timeout(self, job_id: int) -> tuple[TxResult, dict]:
         """`claimTimeout`: ends a job whose current deadline passed (see docs/contracts.md, Deadlines)."""
