@@ -84,7 +84,8 @@ def test_the_report_has_every_figure(report):
     dispute = report["dispute"]
     assert dispute["outcome"] == "ChallengerLost"  # an honest position: the verifier's answer wins
     txs = {k: v["txs"] for k, v in dispute["cost"].items()}
-    assert (txs["open"], txs["answer"], txs["commit votes"], txs["reveal votes"], txs["resolve"]) == (1, 1, 3, 3, 1)
+    counts = (txs["open"], txs["answer"], txs["commit votes"], txs["reveal votes"], txs["decide round"], txs["resolve"])
+    assert counts == (1, 1, 3, 3, 1, 1)
     assert txs["withdrawals"] >= 1
 
     time = report["time"]
