@@ -4,9 +4,10 @@
     PYTHONPATH=$PWD .venv/bin/python scripts/bench_security.py --quick --json  # the tests' short run
 
 (a) Adversarial-prompt griefing: what a requester spends to push an honest drafter's α window into breach
-    (fill N cycles of α-eligible jobs at the price floor, plus submitJob gas at --gas-price-gwei) against what
-    the drafter loses (alphaSlashBps × stake), from node/chain/params.py DeploymentParams. Parameters that the
-    deployment does not define yet (alpha_price_floor, alpha_fee_bps, treasury) are counted as 0 and marked.
+    (fill N cycles of α-eligible jobs at alpha_price_floor per pass, plus submitJob gas at --gas-price-gwei) against
+    what the drafter loses (DeploymentParams.alpha_slash(stake) = min(alpha_slash_bps × stake, alpha_slash_cap), as
+    AlphaWindow.alphaSlashAmount), for the requester alone and with its own verifier (which hands the passes back
+    less the alpha_fee_bps burnt to the treasury), at stakes 1/2/5/10 ETH, with and without gas.
 (b) Honest false-slash rate on real traces: the bundled pair (models/) decodes --prompts held-out prompts with
     the engine (node.decoding.SpeculativeDecoder, reference sampling: temperature 1, top-k 0, top-p 1, γ = 4),
     recording every cycle's accept count n of γ; the traces are cached in --traces. Drafter histories are then
@@ -19,7 +20,8 @@
     per --horizon cycles for several claims α*, with a 95 % binomial upper bound, beside the geometric model
     (every proposal accepted with probability α, the traces' pooled α, exact window distribution).
 (c) Referee capture, exact (node/security_math.py): P(a coalition with stake share s wins against the truth).
-(d) Gas of the changed paths, measured with scripts/gas_report.py's own chain (needs anvil; --no-gas skips it).
+(d) Gas of the changed paths (the cycle, the α update at finalize, the dispute with one appeal), measured with
+    scripts/gas_report.py's own functions and chain (needs anvil; --no-gas skips it).
 
 Held-out prompts (none of this text was trained on; scripts/train_models.py trains on this Python's standard
 library minus its test directories, site-packages and every 10th file): a third each from (1) the training
@@ -50,12 +52,14 @@ sys.path.insert(0, str(ROOT))
 from node import security_math as sm  # noqa: E402
 from node.chain.params import DEFAULT_PARAMS, ETHER, WAD  # noqa: E402
 
-TRACE_VERSION = 1
+TRACE_VERSION = 2  # 2: protocol v1.1, the drafter salt enters every accept and residual uniform
 SOURCES = ("heldout-stdlib", "stdlib-tests", "site-packages")
 PROMPT_TOKENS = (16, 256)
 GOAL_RATE = 1e-3  # false slashes per drafter per 10,000 cycles
 ADVERSARIAL_ALPHA = 0.11  # acceptance the issue's 20-second hill climb reached at the first position
-SUBMIT_JOB_GAS = 207_062  # README gas table (32-byte prompt); replaced by the measured figure when (d) runs
+# v1.1 gas (scripts/gas_report.py: submitJob with a 32-byte prompt, cycle 0's commitFirstDraft, a later
+# commitDraft, γ = 4); replaced by the measured figures when (d) runs
+DEFAULT_GAS = dict(submit_job=214_585, first_commit=40_126, commit_draft=38_590)
 
 
 def load_script(name: str):
@@ -404,67 +408,83 @@ def griefing(
     claim: float,
     gamma: int,
     gas_price_gwei: float,
-    submit_gas: int,
+    gas: dict | None = None,
     adversarial_alpha: float = ADVERSARIAL_ALPHA,
 ) -> dict:
-    names = ("alpha_price_floor", "alpha_fee_bps", "treasury")
-    present = {n: hasattr(params, n) for n in names}
-    floor = int(getattr(params, "alpha_price_floor", 0) or 0)
-    fee_bps = int(getattr(params, "alpha_fee_bps", 0) or 0)
-    n_window = params.alpha_window_cycles
+    """Attacker spend against the honest drafter's loss, from the deployment's α rules: only jobs paying
+    pricePerPass ≥ alpha_price_floor count, alpha_fee_bps of it goes to the treasury, a breach slashes
+    params.alpha_slash(stake) = min(alpha_slash_bps × stake, alpha_slash_cap) (AlphaWindow.alphaSlashAmount), to the
+    treasury. `gas`: submitJob, commitFirstDraft and commitDraft gas (measured in (d), else the constants)."""
+    gas = {**DEFAULT_GAS, **(gas or {})}
+    floor, fee_bps, n_window = params.alpha_price_floor, params.alpha_fee_bps, params.alpha_window_cycles
     tau = params.alpha_tolerance / WAD
     gas_price = gas_price_gwei * 1e9
     f = fraction_to_breach(honest_alpha, adversarial_alpha, claim - tau, gamma)
     stakes = sorted({params.min_drafter_stake, 2 * ETHER, 5 * ETHER, 10 * ETHER})
     rows = []
-    for scenario, share, cycles_per_job in (
+    for scenario, share, per_job in (
         ("fill the window, one-cycle jobs (the issue's attack)", 1.0, 1),
         ("fill the window, 16-cycle jobs (all at the adversarial α)", 1.0, 16),
         ("least share that breaches, one-cycle jobs", f, 1),
     ):
         cycles = share * n_window if math.isfinite(share) else math.inf
+        # the requester pays the passes at the floor (0 per accepted token) and one submitJob per job
         price = cycles * floor
-        gas = cycles / cycles_per_job * submit_gas * gas_price
+        burnt = price * fee_bps / 10_000
+        submit = cycles / per_job * gas["submit_job"] * gas_price
+        # the honest drafter pays its commits' gas, which a zero price per accepted token does not repay
+        drafter_gas = cycles / per_job * (gas["first_commit"] + (per_job - 1) * gas["commit_draft"]) * gas_price
         for stake in stakes:
-            loss = params.alpha_slash_bps * stake / 10_000
-            burnt = price * fee_bps / 10_000
+            loss = params.alpha_slash(stake)
             rows.append(
                 dict(
                     scenario=scenario,
                     cycles=cycles,
+                    jobs=cycles / per_job,
                     stake_eth=stake / ETHER,
                     price_eth=price / ETHER,
                     burnt_eth=burnt / ETHER,
-                    gas_eth=gas / ETHER,
-                    spend_eth=(price + gas) / ETHER,
+                    gas_eth=submit / ETHER,
+                    spend_eth=(price + submit) / ETHER,
                     drafter_loss_eth=loss / ETHER,
-                    factor=(price + gas) / loss if loss else math.inf,
-                    # a colluding verifier hands the pass price back: only the fee and the gas are spent
-                    factor_colluding=(burnt + gas) / loss if loss else math.inf,
-                    # the floor (wei per cycle) at which this row's factor is 1
-                    floor_for_factor_1=max(0.0, (loss - gas) / cycles) if cycles else math.inf,
+                    cap_binds=loss == params.alpha_slash_cap,
+                    # requester alone: the passes go to the honest verifier, so the whole price is spent
+                    factor=(price + submit) / loss if loss else math.inf,
+                    # with its own (truthful) verifier the pass price comes back less the α fee
+                    factor_colluding=(burnt + submit) / loss if loss else math.inf,
+                    factor_no_gas=price / loss if loss else math.inf,
+                    factor_colluding_no_gas=burnt / loss if loss else math.inf,
+                    drafter_gas_eth=drafter_gas / ETHER,
+                    factor_with_drafter_gas=(price + submit) / (loss + drafter_gas) if loss + drafter_gas else math.inf,
                 )
             )
-    at_min = [r for r in rows if r["stake_eth"] == params.min_drafter_stake / ETHER]
-    worst = min(r["factor"] for r in at_min)
+
+    def worst(key):
+        return min(r[key] for r in rows)
+
     return dict(
-        parameters_present=present,
-        all_present=all(present.values()),
         alpha_price_floor_wei=floor,
         alpha_fee_bps=fee_bps,
-        treasury=getattr(params, "treasury", None),
-        window_cycles=n_window,
+        treasury=params.treasury,
         alpha_slash_bps=params.alpha_slash_bps,
+        alpha_slash_cap_wei=params.alpha_slash_cap,
+        window_cycles=n_window,
+        stakes_eth=[s / ETHER for s in stakes],
         gas_price_gwei=gas_price_gwei,
-        submit_job_gas=submit_gas,
+        submit_job_gas=gas["submit_job"],
+        commit_first_draft_gas=gas["first_commit"],
+        commit_draft_gas=gas["commit_draft"],
         honest_alpha=honest_alpha,
         adversarial_alpha=adversarial_alpha,
         claim=claim,
         breach_share=f,
         rows=rows,
-        worst_factor_at_min_stake=worst,
-        worst_factor_colluding_at_min_stake=min(r["factor_colluding"] for r in at_min),
-        goal_met_at_min_stake=worst >= 1,
+        worst_factor=worst("factor"),
+        worst_factor_colluding=worst("factor_colluding"),
+        worst_factor_no_gas=worst("factor_no_gas"),
+        worst_factor_colluding_no_gas=worst("factor_colluding_no_gas"),
+        worst_factor_with_drafter_gas=worst("factor_with_drafter_gas"),
+        goal_met=worst("factor") >= 1 and worst("factor_colluding") >= 1,
     )
 
 
@@ -492,8 +512,9 @@ def capture_table(shares=(0.1, 0.2, 0.3, 0.4, 0.5), panels=(3, 5, 7), appeals=(0
 
 def gas_figures() -> dict:
     """The changed paths, measured by scripts/gas_report.py's own functions on a fresh anvil chain: the γ = 4
-    cycle, the finishing cycle's extra, finalize (where v1.1 records α), a dispute (DraftReplay). The dispute
-    with one appeal needs helper REF's contracts: the integrator adds it here."""
+    cycle (and cycle 0, which commits the drafter's salt), the finishing cycle's extra, finalize of a counted job
+    beside an uncounted one (v1.1 records α and pays the α fee there), and the dispute without and with one
+    appeal."""
     from web3 import Web3
 
     from node.chain.anvil import running_anvil
@@ -503,22 +524,30 @@ def gas_figures() -> dict:
         w3 = Web3(Web3.HTTPProvider(node.rpc_url, request_kwargs={"timeout": 60}))
         chain = gr.Chain(w3)
         cycles = {row["gamma"]: row for row in gr.cycle_gas(chain)}
-        overhead = gr.job_overhead(chain)
+        overhead, finalize = gr.job_overhead(chain)
         dispute = gr.dispute_gas(chain)
+        appealed = gr.dispute_gas(chain, appeal=True)
     cycle = cycles[gr.GOAL_GAMMA]
     return dict(
         cycle_gamma=gr.GOAL_GAMMA,
         cycle=cycle["total"],
         commit_draft=cycle["commitDraft"],
         submit_verification=cycle["submitVerification"],
+        first_cycle=cycle["firstCycle"]["total"],
+        first_commit=cycle["firstCycle"]["commitFirstDraft"],
         cycle_limit=gr.GOAL_GAS,
         cycle_met=cycle["total"] <= gr.GOAL_GAS,
         submit_job=overhead["submitJob"],
         finish_extra=overhead["finishExtra"],
-        finalize=overhead["finalize"],
-        dispute_total=dispute["total"],
+        finalize_counted=finalize["counted"],
+        finalize_uncounted=finalize["uncounted"],
+        alpha_update=finalize["alphaUpdate"],
         dispute_referees=dispute["referees"],
-        dispute_with_appeal=None,  # needs the appeal contracts (helper REF)
+        dispute_total=dispute["total"],
+        appeal_referees=appealed["appealReferees"],
+        dispute_with_appeal_total=appealed["total"],
+        dispute=dispute,
+        dispute_with_appeal=appealed,
     )
 
 
@@ -541,42 +570,41 @@ def render(r: dict) -> str:
     out = []
     g = r.get("griefing")
     if g:
-        mark = (
-            ""
-            if g["all_present"]
-            else "  [CURRENT PARAMETERS: "
-            + ", ".join(n for n, ok in g["parameters_present"].items() if not ok)
-            + " not defined yet, counted as 0]"
-        )
         out += [
             f"(a) Adversarial-prompt griefing: attacker spend / honest drafter loss (N = {g['window_cycles']}, "
-            f"floor {g['alpha_price_floor_wei']} wei/cycle, fee {g['alpha_fee_bps']} bps, slash "
-            f"{g['alpha_slash_bps']} bps, submitJob {g['submit_job_gas']:,} gas at {g['gas_price_gwei']} gwei)" + mark,
+            f"alpha_price_floor {g['alpha_price_floor_wei']:.3g} wei/cycle, alpha_fee_bps {g['alpha_fee_bps']}, "
+            f"alpha_slash_bps {g['alpha_slash_bps']} capped at alpha_slash_cap {g['alpha_slash_cap_wei']:.4g} wei, "
+            f"treasury {g['treasury']}; submitJob {g['submit_job_gas']:,} gas at {g['gas_price_gwei']:g} gwei)",
             f"    honest α {g['honest_alpha']:.3f}, adversarial α {g['adversarial_alpha']}, claim α* "
-            f"{g['claim']:.3f}: the least share of the window that breaches is {g['breach_share']:.2f}",
+            f"{g['claim']:.3f}: the least share of the window that breaches is {g['breach_share']:.2f}; "
+            "alone: the requester pays the passes; colluding: with its own verifier, which returns them less the fee",
             table(
-                ["scenario", "cycles", "stake ETH", "price ETH", "burnt ETH", "gas ETH", "spend ETH"]
-                + ["loss ETH", "factor", "factor, verifier colludes", "floor for factor 1 (wei/cycle)"],
+                ["scenario", "cycles", "stake ETH", "price ETH", "burnt ETH", "gas ETH", "loss ETH"]
+                + ["factor alone", "factor colluding", "no gas: alone", "no gas: colluding"]
+                + ["drafter gas ETH", "alone, incl. drafter gas"],
                 [
                     [
                         x["scenario"],
                         f"{x['cycles']:.0f}",
                         f"{x['stake_eth']:g}",
-                        f"{x['price_eth']:.4f}",
-                        f"{x['burnt_eth']:.4f}",
-                        f"{x['gas_eth']:.4f}",
-                        f"{x['spend_eth']:.4f}",
-                        f"{x['drafter_loss_eth']:.3f}",
-                        f"{x['factor']:.2f}",
-                        f"{x['factor_colluding']:.2f}",
-                        f"{x['floor_for_factor_1']:.3g}",
+                        f"{x['price_eth']:.3g}",
+                        f"{x['burnt_eth']:.3g}",
+                        f"{x['gas_eth']:.3g}",
+                        f"{x['drafter_loss_eth']:.3g}",
+                        f"{x['factor']:.3g}",
+                        f"{x['factor_colluding']:.3g}",
+                        f"{x['factor_no_gas']:.3g}",
+                        f"{x['factor_colluding_no_gas']:.3g}",
+                        f"{x['drafter_gas_eth']:.3g}",
+                        f"{x['factor_with_drafter_gas']:.3g}",
                     ]
                     for x in g["rows"]
                 ],
             ),
-            f"worst factor at the minimum stake: {g['worst_factor_at_min_stake']:.2f} "
-            f"(goal ≥ 1: {'met' if g['goal_met_at_min_stake'] else 'NOT met'}); with a colluding verifier "
-            f"{g['worst_factor_colluding_at_min_stake']:.2f}. The slash scales with the stake, the spend does not.",
+            f"worst factor over every stake and scenario: alone {g['worst_factor']:.3g}, colluding "
+            f"{g['worst_factor_colluding']:.3g} (goal ≥ 1: {'met' if g['goal_met'] else 'NOT met'}); without gas "
+            f"alone {g['worst_factor_no_gas']:.3g}, colluding {g['worst_factor_colluding_no_gas']:.3g}; counting the "
+            f"honest drafter's commit gas as a loss, alone {g['worst_factor_with_drafter_gas']:.3g}",
             "",
         ]
     b = r.get("false_slash")
@@ -688,20 +716,35 @@ def render(r: dict) -> str:
         ]
     d = r.get("gas")
     if d:
+        w, a = d["dispute"], d["dispute_with_appeal"]
         out += [
             "(d) Gas of the changed paths (receipt gasUsed, scripts/gas_report.py's measurements)",
             table(
                 ["path", "gas"],
                 [
                     [f"cycle γ = {d['cycle_gamma']} (commitDraft + submitVerification)", f"{d['cycle']:,}"],
+                    ["cycle 0 (commitFirstDraft, with the salt, + submitVerification)", f"{d['first_cycle']:,}"],
                     ["finishing cycle's extra", f"{d['finish_extra']:,}"],
-                    ["finalize (α window update in v1.1)", f"{d['finalize']:,}"],
+                    ["finalize, counted job (α window update + α fee)", f"{d['finalize_counted']:,}"],
+                    ["finalize, uncounted job (pricePerPass below the floor)", f"{d['finalize_uncounted']:,}"],
+                    ["α update at finalize (the difference)", f"{d['alpha_update']:,}"],
                     ["submitJob (32-byte prompt)", f"{d['submit_job']:,}"],
-                    [f"dispute, DraftReplay, {d['dispute_referees']} referees, no appeal", f"{d['dispute_total']:,}"],
-                    ["dispute with one appeal", "n/a (needs the appeal contracts)"],
+                    [
+                        f"dispute, DraftReplay, {d['dispute_referees']} referees, no appeal (open, answer + draw, "
+                        f"votes, resolve, final resolve)",
+                        f"{d['dispute_total']:,}",
+                    ],
+                    [
+                        f"dispute with one appeal ({d['dispute_referees']} then {d['appeal_referees']} referees: "
+                        f"+ appeal {a['appeal']:,}, draw {a['drawReferees']:,}, votes "
+                        f"{sum(a['appealCommitVotes']) + sum(a['appealRevealVotes']):,}, final resolve "
+                        f"{a['finalResolve']:,})",
+                        f"{d['dispute_with_appeal_total']:,}",
+                    ],
                 ],
             ),
-            f"cycle ≤ {d['cycle_limit']:,}: {'met' if d['cycle_met'] else 'NOT met'}",
+            f"cycle ≤ {d['cycle_limit']:,}: {'met' if d['cycle_met'] else 'NOT met'}; the no-appeal dispute's final "
+            f"resolve (after appealPeriod) {w['finalResolve']:,}",
             "",
         ]
     elif "gas" in r:
@@ -770,14 +813,13 @@ def main(argv=None) -> int:
     jobs, report["traces_info"] = collect_traces(args)
     report["false_slash"] = false_slash(jobs, args, params)
     b = report["false_slash"]
-    submit_gas = report["gas"]["submit_job"] if report["gas"] else SUBMIT_JOB_GAS
     report["griefing"] = griefing(
         params,
         b["traces"]["alpha"],
         b["recommended_claim"]["claim"],
         args.gamma,
         args.gas_price_gwei,
-        submit_gas,
+        {k: report["gas"][k] for k in DEFAULT_GAS} if report["gas"] else None,
         args.adversarial_alpha,
     )
     report["capture"] = capture_table()

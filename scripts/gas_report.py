@@ -14,13 +14,21 @@ Deploys the system (node.chain.deploy.deploy_system) and reports receipt gasUsed
       sampled   Σ gas / Σ tokens over --cycles cycles with p_i = α·q_i, for which the contract's own accept
                 rule (u_i·q_i < p_i·WAD) accepts each proposal iff its hash-chain uniform u_i < α, so that n is
                 geometric (checks the model; at 100 cycles its noise is several per cent);
-  * a job's fixed overhead: submitJob, acceptJob, the finishing cycle's extra gas (JobFinished and the
-    α-window update; against a steady cycle), finalize, and the three withdrawals;
-  * a full dispute (DraftReplay, the accused loses): openDispute, answer (which draws the referees), R commitVote,
-    R revealVote, resolve.
+  * a job's fixed overhead: submitJob, acceptJob, the finishing cycle's extra gas (JobFinished; against a steady
+    cycle), finalize, and the three withdrawals;
+  * finalize's α-window update (v1.1 records α at finalize): finalize of a counted job (reference sampling,
+    pricePerPass at the α price floor: the window update, AlphaCyclesRecorded, the treasury's α fee) beside an
+    uncounted one (pricePerPass below the floor), both in the steady state (window, treasury and parties' balances
+    already non-zero, no bucket closing);
+  * the v1.1 dispute (DraftReplay, the accused loses, every referee votes AccusedCheated), with and without one
+    appeal. Without: openDispute, answer (which draws the R referees), R commitVote, R revealVote, resolve (decides
+    the round: Appealable), and after appealPeriod the finishing resolve (penalties, payouts, the market, unlocks).
+    With one appeal: the same round 0, then appeal (bond × 2), drawReferees (2R + 1 fresh seats), their commits and
+    reveals, and the final resolve (the last round is final at once). REFEREES referees are registered, enough
+    for both panels.
 Leaves, roots, proofs, hash-chain reveals, uniforms, accept counts and vote commitments come from node.protocol.
 
-Usage: python scripts/gas_report.py [--json] [--cycles N]
+Usage: PYTHONPATH=$PWD python scripts/gas_report.py [--json] [--cycles N]
 """
 
 from __future__ import annotations
@@ -36,10 +44,12 @@ from web3.logs import DISCARD
 from node import protocol as P
 from node.chain.anvil import running_anvil
 from node.chain.deploy import deploy_system
-from node.chain.enums import Verdict
+from node.chain.enums import DisputeStatus, Verdict
 from node.chain.params import ETHER, WAD
 
 GAMMAS = (1, 4, 8, 16)
+COUNTS = ("referees", "appealReferees")  # dispute entries that count seats, not gas
+REFEREES = 16  # registered referees: round 0 takes R = 3, an appeal 2R + 1 = 7 fresh ones (draws skip earlier panels)
 ALPHAS = (0.6, 0.8)
 GOAL_GAMMA, GOAL_GAS = 4, 110_000
 DRAFT_MODEL = keccak(b"verispec.gas-report.draft-model")
@@ -74,7 +84,8 @@ def alpha_p(alpha: float):
 
 
 class Chain:
-    """A deployed system with a registered drafter, verifier, challenger and five referees."""
+    """A deployed system with a registered drafter, verifier, challenger and REFEREES referees (impersonated accounts
+    of their own, so that the report needs no more than anvil's default dev accounts)."""
 
     def __init__(self, w3: Web3):
         self.w3 = w3
@@ -85,7 +96,12 @@ class Chain:
         registry = self.system.registry.functions
         self.send(registry.registerDrafter(DRAFT_MODEL, TARGET_MODEL, WAD // 2, VOCAB), self.drafter, 5 * ETHER)
         self.send(registry.register(ROLE_VERIFIER, [TARGET_MODEL], [VOCAB]), self.verifier, 5 * ETHER)
-        for referee in a[5:10]:
+        self.referees = []
+        for i in range(REFEREES):
+            referee = w3.to_checksum_address(keccak(b"verispec.gas-report.referee" + bytes([i]))[:20])
+            w3.provider.make_request("anvil_impersonateAccount", [referee])
+            w3.provider.make_request("anvil_setBalance", [referee, hex(10 * ETHER)])
+            self.referees.append(referee)
             self.send(
                 registry.register(ROLE_REFEREE, [DRAFT_MODEL, TARGET_MODEL], [VOCAB, VOCAB]),
                 referee,
@@ -107,8 +123,10 @@ class Chain:
 class Job:
     """One accepted job (α-eligible sampling settings), driven cycle by cycle with a real hash chain."""
 
-    def __init__(self, chain: Chain, gamma: int, max_tokens: int):
+    def __init__(self, chain: Chain, gamma: int, max_tokens: int, price_per_pass: int | None = None):
         self.chain, self.gamma, m = chain, gamma, chain.market.functions
+        # the α price floor by default (3e12 wei, the requester's default price per pass): the job's cycles count
+        price_per_pass = chain.params.alpha_price_floor if price_per_pass is None else price_per_pass
         request = (
             DRAFT_MODEL,
             TARGET_MODEL,
@@ -121,10 +139,10 @@ class Job:
             max_tokens,
             EOS,
             10**12,
-            3 * 10**12,
+            price_per_pass,
         )
         self.submit_gas = chain.send(
-            m.submitJob(request, bytes(range(1, 33))), chain.requester, max_tokens * 4 * 10**12
+            m.submitJob(request, bytes(range(1, 33))), chain.requester, max_tokens * (10**12 + price_per_pass)
         ).gasUsed
         self.id = m.jobCount().call()
         self.seed = keccak(b"verispec.gas-report.seed" + self.id.to_bytes(32, "big"))
@@ -213,57 +231,111 @@ def per_token_gas(chain: Chain, cycles: dict[int, dict], n_cycles: int) -> list[
     return rows
 
 
-def job_overhead(chain: Chain, gamma: int = 4) -> dict:
-    """A job of three full cycles (the third one finishes it at maxTokens), then settlement. The finishing cycle's
-    extra is measured against the second (cycle 0 also commits the drafter's salt)."""
-    Job(chain, gamma, gamma + 1).cycle(0, forced_p(gamma))  # an earlier finished job: the α window is open
-    job = Job(chain, gamma, 3 * (gamma + 1))
+def finished_job(chain: Chain, gamma: int, price_per_pass: int | None = None) -> tuple[Job, dict, dict]:
+    """A job of three full cycles (the third one finishes it at maxTokens): (job, second cycle, third cycle)."""
+    job = Job(chain, gamma, 3 * (gamma + 1), price_per_pass)
     job.cycle(0, forced_p(gamma))
-    first, last = job.cycle(1, forced_p(gamma)), job.cycle(2, forced_p(gamma))
+    return job, job.cycle(1, forced_p(gamma)), job.cycle(2, forced_p(gamma))
+
+
+def job_overhead(chain: Chain, gamma: int = 4) -> tuple[dict, dict]:
+    """A job's fixed overhead and finalize's α-window update: (overhead, finalize side by side).
+
+    An earlier counted job is finalized first, so the α window, the treasury's balance and the parties' balances
+    are non-zero (the steady state; the first counted job of a deployment pays those fresh slots once). Then a
+    counted job (pricePerPass = the α price floor) and an uncounted one (a third of it, below the floor) are
+    finished and finalized one after the other in the same state; the difference is what finalize spends on α
+    (the window update, AlphaCyclesRecorded, the α fee to the treasury and AlphaFeePaid). The finishing cycle's
+    extra is measured against the second cycle (cycle 0 also commits the drafter's salt)."""
+    m, floor = chain.market.functions, chain.params.alpha_price_floor
+    warm, _, _ = finished_job(chain, gamma)
+    job, second, last = finished_job(chain, gamma)
+    uncounted, _, _ = finished_job(chain, gamma, floor // 3)
     chain.advance(chain.params.challenge_window + 1)
-    m = chain.market.functions
+    chain.send(m.finalize(warm.id), chain.requester)
+    counted_gas = chain.send(m.finalize(job.id), chain.requester).gasUsed
+    uncounted_gas = chain.send(m.finalize(uncounted.id), chain.requester).gasUsed
     gas = {
         "submitJob": job.submit_gas,
         "acceptJob": job.accept_gas,
-        "finishExtra": last["total"] - first["total"],
-        "finalize": chain.send(m.finalize(job.id), chain.requester).gasUsed,
+        "finishExtra": last["total"] - second["total"],
+        "finalize": counted_gas,
     }
     gas["withdraw"] = {
         who: chain.send(m.withdraw(), getattr(chain, who)).gasUsed for who in ("requester", "drafter", "verifier")
     }
     gas["total"] = sum(v for k, v in gas.items() if k != "withdraw") + sum(gas["withdraw"].values())
-    return gas
+    finalize = {
+        "counted": counted_gas,
+        "uncounted": uncounted_gas,
+        "alphaUpdate": counted_gas - uncounted_gas,
+        "cycles": 3,
+        "pricePerPassCounted": floor,
+        "pricePerPassUncounted": floor // 3,
+    }
+    return gas, finalize
 
 
-def dispute_gas(chain: Chain, gamma: int = 4, index: int = 1) -> dict:
-    """A DraftReplay dispute on proposal `index` of a verified cycle; every referee votes AccusedCheated."""
+def disputed_cycle(chain: Chain, gamma: int, index: int) -> tuple[int, dict]:
+    """Opens a DraftReplay dispute on proposal `index` of a fresh job's verified cycle 0: (dispute id, gas)."""
     job = Job(chain, gamma, 8 * (gamma + 1))
     cyc = job.cycle(0, forced_p(2))
     leaves = [P.leaf(job.id, 0, i, t, x) for i, (t, x) in enumerate(zip(cyc["tokens"], cyc["q"]))]
-    dm, verdict = chain.disputes.functions, Verdict.AccusedCheated
     record = (cyc["root"], cyc["p"], cyc["accepted"], OUT_TOKEN)
     leaf_proof = (cyc["tokens"][index], cyc["q"][index], P.proof(leaves, index))
-    gas = {
-        "openDispute": chain.send(
-            dm.openDispute(job.id, 0, index, DRAFT_REPLAY, record, leaf_proof),
-            chain.challenger,
-            chain.params.dispute_bond,
-        ).gasUsed
-    }
-    dispute_id = dm.disputeCount().call()
-    gas["answer"] = chain.send(dm.answer(dispute_id, WAD // 3, [12, 40], [WAD // 3, WAD // 4]), chain.drafter).gasUsed
+    dm = chain.disputes.functions
+    receipt = chain.send(
+        dm.openDispute(job.id, 0, index, DRAFT_REPLAY, record, leaf_proof), chain.challenger, chain.params.dispute_bond
+    )
+    return dm.disputeCount().call(), {"openDispute": receipt.gasUsed}
+
+
+def vote(chain: Chain, dispute_id: int, verdict: Verdict) -> tuple[list[str], list[int], list[int]]:
+    """Every referee of the current round commits, then reveals, `verdict`: (referees, commit gas, reveal gas)."""
+    dm = chain.disputes.functions
     referees = dm.refereesOf(dispute_id).call()
     salts = {r: keccak(b"salt" + bytes.fromhex(r[2:])) for r in referees}
-    gas["commitVotes"] = [
+    commits = [
         chain.send(dm.commitVote(dispute_id, P.vote_commitment(dispute_id, r, verdict, salts[r])), r).gasUsed
         for r in referees
     ]
-    gas["revealVotes"] = [chain.send(dm.revealVote(dispute_id, verdict, salts[r]), r).gasUsed for r in referees]
+    reveals = [chain.send(dm.revealVote(dispute_id, verdict, salts[r]), r).gasUsed for r in referees]
+    return referees, commits, reveals
+
+
+def status_of(chain: Chain, dispute_id: int) -> DisputeStatus:
+    names = [
+        c["name"]
+        for c in next(e for e in chain.disputes.abi if e.get("name") == "getDispute")["outputs"][0]["components"]
+    ]
+    return DisputeStatus(dict(zip(names, chain.disputes.functions.getDispute(dispute_id).call()))["status"])
+
+
+def dispute_gas(chain: Chain, gamma: int = 4, index: int = 1, appeal: bool = False) -> dict:
+    """The v1.1 dispute on proposal `index` of a verified cycle, every referee voting AccusedCheated (the accused
+    loses): round 0 decided by `resolve` (Appealable), then either the finishing `resolve` after appealPeriod, or
+    the drafter's appeal (bond × 2) to 2R + 1 fresh seats, their votes and the final `resolve`."""
+    dm, verdict = chain.disputes.functions, Verdict.AccusedCheated
+    dispute_id, gas = disputed_cycle(chain, gamma, index)
+    # the accused's answer draws round 0's panel (the opening block's hash is visible from the next block on)
+    gas["answer"] = chain.send(dm.answer(dispute_id, WAD // 3, [12, 40], [WAD // 3, WAD // 4]), chain.drafter).gasUsed
+    referees, gas["commitVotes"], gas["revealVotes"] = vote(chain, dispute_id, verdict)
     gas["resolve"] = chain.send(dm.resolve(dispute_id), chain.challenger).gasUsed
+    assert status_of(chain, dispute_id) == DisputeStatus.Appealable
     gas["referees"] = len(referees)
-    gas["total"] = (
-        gas["openDispute"] + gas["answer"] + sum(gas["commitVotes"]) + sum(gas["revealVotes"]) + gas["resolve"]
-    )
+    if appeal:
+        bond = dm.appealBond(1).call()
+        assert bond == 2 * chain.params.dispute_bond
+        gas["appeal"] = chain.send(dm.appeal(dispute_id), chain.drafter, bond).gasUsed
+        gas["drawReferees"] = chain.send(dm.drawReferees(dispute_id), chain.challenger).gasUsed
+        second, gas["appealCommitVotes"], gas["appealRevealVotes"] = vote(chain, dispute_id, verdict)
+        assert not set(second) & set(referees), "an appeal panel excludes the earlier one"
+        gas["appealReferees"] = len(second)
+    else:
+        chain.advance(chain.params.appeal_period + 1)
+    gas["finalResolve"] = chain.send(dm.resolve(dispute_id), chain.challenger).gasUsed
+    assert status_of(chain, dispute_id) == DisputeStatus.Resolved
+    gas["total"] = sum(v if isinstance(v, int) else sum(v) for k, v in gas.items() if k not in COUNTS)
     return gas
 
 
@@ -273,11 +345,14 @@ def measure(n_cycles: int) -> dict:
         chain = Chain(w3)
         cycles = cycle_gas(chain)
         by_gamma = {row["gamma"]: row for row in cycles}
+        overhead, finalize = job_overhead(chain)
         report = {
             "cycle": cycles,
             "perToken": per_token_gas(chain, by_gamma, n_cycles),
-            "jobOverhead": job_overhead(chain),
+            "jobOverhead": overhead,
+            "finalize": finalize,
             "dispute": dispute_gas(chain),
+            "disputeWithAppeal": dispute_gas(chain, appeal=True),
         }
     goal = by_gamma[GOAL_GAMMA]["total"]
     report["goal"] = {"gamma": GOAL_GAMMA, "limit": GOAL_GAS, "total": goal, "met": goal <= GOAL_GAS}
@@ -323,25 +398,49 @@ def render(r: dict) -> str:
         "|---|---:|",
         f"| submitJob (32-byte prompt) | {n(j['submitJob'])} |",
         f"| acceptJob | {n(j['acceptJob'])} |",
-        f"| finishing cycle's extra (JobFinished, α window) | {n(j['finishExtra'])} |",
-        f"| finalize | {n(j['finalize'])} |",
+        f"| finishing cycle's extra (JobFinished; α is recorded at finalize) | {n(j['finishExtra'])} |",
+        f"| finalize (a counted job: α window update, α fee) | {n(j['finalize'])} |",
     ]
     lines += [f"| withdraw ({who}) | {n(g)} |" for who, g in j["withdraw"].items()]
     lines += [f"| **total** | **{n(j['total'])}** |"]
-    d = r["dispute"]
+    f = r["finalize"]
     lines += [
         "",
-        f"A full dispute (DraftReplay, R = {d['referees']} referees, the accused loses)",
+        f"finalize's α-window update (γ = 4, {f['cycles']} cycles; counted: pricePerPass = the α price floor "
+        f"{f['pricePerPassCounted']:,} wei; uncounted: {f['pricePerPassUncounted']:,} wei, below it; steady state)",
         "",
-        "| step | gas |",
-        "|---|---:|",
-        f"| openDispute | {n(d['openDispute'])} |",
-        f"| answer (incl. referee draw) | {n(d['answer'])} |",
-        f"| commitVote × {d['referees']} | {n(sum(d['commitVotes']))} |",
-        f"| revealVote × {d['referees']} | {n(sum(d['revealVotes']))} |",
-        f"| resolve | {n(d['resolve'])} |",
-        f"| **total** | **{n(d['total'])}** |",
+        "| finalize of a counted job | finalize of an uncounted job | α update (window, α fee) |",
+        "|---:|---:|---:|",
+        f"| {n(f['counted'])} | {n(f['uncounted'])} | {n(f['alphaUpdate'])} |",
     ]
+    d, a = r["dispute"], r["disputeWithAppeal"]
+    rows = [
+        ("openDispute", "openDispute"),
+        ("answer (incl. the round-0 draw)", "answer"),
+        (f"commitVote × {d['referees']}", "commitVotes"),
+        (f"revealVote × {d['referees']}", "revealVotes"),
+        ("resolve (decides round 0: Appealable)", "resolve"),
+        ("appeal (bond × 2)", "appeal"),
+        (f"drawReferees ({a['appealReferees']} fresh seats)", "drawReferees"),
+        (f"commitVote × {a['appealReferees']}", "appealCommitVotes"),
+        (f"revealVote × {a['appealReferees']}", "appealRevealVotes"),
+        ("final resolve (penalties, payouts, market, unlocks)", "finalResolve"),
+    ]
+
+    def cell(x: dict, key: str) -> str:
+        v = x.get(key)
+        return "–" if v is None else n(v if isinstance(v, int) else sum(v))
+
+    lines += [
+        "",
+        f"A full dispute (DraftReplay, R = {d['referees']} referees, the accused loses; {REFEREES} referees registered;"
+        " without appeal the final resolve comes after appealPeriod)",
+        "",
+        "| step | no appeal | one appeal |",
+        "|---|---:|---:|",
+    ]
+    lines += [f"| {label} | {cell(d, key)} | {cell(a, key)} |" for label, key in rows]
+    lines += [f"| **total** | **{n(d['total'])}** | **{n(a['total'])}** |"]
     g = r["goal"]
     lines += [
         "",

@@ -15,11 +15,11 @@ def test_gas_report_json():
     # PYTHONPATH: the script measures this checkout's contracts, not an editable install's (docs/TEAM_NOTES.md)
     env = {**os.environ, "PYTHONPATH": str(SCRIPT.parents[1])}
     done = subprocess.run(
-        [sys.executable, str(SCRIPT), "--json", "--cycles", "4"], capture_output=True, text=True, timeout=60, env=env
+        [sys.executable, str(SCRIPT), "--json", "--cycles", "4"], capture_output=True, text=True, timeout=120, env=env
     )
     assert done.returncode == 0, done.stderr[-2000:]
     report = json.loads(done.stdout)
-    assert set(report) == {"cycle", "perToken", "jobOverhead", "dispute", "goal"}
+    assert set(report) == {"cycle", "perToken", "jobOverhead", "finalize", "dispute", "disputeWithAppeal", "goal"}
 
     cycles = {row["gamma"]: row for row in report["cycle"]}
     assert list(cycles) == [1, 4, 8, 16]
@@ -45,13 +45,25 @@ def test_gas_report_json():
     steps = [job["submitJob"], job["acceptJob"], job["finishExtra"], job["finalize"], *job["withdraw"].values()]
     assert all(g > 0 for g in steps) and job["total"] == sum(steps)
 
-    dispute = report["dispute"]
-    r = dispute["referees"]
-    assert r == 3 and len(dispute["commitVotes"]) == len(dispute["revealVotes"]) == r
-    assert dispute["total"] == (
-        dispute["openDispute"]
-        + dispute["answer"]
-        + sum(dispute["commitVotes"])
-        + sum(dispute["revealVotes"])
-        + dispute["resolve"]
-    )
+    # finalize's α update: the counted job's finalize records α and pays the α fee, the uncounted one does neither
+    fin = report["finalize"]
+    assert fin["counted"] == job["finalize"] and fin["alphaUpdate"] == fin["counted"] - fin["uncounted"] > 0
+    assert fin["pricePerPassUncounted"] < fin["pricePerPassCounted"] == 3 * 10**12  # the default α price floor
+
+    rounds0 = ("openDispute", "answer", "commitVotes", "revealVotes", "resolve", "finalResolve")
+    appeal = ("appeal", "drawReferees", "appealCommitVotes", "appealRevealVotes")
+
+    def total(d, keys):
+        return sum(d[k] if isinstance(d[k], int) else sum(d[k]) for k in keys)
+
+    plain, appealed = report["dispute"], report["disputeWithAppeal"]
+    assert set(plain) == {*rounds0, "referees", "total"}
+    assert set(appealed) == {*rounds0, *appeal, "referees", "appealReferees", "total"}
+    # R = 3 seats in round 0, an appeal draws 2R + 1 = 7 fresh ones
+    assert plain["referees"] == appealed["referees"] == 3 and appealed["appealReferees"] == 7
+    assert len(plain["commitVotes"]) == len(plain["revealVotes"]) == 3
+    assert len(appealed["appealCommitVotes"]) == len(appealed["appealRevealVotes"]) == 7
+    assert plain["total"] == total(plain, rounds0)
+    assert appealed["total"] == total(appealed, rounds0 + appeal)
+    assert all(plain[k] > 21_000 for k in ("openDispute", "answer", "resolve", "finalResolve"))
+    assert appealed["total"] > plain["total"] and appealed["drawReferees"] > 21_000
