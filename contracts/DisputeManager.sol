@@ -93,6 +93,7 @@ contract DisputeManager is IDisputeManager, ReentrancyGuard {
     mapping(address account => uint256) public credits;
 
     mapping(uint256 disputeId => Dispute) private _disputes;
+    // slither-disable-next-line uninitialized-state (false positive: the draw fills each panel through a storage pointer)
     mapping(uint256 disputeId => mapping(uint256 round => address[])) private _panels;
     mapping(uint256 disputeId => mapping(uint256 round => Round)) private _rounds;
     mapping(uint256 disputeId => mapping(address referee => Ballot)) private _ballots;
@@ -604,6 +605,7 @@ contract DisputeManager is IDisputeManager, ReentrancyGuard {
         uint64 drawAfter = uint64(block.timestamp + escalationPeriod);
         d.drawBlock = 0;
         d.drawAfter = drawAfter;
+        // slither-disable-next-line incorrect-equality (a round counter, not a balance)
         if (d.round == 0) d.answerDeadline = uint64(drawAfter + answerPeriod);
         emit DrawEscalated(disputeId, d.round, escalations, drawAfter);
     }
@@ -647,6 +649,7 @@ contract DisputeManager is IDisputeManager, ReentrancyGuard {
         _positions[_positionKey(d.jobId, d.cycle, d.index, d.kind)] =
             outcome == Outcome.AccusedLost ? PositionState.Proven : PositionState.Free;
         uint256 last = d.round;
+        // slither-disable-next-line reentrancy-no-eth,reentrancy-benign (callers are nonReentrant; the calls go only to the protocol's registry, whose slash pays into receive())
         uint256 burnt = _penalizeAll(disputeId, outcome, last);
         for (uint256 k = 1; k <= last; ++k) {
             Round storage r = _rounds[disputeId][k];

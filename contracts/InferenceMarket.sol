@@ -365,10 +365,12 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         _stop(job);
         uint256 taken = 0;
         if (party != address(0) && timeoutSlash != 0) {
+            // slither-disable-next-line reentrancy-benign (nonReentrant; the protocol's registry pays the slash in)
             taken = registry.slash(party, timeoutSlash);
             owed[job.requester] += taken;
         }
         emit JobFinished(jobId, reason, party, taken);
+        // slither-disable-next-line reentrancy-no-eth (nonReentrant; the calls go only to the protocol's own registry)
         if (job.cycle == 0) _settle(jobId, job);
     }
 

@@ -21,11 +21,11 @@ library RefereeDraw {
         return uint256(keccak256(abi.encode(seedBlockHash, disputeId, round)));
     }
 
-    /// @notice How many tries a draw for `panelSize` seats may make: 4 × panelSize + TRIES_EXTRA.
-    /// @param panelSize The seats.
+    /// @notice How many tries a draw for `seats` seats may make: 4 × seats + TRIES_EXTRA.
+    /// @param seats The seats.
     /// @return The tries.
-    function tries(uint256 panelSize) internal pure returns (uint256) {
-        return 4 * panelSize + TRIES_EXTRA;
+    function tries(uint256 seats) internal pure returns (uint256) {
+        return 4 * seats + TRIES_EXTRA;
     }
 
     /// @notice The stake point of try `j`: keccak256(abi.encode(seed, j)) % total, uniform over 0..total-1, so the
@@ -33,14 +33,14 @@ library RefereeDraw {
     /// @param seed_ The draw's seed.
     /// @param j The try, 0-based.
     /// @param total The model's active referee stake; > 0 (0 yields point 0).
-    /// @return point The point, below `total`.
-    function point(uint256 seed_, uint256 j, uint256 total) internal pure returns (uint256 point) {
+    /// @return stakePoint The point, below `total`.
+    function point(uint256 seed_, uint256 j, uint256 total) internal pure returns (uint256 stakePoint) {
         // keccak256(abi.encode(seed_, j)) hashed in the scratch space (no allocation per try), and the modulo
         // without Solidity's division-by-zero check; total > 0.
         assembly ("memory-safe") {
             mstore(0x00, seed_)
             mstore(0x20, j)
-            point := mod(keccak256(0x00, 0x40), total)
+            stakePoint := mod(keccak256(0x00, 0x40), total)
         }
     }
 
