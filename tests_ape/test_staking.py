@@ -79,6 +79,7 @@ def test_register_drafter_stakes_and_emits(chain, registry, market, drafter):
     assert registry.isActive(drafter, DRAFTER, DRAFT_MODEL) and not registry.isActive(drafter, VERIFIER, DRAFT_MODEL)
 
     assert tx.events == [
+        registry.VocabSizeSet(account=drafter, modelId=DRAFT_MODEL, vocabSize=VOCAB),
         registry.Registered(account=drafter, role=DRAFTER, stake=stake, modelIds=[DRAFT_MODEL]),
         registry.DrafterPairSet(account=drafter, draftModel=DRAFT_MODEL, targetModel=TARGET_MODEL),
         registry.AlphaStarSet(account=drafter, alphaStar=ALPHA_STAR),
@@ -124,7 +125,10 @@ def test_referee_unbonds_after_the_period(chain, registry, market, referee):
 
     tx = registry.requestUnbond(sender=referee)
     withdrawable_at = chain.blocks[tx.block_number].timestamp + DEFAULT_PARAMS.unbonding_period
-    assert tx.events == [registry.UnbondRequested(account=referee, withdrawableAt=withdrawable_at)]
+    assert tx.events == [  # the referee's draw weight goes to 0 at once, then the unbonding starts
+        registry.RefereeWeightSet(account=referee, weight=0),
+        registry.UnbondRequested(account=referee, withdrawableAt=withdrawable_at),
+    ]
     assert [registry.refereeCount(m) for m in (TARGET_MODEL, DRAFT_MODEL)] == [0, 0]  # left the lists at once
     assert not registry.isActive(referee, REFEREE, TARGET_MODEL)
     with ape.reverts(registry.AlreadyUnbonding, account=referee.address):
