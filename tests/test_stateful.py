@@ -2,46 +2,70 @@
 
 A hypothesis `RuleBasedStateMachine` drives twelve unlocked anvil accounts through random actions —
 register, addStake, setAlphaStar, requestUnbond, withdrawUnbonded, submitJob, acceptJob, commitDraft,
-submitVerification, time travel, claimTimeout, finalize, openDispute, answer, claimAnswerTimeout,
-commitVote, revealVote, resolve and the three withdrawals — valid ones and invalid ones (wrong party,
-wrong cycle, bad parameters, too little stake / escrow / bond, too early, too late ...), plus
-`honest_job`, a small job driven in one action, so that drafters' α windows fill up and get evaluated.
-Each action is a method marked `@action(weight, when=precondition, **argument strategies)`; the machine's
-one hypothesis rule, `step`, draws an action and its arguments (see its docstring for why). Time travel
-jumps to a pending deadline's last allowed second or the first one after it and probes it there with the
-action on either side (accept / claimTimeout, commit+verify / claimTimeout, answer / claimAnswerTimeout,
-commitVote / revealVote, revealVote / resolve, finalize, withdrawUnbonded).
+submitVerification, time travel, claimTimeout, finalize, openDispute, drawReferees, answer,
+claimAnswerTimeout, commitVote, revealVote, resolve, appeal and the three withdrawals — valid ones and
+invalid ones (wrong party, wrong cycle, bad parameters, too little stake / escrow / bond, a wrong appeal
+bond, too early, too late ...), plus `honest_job`, a small job driven in one action, so that drafters' α
+windows fill up and get evaluated. Each action is a method marked `@action(weight, when=precondition,
+**argument strategies)`; the machine's one hypothesis rule, `step`, draws an action and its arguments (see
+its docstring for why). Time travel jumps to a pending deadline's last allowed second or the first one
+after it and probes it there with the action on either side (accept / claimTimeout, commit+verify /
+claimTimeout, answer / claimAnswerTimeout, commitVote / revealVote, revealVote / resolve, an appeal with a
+wrong bond then one in the last second or a resolve too early + a late appeal + the final resolve, an
+escalated draw before / after its escalation period, finalize, withdrawUnbonded).
 
 The machine keeps an independent model of every account, job, dispute and α window (a few dataclasses
-below, mirroring docs/contracts.md and docs/disputes.md). Before every transaction the model predicts
-the outcome: either success with its exact effects, or the custom error the contracts must revert with.
-An expected revert is first checked with `eth_call` (the error name) and then mined anyway, so the chain
-really executed it and only the sender's gas changed. Accept counts, record hashes, proofs, hash chains
-and vote commitments come from node/protocol.py.
+below, mirroring docs/contracts.md and docs/disputes.md), and of the registry's referee stake trees (per
+model id: the slots in registration order, each referee's active stake as its weight, the block of the
+tree's last change). Before every transaction the model predicts the outcome: either success with its
+exact effects, or the custom error the contracts must revert with. An expected revert is first checked
+with `eth_call` (the error name) and then mined anyway, so the chain really executed it and only the
+sender's gas changed. Accept counts, record hashes, proofs, hash chains and vote commitments come from
+node/protocol.py.
+
+Disputes follow the v1.1 referee rules (docs/disputes.md). The model replays RefereeDraw's selection itself:
+the seed from the seed block's hash (read from the chain: anvil's prevrandao makes it random), the stake
+point of every try, the holder of each point in the modelled tree, the eligibility rules (no party, not on an
+earlier panel, not drawn twice, active since the seed block), so it predicts the exact panel in draw order
+(compared with `panelOf`), or an escalation (too few eligible: a fresh seed after escalationPeriod, Void with
+every bond back after maxEscalations), or a reschedule (the tree changed after the seed block, or the seed
+block left the 256-block window). A round is decided by `resolve` (strict majority of the drawn panel) and is
+Appealable for appealPeriod (bond × 2^k, a fresh panel of 2n + 1); `resolve` after the period, or on the last
+round at once, ends the dispute: penalties for every round's non-revealers and final-verdict dissenters and
+forfeited appeal bonds are credited to BURN, only the final round's majority is paid. The deployment here has
+R = 1, one appeal (3 seats) and one escalation, so that with four to eight referees both full draws and short
+ones (escalations, Void) happen in a run. A few behaviours are tied to the dispute id, like its truth (odd ids
+are real cheats), so that a run surely reaches them: every fourth dispute's first panel is captured (votes the
+lie, so an appeal overturns it: the first-round referee is penalized, the appeal bond refunded), every third
+dispute's appellant first sends the first bond again (WrongAppealBond); the losing side tries a late appeal
+before an Appealable round's final resolve, a drawer retries an escalated draw at once (EscalationPending), and
+`steer_draw` moves a referee's stake between seed and draw (the draw is rescheduled, an answer cannot draw).
 
 Invariants, checked after EVERY step against one batched read of the chain:
 * ETH conservation: registry balance = Σ stakes; market balance = Σ escrow of unfinalized jobs + Σ owed;
-  dispute manager balance = Σ bonds of unresolved disputes + Σ credits — computed from the model and
-  from the contracts' own views, and both equal to the real balances.
+  dispute manager balance = Σ bonds and appeal bonds of unresolved disputes + Σ credits (BURN's included)
+  — computed from the model and from the contracts' own views, and both equal to the real balances; and
+  the ETH of the actors, the three contracts and the burn address plus all gas paid stays what it was.
 * Nobody is paid twice: every account's wallet equals the model's (start − value sent − gas + what it
   was paid), and for each contract: withdrawn + still owed = everything ever credited. Every successful
   withdraw is measured (balance change + gas = the model's amount) and followed by a second withdraw
-  that must revert.
+  that must revert. The burn address never moves: its balance stays, its credits only grow.
 * Nobody withdraws locked stake: each account's lock count equals its unfinalized jobs + unresolved
-  disputes (as accused or referee) from the model; withdrawUnbonded reverts StakeLocked while any is
-  open; stake = deposited − slashed − withdrawn ≥ 0, so a stake only falls by a slash or a withdrawal.
-* Everything else the model knows equals the views: accounts, α windows, jobs, disputes, positions.
+  disputes (as accused or referee of any round) from the model; withdrawUnbonded reverts StakeLocked while
+  any is open; stake = deposited − slashed − withdrawn ≥ 0, so a stake only falls by a slash or a withdrawal.
+* Referee weights: refereeWeight, refereeStakeTotal, stakeTreeChangedAt and stakeTreeSlot equal the model.
+* Everything else the model knows equals the views: accounts, α windows, jobs, disputes (every field of the
+  current round), rounds (`roundOf`), positions.
 
 Time is exact: every transaction is mined at (previous block + 1 s) via evm_setNextBlockTimestamp, and
 time travel jumps the next block's timestamp (the deterministic form of evm_increaseTime), so deadline
-boundaries are hit to the second. Each hypothesis example starts from a snapshot of the fresh deployment
-(`evm_snapshot` in `__init__`, `evm_revert` in `teardown`). Runs are derandomized and, as long as no
-dispute has more eligible referees than the panel size (the summary's "draws with a choice" = 0), fully
-reproducible: the draw's seed is the opening block's hash, and anvil's prevrandao makes it random. A draw
-rescheduled because its seed block is over 256 blocks old is not modelled (an example sends far fewer
-transactions than that while a dispute awaits its draw); tests/test_disputes.py covers it.
+boundaries are hit to the second; the model counts blocks too (one per transaction or time travel), as
+draws depend on them. Each hypothesis example starts from a snapshot of the fresh deployment (`evm_snapshot`
+in `__init__`, `evm_revert` in `teardown`). Runs are derandomized; the draws depend on block hashes (anvil's
+prevrandao among them), so which panels are drawn, and the coverage counts, may vary a little from run to run:
+the model replays every draw from the real hash, so it stays exact either way.
 
-Run: .venv/bin/python -m pytest -q tests/test_stateful.py -s   (prints the coverage summary; ~1-2 min)
+Run: .venv/bin/python -m pytest -q tests/test_stateful.py -s   (prints the coverage summary; ~2-3 min)
 """
 
 from __future__ import annotations
@@ -66,12 +90,23 @@ from chainutil import VOCAB, decode_error
 from node import protocol as P
 from node.chain import enums
 from node.chain.deploy import deploy_system
-from node.chain.params import DEFAULT_PARAMS, ETHER
+from node.chain.params import BURN_ADDRESS, DEFAULT_PARAMS, ETHER
 
 WAD = P.WAD
-# α windows fill after 8 jobs; a panel of up to 7 takes every eligible referee (see the module docstring).
-PARAMS = DEFAULT_PARAMS.with_(alpha_bucket_cycles=1, accused_slash=6 * ETHER // 10, referee_count=7)
-# 30 examples × 120 steps: ~4,600 steps (hypothesis runs ~40 examples), ~5,500 transactions; a soak run can
+# α windows fill after 8 jobs. Referee panels of 1 and (after the one appeal) 3 seats: with the four referees of
+# the cast (and those that register later) a run draws full panels, panels with a choice, and short draws that
+# escalate (once, then Void). Appeal and escalation periods as short as the job timeouts, so that time travel
+# probes their boundaries too.
+PARAMS = DEFAULT_PARAMS.with_(
+    alpha_bucket_cycles=1,
+    accused_slash=6 * ETHER // 10,
+    referee_count=1,
+    max_appeals=1,
+    max_escalations=1,
+    appeal_period=120,
+    escalation_period=120,
+)
+# 30 examples × 120 steps: ~3,800 steps (hypothesis runs ~32 examples), ~4,900 transactions; a soak run can
 # raise them.
 EXAMPLES = int(os.environ.get("VERISPEC_STATEFUL_EXAMPLES", 30))
 STEPS = int(os.environ.get("VERISPEC_STATEFUL_STEPS", 120))
@@ -83,13 +118,15 @@ ZERO = bytes(32)
 DRAFT, TARGET, OTHER = (keccak(b"verispec.stateful." + n) for n in (b"draft", b"target", b"other"))
 EOS = 2
 BOND = PARAMS.dispute_bond
+BURN = Web3.to_checksum_address(BURN_ADDRESS)  # DisputeManager.BURN (and the market's default treasury)
+MODELS = (DRAFT, TARGET, OTHER)  # every model id a referee can register for (each has a stake tree)
 CYCLE_VERIFIED = "0x" + keccak(b"CycleVerified(uint256,uint256,bytes32,uint256,uint32,bytes)").hex()
 
 # the contracts' enums, under the short names this model uses (the values come from node/chain/enums.py)
 NONE, DRAFTER, VERIFIER, REFEREE = enums.Role  # registry roles
 OPEN, RUNNING, FINISHED, FINALIZED = list(enums.JobStatus)[1:]  # job status
 AWAIT_DRAFT, AWAIT_VERIFY = enums.Phase  # job phase
-AWAITING, VOTING, RESOLVED = list(enums.DisputeStatus)[1:4]  # dispute status
+AWAITING, VOTING, RESOLVED, APPEALABLE, DRAWING = list(enums.DisputeStatus)[1:]  # dispute status
 LOST, CHALLENGER_LOST, VOID, SILENT = list(enums.Outcome)[1:]  # dispute outcome
 DRAFT_REPLAY, TARGET_REPLAY = enums.DisputeKind
 FAITHFUL, CHEATED = list(enums.Verdict)[1:]
@@ -151,7 +188,7 @@ class Account:
     alpha_star: int = 0
     target: bytes = ZERO
     models: tuple = ()
-    registered_at: int = 0  # timestamp (one block per transaction) of its registration
+    registered_block: int = 0  # block of its registration (isActiveSince)
     # ledgers over the whole example, per contract ("market", "disputes", "registry")
     credited: Counter = field(default_factory=Counter)  # owed/credited to it, or stake paid in
     withdrawn: Counter = field(default_factory=Counter)  # measured balance change + gas of its withdrawals
@@ -244,6 +281,21 @@ class Job:
 
 
 @dataclass
+class Round:
+    """DisputeManager.Round: a round's decided result and votes; for k ≥ 1 the appeal that opened it."""
+
+    result: int = 0
+    faithful: int = 0
+    cheated: int = 0
+    appealed: int = 0  # the result of round k - 1 that the appeal contested
+    appellant: str = "0x" + "00" * 20
+    bond: int = 0
+
+    def view(self) -> tuple:
+        return (self.result, self.faithful, self.cheated, self.appealed, self.appellant.lower(), self.bond)
+
+
+@dataclass
 class Dispute:
     id: int
     job: Job
@@ -252,28 +304,56 @@ class Dispute:
     kind: int
     challenger: str
     accused: str
+    model: bytes  # the disputed model id (its stake tree draws the panels)
     answer_deadline: int
-    opened_at: int  # timestamp of the opening block, whose hash seeds the draw
-    pool_size: int  # referees listed for the model at opening
-    panel: list = field(default_factory=list)  # empty until drawn (drawReferees, or the answer)
-    drawn: bool = False
+    draw_block: int  # the block whose hash seeds the current round's draw; 0 while an escalation waits
     status: int = AWAITING
     outcome: int = 0
+    round: int = 0
+    panel_size: int = PARAMS.referee_count
+    panels: list = field(default_factory=list)  # one per drawn round, in draw order (the current one last)
+    escalations: int = 0  # short draws of the current round
+    draw_after: int = 0  # an escalated draw may take a fresh seed from this time on
+    appeal_deadline: int = 0
+    round_result: int = 0  # the latest decided round's result (what an appeal contests)
+    rounds: list = field(default_factory=lambda: [Round()])
     commit_deadline: int = 0
     reveal_deadline: int = 0
+    # the current round's ballots (earlier rounds' revealed verdicts move to `past` when the round is appealed)
     committed: dict = field(default_factory=dict)  # referee -> verdict sealed
     lazy: set = field(default_factory=set)  # referees that committed but reveal only when a deadline probe asks
     revealed: dict = field(default_factory=dict)  # referee -> verdict revealed
+    past: dict = field(default_factory=dict)  # referee -> verdict revealed in an earlier round
 
     @property
     def key(self) -> tuple:
         return (self.job.id, self.cycle, self.index, self.kind)
 
     @property
+    def drawn(self) -> bool:
+        """The current round's panel is drawn."""
+        return len(self.panels) > self.round
+
+    @property
+    def panel(self) -> list:
+        return self.panels[self.round] if self.drawn else []
+
+    @property
+    def bonds(self) -> int:
+        """What the dispute manager holds for this dispute while it is unresolved: the bond and the appeal bonds."""
+        return BOND + sum(r.bond for r in self.rounds)
+
+    @property
     def truth(self) -> int:
         """What an honest referee's replay finds: odd disputes are about a real cheat, even ones are not
-        (dissenting votes come from commit_vote's "dissent" variant)."""
+        (dissenting votes come from commit_vote's "dissent" variant, and from captured first panels)."""
         return CHEATED if self.id % 2 else FAITHFUL
+
+    @property
+    def captured(self) -> bool:
+        """Every fourth dispute's first panel is captured by the cheater (attack 6): its referees vote the lie, so
+        the round acquits a cheat, and only an appeal to a fresh panel convicts it."""
+        return self.id % 4 == 3 and self.round == 0
 
     def salt(self, referee: str) -> bytes:
         return keccak(b"salt" + self.id.to_bytes(32, "big") + bytes.fromhex(referee[2:]))
@@ -286,6 +366,14 @@ class Dispute:
         )
 
 
+def draw_points(seed_block_hash: bytes, dispute_id: int, round_: int, total: int, tries: int) -> list:
+    """RefereeDraw: seed = keccak256(abi.encode(blockhash, disputeId, round)); try j looks up the stake point
+    keccak256(abi.encode(seed, j)) % total."""
+    word = seed_block_hash + dispute_id.to_bytes(32, "big") + round_.to_bytes(32, "big")
+    seed_ = keccak(word)
+    return [int.from_bytes(keccak(seed_ + j.to_bytes(32, "big")), "big") % total for j in range(tries)]
+
+
 # ---------------------------------------------------------------- raw JSON-RPC
 
 
@@ -294,6 +382,7 @@ class Receipt:
     status: int
     fee: int  # gasUsed × effectiveGasPrice
     timestamp: int
+    block: int
     logs: list
 
 
@@ -323,6 +412,7 @@ class Rpc:
             as_int(r["status"]),
             as_int(r["gasUsed"]) * as_int(r["effectiveGasPrice"]),
             as_int(r["blockTimestamp"]),
+            as_int(r["blockNumber"]),
             r["logs"],
         )
 
@@ -380,9 +470,19 @@ class ProtocolMachine(RuleBasedStateMachine):
         self.registry, self.market, self.dm = system.registry, system.market, system.disputes
         self.rpc = Rpc(w3.provider.endpoint_uri)
         self.snapshot = self.rpc.ok("evm_snapshot")
-        self.now = int(self.rpc.ok("eth_getBlockByNumber", "latest", False)["timestamp"], 16)
+        latest = self.rpc.ok("eth_getBlockByNumber", "latest", False)
+        self.now, self.block = int(latest["timestamp"], 16), int(latest["number"], 16)
         addrs = w3.eth.accounts[1 : 1 + N_ACTORS]
         self.accts = {a: Account(a, b) for a, b in zip(addrs, self.rpc.read([("balance", a) for a in addrs]))}
+        # the registry's referee stake trees: slots in registration order, weights, block of the last change
+        self.slots: dict[bytes, list] = {m: [] for m in MODELS}
+        self.weights: Counter = Counter()  # refereeWeight
+        self.tree_changed: Counter = Counter()  # stakeTreeChangedAt
+        # ETH conservation: the actors, the contracts and the burn address hold what they held, less all gas paid
+        self.fees = 0
+        self.holders = [*addrs, self.registry.address, self.market.address, self.dm.address, BURN]
+        self.burn_balance = self.rpc.balance(BURN)
+        self.total_eth = sum(self.rpc.read([("balance", a) for a in self.holders]))
         self.alpha: dict[str, Alpha] = {a: Alpha() for a in addrs}
         self.owed: Counter = Counter()  # market.owed
         self.credits: Counter = Counter()  # disputes.credits
@@ -421,8 +521,10 @@ class ProtocolMachine(RuleBasedStateMachine):
         receipt = self.rpc.send(tx)
         assert receipt.status == (0 if err else 1), f"{fn.fn_name}: eth_call and transaction disagree"
         self.now += 1
-        assert receipt.timestamp == self.now
+        self.block += 1
+        assert (receipt.timestamp, receipt.block) == (self.now, self.block)
         self.accts[sender].wallet -= receipt.fee + (0 if err else value)
+        self.fees += receipt.fee
         STATS["transactions"] += 1
         STATS[f"{fn.fn_name}:{err or 'ok'}"] += 1
         return receipt
@@ -481,7 +583,10 @@ class ProtocolMachine(RuleBasedStateMachine):
         return d.status == AWAITING and self.t <= d.answer_deadline
 
     def undrawn(self, d: Dispute) -> bool:
-        return d.status == AWAITING and not d.drawn
+        return d.status in (AWAITING, DRAWING) and not d.drawn and (d.draw_block or self.t >= d.draw_after)
+
+    def seeded(self, d: Dispute) -> bool:
+        return d.status in (AWAITING, DRAWING) and not d.drawn and bool(d.draw_block)
 
     def silent(self, d: Dispute) -> bool:
         return d.status == AWAITING and self.t > d.answer_deadline
@@ -499,7 +604,12 @@ class ProtocolMachine(RuleBasedStateMachine):
         )
 
     def can_resolve(self, d: Dispute) -> bool:
-        return d.status == VOTING and d.voting_over(self.t)
+        """A voted round can be decided; an Appealable one is tried any time (AppealPeriodNotOver before the end)."""
+        return (d.status == VOTING and d.voting_over(self.t)) or d.status == APPEALABLE
+
+    def can_appeal(self, d: Dispute) -> bool:
+        """Appealable: tried any time, also after the appeal period (AppealPeriodOver) until someone resolves."""
+        return d.status == APPEALABLE
 
     def deadlines(self) -> list:
         """Pending deadlines as (x, before, after): x is the last second of the earlier state (x + 1 the first of
@@ -527,6 +637,9 @@ class ProtocolMachine(RuleBasedStateMachine):
             elif j.status == FINISHED:
                 out.append((j.deadline, lambda j=j: self.finalize(j, 0), lambda j=j: self.finalize(j, 0)))
         for d in self.disputes:
+            if d.status in (AWAITING, DRAWING) and not d.draw_block:  # an escalated draw waits for a fresh seed
+                draw = lambda d=d: self.draw_referees(d, 0)  # noqa: E731
+                out.append((d.draw_after - 1, draw, draw))
             if d.status == AWAITING:
                 out.append(
                     (
@@ -551,11 +664,26 @@ class ProtocolMachine(RuleBasedStateMachine):
                         lambda d=d: self.resolve(d, 0),
                     )
                 )
+            elif d.status == APPEALABLE:
+                probe = lambda d=d: self.probe_appeal(d)  # noqa: E731
+                out.append((d.appeal_deadline - 1, probe, probe))
         for a in self.accts.values():
             if a.unbonding_since:
                 x, withdraw = a.unbonding_since + PARAMS.unbonding_period - 1, lambda a=a: self.withdraw_unbonded(a)
                 out.append((x, withdraw, withdraw))
         return sorted(out, key=lambda entry: entry[0])
+
+    def probe_appeal(self, d: Dispute):
+        """From the second before the appeal deadline on: an appeal with the first bond again (WrongAppealBond);
+        then on even disputes an appeal in the last second, on odd ones a resolve that is too early
+        (AppealPeriodNotOver), an appeal that is too late (AppealPeriodOver) and the resolve that ends it."""
+        self.appeal(d, 0, "bond")
+        if d.id % 2 == 0:
+            self.appeal(d, 0, "loser")
+        else:
+            self.resolve(d, 0)
+            self.appeal(d, 0, "loser")
+            self.resolve(d, 0)
 
     def active(self, a: Account, role: int, model: bytes) -> bool:
         return a.role == role and a.unbonding_since == 0 and model in a.models and a.stake >= MIN_STAKE[role]
@@ -566,14 +694,164 @@ class ProtocolMachine(RuleBasedStateMachine):
 
     def credit_disputes(self, who: str, amount: int):
         self.credits[who] += amount
-        self.accts[who].credited["disputes"] += amount
+        if who != BURN:  # nobody withdraws for the burn address
+            self.accts[who].credited["disputes"] += amount
 
     def slash(self, who: str, amount: int) -> int:
         acct = self.accts[who]
         taken = min(amount, acct.stake)
         acct.stake -= taken
         acct.slashed += taken
+        self.reweigh(acct)
         return taken
+
+    # the registry's referee stake trees (StakingRegistry._syncRefereeWeight)
+
+    def weight(self, a: Account) -> int:
+        """A referee's active stake: its stake while a referee, not unbonding and at or above the minimum."""
+        active = a.role == REFEREE and not a.unbonding_since and a.stake >= MIN_STAKE[REFEREE]
+        return a.stake if active else 0
+
+    def reweigh(self, a: Account):
+        """After a (just mined) registration, stake change or unbond of `a`: its weight in the trees of every
+        model it serves follows its active stake, and a changed weight marks those trees changed in this block."""
+        if a.role == REFEREE:
+            for m in a.models:
+                if a.addr not in self.slots[m]:
+                    self.slots[m].append(a.addr)  # a slot for good, reused on re-registration
+        w = self.weight(a)
+        if w != self.weights[a.addr]:
+            self.weights[a.addr] = w
+            for m in a.models:
+                self.tree_changed[m] = self.block
+
+    def tree(self, m: bytes) -> list:
+        """The stake tree of model `m` as (referee, weight) per slot (a slot of a model it no longer serves is 0)."""
+        return [(r, self.weights[r] if m in self.accts[r].models else 0) for r in self.slots[m]]
+
+    def holder(self, tree: list, point: int) -> str:
+        """refereeByStake: the slot whose cumulative weight first exceeds `point` (StakeTree.find)."""
+        for r, w in tree:
+            if point < w:
+                return r
+            point -= w
+        raise AssertionError("point beyond the total")
+
+    def plan_draw(self, d: Dispute) -> tuple[str, list, int]:
+        """What DisputeManager._drawPanel does in the next block: "pending" (EscalationPending), "schedule" (a fresh
+        seed after an escalation), "reschedule" (the tree changed after the seed block, or its hash is gone),
+        "short" (fewer eligible than seats: escalate, or Void after the last escalation) or "panel" (drawn), with
+        the referees found in draw order and how many referees of the tree were eligible."""
+        block = self.block + 1
+        if not d.draw_block:
+            return ("pending" if self.t < d.draw_after else "schedule"), [], 0
+        assert block > d.draw_block  # one transaction a block: DrawTooEarly cannot happen here
+        if d.draw_block < block - 256 or self.tree_changed[d.model] > d.draw_block:
+            return "reschedule", [], 0
+        tree = self.tree(d.model)
+        total = sum(w for _, w in tree)
+        j = d.job
+        parties = {j.requester, j.drafter, j.verifier, d.challenger}
+        earlier = {r for panel in d.panels for r in panel}
+
+        def eligible(r: str) -> bool:
+            a = self.accts[r]
+            since = a.registered_block <= d.draw_block  # isActiveSince(seed block)
+            return r not in parties and r not in earlier and self.active(a, REFEREE, d.model) and since
+
+        chosen = []
+        if total:
+            seed_hash = bytes.fromhex(self.rpc.ok("eth_getBlockByNumber", hex(d.draw_block), False)["hash"][2:])
+            for point in draw_points(seed_hash, d.id, d.round, total, 4 * d.panel_size + 8):
+                r = self.holder(tree, point)
+                if eligible(r) and r not in chosen:
+                    chosen.append(r)
+                    if len(chosen) == d.panel_size:
+                        break
+        return ("panel" if len(chosen) == d.panel_size else "short"), chosen, sum(eligible(r) for r, w in tree if w)
+
+    def apply_draw(self, d: Dispute, plan: tuple[str, list, int]):
+        """The effects of a mined draw (drawReferees, or the answer's), as planned by plan_draw."""
+        kind, chosen, eligible = plan
+        STATS[f"draw {kind} (round {d.round})"] += 1
+        STATS["draws with a choice"] += eligible > d.panel_size
+        if kind in ("schedule", "reschedule"):
+            d.draw_block = self.block
+        elif kind == "short":
+            d.escalations += 1
+            if d.escalations > PARAMS.max_escalations:
+                self.void_unrefereed(d)
+                return
+            d.draw_block, d.draw_after = 0, self.now + PARAMS.escalation_period
+            if d.round == 0:
+                d.answer_deadline = d.draw_after + PARAMS.answer_period
+        else:
+            panel = [Web3.to_checksum_address(r) for r in self.rpc.view(self.dm, "panelOf", d.id, d.round)]
+            assert panel == chosen, f"dispute {d.id} round {d.round}: panel {panel} != model {chosen}"
+            d.panels.append(chosen)
+            if d.round == 0:  # the accused has a full answer period with a panel in place
+                d.answer_deadline = max(d.answer_deadline, self.now + PARAMS.answer_period)
+            else:  # an appeal round votes on the first round's answer
+                self.start_voting(d)
+
+    def start_voting(self, d: Dispute):
+        d.status, d.commit_deadline = VOTING, self.now + PARAMS.vote_commit_period
+        d.reveal_deadline = d.commit_deadline + PARAMS.vote_reveal_period
+
+    def void_unrefereed(self, d: Dispute):
+        """Too few referees after the last escalation: Void, the bond and every appeal bond back, nobody
+        penalized, the position free again."""
+        d.status, d.outcome = RESOLVED, VOID
+        self.positions[d.key] = FREE
+        self.credit_disputes(d.challenger, BOND)
+        for r in d.rounds[1:]:
+            self.credit_disputes(r.appellant, r.bond)
+        STATS["outcome Void (escalation)"] += 1
+        STATS[f"void by escalation in round {d.round}"] += 1
+        self.closed(d, accused_lost=False)
+
+    def finish(self, d: Dispute, outcome: int):
+        """DisputeManager._finish with the final outcome (the last round's result): every round's non-revealers and
+        (decided outcome) dissenters of the final verdict penalized, penalties and forfeited appeal bonds burnt,
+        the bond and the slash split, the final round's majority paid (dust to the first in draw order)."""
+        d.status, d.outcome = RESOLVED, outcome
+        self.positions[d.key] = PROVEN if outcome == LOST else FREE
+        winning = {LOST: CHEATED, CHALLENGER_LOST: FAITHFUL}.get(outcome)
+        votes = {**d.past, **d.revealed}
+        burnt = 0
+        for panel in d.panels:
+            for r in panel:
+                if r not in votes or (winning and votes[r] != winning):
+                    burnt += self.slash(r, PARAMS.referee_penalty)
+                    STATS["referee penalties (burnt)"] += 1
+        for r in d.rounds[1:]:
+            if outcome != r.appealed:  # the appeal changed the verdict
+                self.credit_disputes(r.appellant, r.bond)
+                STATS["appeal bonds refunded"] += 1
+            else:
+                burnt += r.bond
+                STATS["appeal bonds burnt"] += 1
+        reward, to_referees = PARAMS.dispute_bond // 2, 0
+        if outcome == LOST:
+            taken = self.slash(d.accused, PARAMS.accused_slash)
+            to_referees = min(taken, reward)
+            rest = taken - to_referees
+            self.credit_disputes(d.challenger, BOND + rest // 2)
+            self.credit_disputes(d.job.requester, rest - rest // 2)
+        elif outcome == CHALLENGER_LOST:
+            to_referees = reward
+            self.credit_disputes(d.accused, BOND - reward)
+        else:
+            self.credit_disputes(d.challenger, BOND)
+        if to_referees:
+            majority = [r for r in d.panels[d.round] if d.revealed.get(r) == winning]
+            share = to_referees // len(majority)
+            for i, r in enumerate(majority):
+                self.credit_disputes(r, share + (to_referees - share * len(majority) if i == 0 else 0))
+        self.credit_disputes(BURN, burnt)
+        STATS[f"outcome {enums.Outcome(outcome).name}"] += 1
+        STATS[f"final after {d.round} appeal(s)"] += 1
+        self.closed(d, accused_lost=outcome == LOST)
 
     def record_alpha(self, job: Job):
         """At settlement: the job's cycles (accepted proposals emitted, rejections observed) enter the window; a
@@ -601,7 +879,9 @@ class ProtocolMachine(RuleBasedStateMachine):
 
     def locks(self, addr: str) -> int:
         jobs = sum(j.status != FINALIZED and addr in (j.drafter, j.verifier) for j in self.jobs)
-        disputes = sum(d.status != RESOLVED and (addr == d.accused) + d.panel.count(addr) for d in self.disputes)
+        disputes = sum(
+            d.status != RESOLVED and (addr == d.accused) + sum(p.count(addr) for p in d.panels) for d in self.disputes
+        )
         return jobs + disputes
 
     def free_positions(self, j: Job) -> list:
@@ -614,22 +894,6 @@ class ProtocolMachine(RuleBasedStateMachine):
             ] + [(j.gamma, TARGET_REPLAY)]
             out += [(c, i, kind) for i, kind in binding if self.positions.get((j.id, c, i, kind), FREE) == FREE]
         return out
-
-    def listed_referees(self, job: Job, kind: int) -> int:
-        """registry.refereeCount: referees registered for the model and not unbonding (active or not)."""
-        model = job.draft_model if kind == DRAFT_REPLAY else TARGET
-        return sum(a.role == REFEREE and model in a.models and not a.unbonding_since for a in self.accts.values())
-
-    def eligible_referees(self, d: Dispute) -> set:
-        """Who the draw may pick: active referees for the model, registered before the opening block, no party."""
-        j = d.job
-        model = j.draft_model if d.kind == DRAFT_REPLAY else TARGET
-        parties = {j.requester, j.drafter, j.verifier, d.challenger}
-        return {
-            a.addr
-            for a in self.accts.values()
-            if a.addr not in parties and self.active(a, REFEREE, model) and a.registered_at < d.opened_at
-        }
 
     # ------------------------------------------------------------ setup
 
@@ -649,8 +913,9 @@ class ProtocolMachine(RuleBasedStateMachine):
             else:
                 a.models = (TARGET,) if role == VERIFIER else (DRAFT, TARGET)
                 self.act(reg.register(role, list(a.models), [VOCAB] * len(a.models)), a.addr, value=stake)
-            a.role, a.stake = role, stake
+            a.role, a.stake, a.registered_block = role, stake, self.block
             a.credited["registry"] += stake
+            self.reweigh(a)
 
     # ------------------------------------------------------------ the one hypothesis rule
 
@@ -706,8 +971,9 @@ class ProtocolMachine(RuleBasedStateMachine):
             self.act(reg.register(role, models, [VOCAB] * len(models)), a.addr, err, value)
             a.models = a.models if err else tuple(models)
         if not err:
-            a.role, a.stake, a.unbonding_since, a.registered_at = role, value, 0, self.now
+            a.role, a.stake, a.unbonding_since, a.registered_block = role, value, 0, self.block
             a.credited["registry"] += value
+            self.reweigh(a)
 
     @action(1, who=pick, amount=st.sampled_from([ETHER // 3, ETHER, 1, 0]))
     def add_stake(self, who, amount):
@@ -719,6 +985,7 @@ class ProtocolMachine(RuleBasedStateMachine):
         if not err:
             a.stake += amount
             a.credited["registry"] += amount
+            self.reweigh(a)
 
     @action(1, who=pick, alpha=st.sampled_from(ALPHAS))
     def set_alpha_star(self, who, alpha):
@@ -740,6 +1007,7 @@ class ProtocolMachine(RuleBasedStateMachine):
         self.act(self.registry.functions.requestUnbond(), a.addr, err)
         if not err:
             a.unbonding_since = self.now
+            self.reweigh(a)  # a referee's weight drops to 0 at once
 
     @action(1, who=pick)
     def withdraw_unbonded(self, who):
@@ -756,6 +1024,7 @@ class ProtocolMachine(RuleBasedStateMachine):
             assert received == a.stake, f"withdrawUnbonded paid {received}, stake was {a.stake}"
             a.wallet += received
             a.withdrawn["registry"] += received
+            assert self.weights[a.addr] == 0  # an unbonding account holds no weight already
             a.role, a.stake, a.unbonding_since, a.alpha_star, a.target, a.models = NONE, 0, 0, 0, ZERO, ()
 
     # ------------------------------------------------------------ market actions
@@ -992,6 +1261,7 @@ class ProtocolMachine(RuleBasedStateMachine):
             self.now = x + offset - 1
         self.rpc.ok("evm_setNextBlockTimestamp", self.now)
         self.rpc.ok("evm_mine")
+        self.block += 1
         if not dt and future:
             STATS["boundary probes"] += 1
             probes[then - 1]()
@@ -1065,7 +1335,8 @@ class ProtocolMachine(RuleBasedStateMachine):
             leaf_proof = (rec.tokens[index], q, P.proof(leaves, index))
         who = self.acct(challenger).addr
         accused = j.drafter if kind == DRAFT_REPLAY else j.verifier
-        listed = self.listed_referees(j, kind)
+        model = j.draft_model if kind == DRAFT_REPLAY else TARGET
+        staked = sum(w for _, w in self.tree(model))  # refereeStakeTotal
         pos = self.positions.get((j.id, c, index, kind), FREE)
         value = BOND - 1 if variant == "bond" else BOND
         err = first(
@@ -1079,7 +1350,7 @@ class ProtocolMachine(RuleBasedStateMachine):
             (who == accused, "ChallengerIsAccused"),
             (pos == OPEN_POS, "PositionUnderDispute"),
             (pos == PROVEN, "PositionAlreadyProven"),
-            (not listed, "NoEligibleReferees"),
+            (not staked, "NoEligibleReferees"),
         )
         self.act(self.dm.functions.openDispute(j.id, c, index, kind, record, leaf_proof), who, err, value)
         if not err:
@@ -1091,9 +1362,9 @@ class ProtocolMachine(RuleBasedStateMachine):
                 kind,
                 who,
                 accused,
-                self.now + PARAMS.answer_period,
-                opened_at=self.now,
-                pool_size=listed,
+                model,
+                answer_deadline=self.now + PARAMS.answer_period,
+                draw_block=self.block,  # the opening block seeds round 0
             )
             self.disputes.append(d)
             self.positions[d.key] = OPEN_POS
@@ -1111,51 +1382,53 @@ class ProtocolMachine(RuleBasedStateMachine):
         sender = self.acct(stranger).addr if variant == "party" else d.accused
         top = ([], []) if variant == "topk" else ([3, 9], [WAD // 3, WAD // 4])
         claimed = WAD + 1 if variant == "prob" else WAD // 3
+        plan = self.plan_draw(d) if d.status == AWAITING and not d.drawn else None  # the answer draws round 0
         err = first(
             (d.status != AWAITING, "DisputeWrongStatus"),
             (sender != d.accused, "NotAccused"),
             (self.t > d.answer_deadline, "AnswerPeriodOver"),
             (not top[0], "BadTopK"),
             (claimed > WAD, "ProbabilityAboveWad"),
+            # no seed yet (an escalation waits), or the draw would reschedule / escalate: reverted, not answered
+            (plan is not None and plan[0] != "panel", "PanelNotDrawn"),
         )
         self.act(self.dm.functions.answer(d.id, claimed, *top), sender, err)
-        if not err and not d.drawn and not self.drawn(d):  # the answer drew the referees; nobody was eligible
-            return
         if not err:
-            d.status, d.commit_deadline = VOTING, self.now + PARAMS.vote_commit_period
-            d.reveal_deadline = d.commit_deadline + PARAMS.vote_reveal_period
+            if plan:
+                self.apply_draw(d, plan)
+            self.start_voting(d)
 
-    @action(2, when=some("disputes", "undrawn"), dispute=pick, caller=actor)
+    @action(3, when=some("disputes", "undrawn"), dispute=pick, caller=actor)
     def draw_referees(self, dispute, caller):
         d = self.choose(self.disputes, self.undrawn, dispute)
-        err = first((d.status != AWAITING, "DisputeWrongStatus"), (d.drawn, "AlreadyDrawn"))
+        plan = self.plan_draw(d) if d.status in (AWAITING, DRAWING) and not d.drawn else None
+        err = first(
+            (d.status not in (AWAITING, DRAWING), "DisputeWrongStatus"),
+            (d.drawn, "AlreadyDrawn"),
+            (plan is not None and plan[0] == "pending", "EscalationPending"),
+        )
         self.act(self.dm.functions.drawReferees(d.id), self.acct(caller).addr, err)
         if not err:
-            self.drawn(d)
+            self.apply_draw(d, plan)
+            if plan[0] == "short" and d.status != RESOLVED:  # escalated: a retry at once is too early
+                self.draw_referees(d, caller)
 
-    def drawn(self, d: Dispute) -> bool:
-        """DisputeManager's draw (just mined, by drawReferees or the answer): every eligible referee, as the
-        panel of 7 exceeds the pool; with nobody eligible the dispute ends Void. Returns whether a panel exists."""
-        eligible = self.eligible_referees(d)
-        d.panel = [Web3.to_checksum_address(r) for r in self.rpc.view(self.dm, "refereesOf", d.id)]
-        STATS["draws with a choice"] += len(eligible) > PARAMS.referee_count  # see the module docstring
-        assert set(d.panel) <= eligible and len(set(d.panel)) == len(d.panel) == min(
-            PARAMS.referee_count, len(eligible)
-        )
-        if not d.panel:
-            d.status, d.outcome = RESOLVED, VOID
-            self.positions[d.key] = FREE
-            self.credit_disputes(d.challenger, BOND)
-            STATS["outcome void (nobody to draw)"] += 1
-            self.closed(d, accused_lost=False)
-            return False
-        d.drawn = True
-        return True
+    @action(2, when=some("disputes", "seeded"), dispute=pick, who=pick)
+    def steer_draw(self, dispute, who):
+        """A referee of the disputed model moves its stake (1 wei) once the draw's seed block is public, as if to
+        steer the draw: the tree changed after the seed block, so the next draw is rescheduled (a fresh seed), and
+        an answer cannot draw until then (docs/disputes.md, "Referee draw")."""
+        d = self.choose(self.disputes, self.seeded, dispute)
+        self.add_stake(self.someone(who, lambda a: self.weights[a.addr] and d.model in a.models), 1)
 
     @action(2, when=some("disputes", "silent"), dispute=pick, caller=actor)
     def claim_answer_timeout(self, dispute, caller):
         d = self.choose(self.disputes, self.silent, dispute)
-        err = first((d.status != AWAITING, "DisputeWrongStatus"), (self.t <= d.answer_deadline, "AnswerPeriodNotOver"))
+        err = first(
+            (d.status != AWAITING, "DisputeWrongStatus"),
+            (not d.drawn, "PanelNotDrawn"),  # the answer period runs against the accused only with a panel
+            (self.t <= d.answer_deadline, "AnswerPeriodNotOver"),
+        )
         self.act(self.dm.functions.claimAnswerTimeout(d.id), self.acct(caller).addr, err)
         if not err:
             d.status, d.outcome = RESOLVED, SILENT
@@ -1163,6 +1436,7 @@ class ProtocolMachine(RuleBasedStateMachine):
             taken = self.slash(d.accused, PARAMS.accused_slash)
             self.credit_disputes(d.challenger, BOND + taken // 2)
             self.credit_disputes(d.job.requester, taken - taken // 2)
+            STATS["outcome AccusedSilent"] += 1
             self.closed(d, accused_lost=True)
 
     @action(
@@ -1171,13 +1445,16 @@ class ProtocolMachine(RuleBasedStateMachine):
         dispute=pick,
         referee=pick,
         stranger=actor,
-        variant=st.sampled_from(["ok"] * 4 + ["dissent", "lazy", "outsider", "empty"]),
+        variant=pick.map(lambda i: (["ok"] * 4 + ["dissent", "lazy", "outsider", "earlier", "empty"])[i % 9]),
     )
     def commit_vote(self, dispute, referee, variant, stranger):
         d = self.choose(self.disputes, self.can_commit_vote, dispute)
-        verdict = 3 - d.truth if variant == "dissent" else d.truth  # a dissenter votes against the replay
+        lie = variant == "dissent" or d.captured  # a dissenter (or a captured panel) votes against the replay
+        verdict = 3 - d.truth if lie else d.truth
         sender = self.choose(sorted(d.panel) or [d.challenger], lambda r: r not in d.committed, referee)
+        earlier = [r for panel in d.panels[: d.round] for r in panel]  # drawn, but for an earlier round
         sender = self.acct(stranger).addr if variant == "outsider" else sender
+        sender = earlier[referee % len(earlier)] if variant == "earlier" and earlier else sender
         sealed = ZERO if variant == "empty" else P.vote_commitment(d.id, sender, verdict, d.salt(sender))
         err = first(
             (d.status != VOTING, "DisputeWrongStatus"),
@@ -1227,42 +1504,69 @@ class ProtocolMachine(RuleBasedStateMachine):
 
     @action(3, when=some("disputes", "can_resolve"), dispute=pick, caller=actor)
     def resolve(self, dispute, caller):
+        """Decides a voted round (strict majority of the drawn panel, else Void): Appealable while appeals remain,
+        final on the last round; an Appealable round becomes final after its appeal period (after the losing side's
+        late appeal has reverted)."""
         d = self.choose(self.disputes, self.can_resolve, dispute)
-        err = first((d.status != VOTING, "DisputeWrongStatus"), (not d.voting_over(self.t), "TooEarlyToResolve"))
+        if d.status == APPEALABLE and self.t > d.appeal_deadline:
+            self.appeal(d, 0, "loser")  # the losing side comes too late (AppealPeriodOver)
+        err = first(
+            (d.status == APPEALABLE and self.t <= d.appeal_deadline, "AppealPeriodNotOver"),
+            (d.status not in (VOTING, APPEALABLE), "DisputeWrongStatus"),
+            (d.status == VOTING and not d.voting_over(self.t), "TooEarlyToResolve"),
+        )
         self.act(self.dm.functions.resolve(d.id), self.acct(caller).addr, err)
-        if not err:
-            self.resolved(d)
-
-    def resolved(self, d: Dispute):
-        """DisputeManager.resolve: strict majority of the drawn panel, penalties, rewards, release."""
+        if err:
+            return
+        if d.status == APPEALABLE:
+            STATS["final after the appeal period"] += 1
+            self.finish(d, d.round_result)
+            return
         votes = Counter(d.revealed.values())
         half = len(d.panel) // 2
-        d.outcome = LOST if votes[CHEATED] > half else CHALLENGER_LOST if votes[FAITHFUL] > half else VOID
-        d.status = RESOLVED
-        self.positions[d.key] = PROVEN if d.outcome == LOST else FREE
-        winning = {LOST: CHEATED, CHALLENGER_LOST: FAITHFUL}.get(d.outcome)
-        majority = [r for r in d.panel if r in d.revealed and winning in (None, d.revealed[r])]
-        pool = sum(self.slash(r, PARAMS.referee_penalty) for r in d.panel if r not in majority)
-        reward = BOND // 2
-        if d.outcome == LOST:
-            taken = self.slash(d.accused, PARAMS.accused_slash)
-            rest = taken - min(taken, reward)
-            pool += min(taken, reward)
-            self.credit_disputes(d.challenger, BOND + rest // 2)
-            self.credit_disputes(d.job.requester, rest - rest // 2)
-        elif d.outcome == CHALLENGER_LOST:
-            pool += reward
-            self.credit_disputes(d.accused, BOND - reward)
+        result = LOST if votes[CHEATED] > half else CHALLENGER_LOST if votes[FAITHFUL] > half else VOID
+        r = d.rounds[d.round]
+        r.result, r.faithful, r.cheated, d.round_result = result, votes[FAITHFUL], votes[CHEATED], result
+        STATS[f"round {d.round} decided {enums.Outcome(result).name}"] += 1
+        if d.round < PARAMS.max_appeals:
+            d.status, d.appeal_deadline = APPEALABLE, self.now + PARAMS.appeal_period
         else:
-            self.credit_disputes(d.challenger, BOND)
-        if not majority:
-            self.credit_disputes(d.challenger, pool)
-        else:
-            share = pool // len(majority)
-            for i, r in enumerate(majority):
-                self.credit_disputes(r, share + (pool - share * len(majority) if i == 0 else 0))
-        STATS[f"outcome {enums.Outcome(d.outcome).name}"] += 1
-        self.closed(d, accused_lost=d.outcome == LOST)
+            STATS["final at once (last round)"] += 1
+            self.finish(d, result)
+
+    @action(
+        2,
+        when=some("disputes", "can_appeal"),
+        dispute=pick,
+        stranger=actor,
+        variant=pick.map(lambda i: (["loser"] * 4 + ["anyone", "short", "bond"])[i % 7]),
+    )
+    def appeal(self, dispute, stranger, variant):
+        """An appeal of the decided round, by its losing side (either on a round without majority) or anyone, with
+        bond × 2^(round + 1) (or one wei short, or the first bond again); also after the appeal period."""
+        d = self.choose(self.disputes, self.can_appeal, dispute)
+        if variant == "loser" and d.id % 3 == 0 and d.status == APPEALABLE:
+            self.appeal(d, stranger, "bond")  # every third dispute's appellant first sends the first bond again
+        loser = {LOST: d.accused, CHALLENGER_LOST: d.challenger}.get(d.round_result, d.challenger)
+        sender = self.acct(stranger).addr if variant == "anyone" else loser
+        required = BOND << (d.round + 1)
+        value = {"short": required - 1, "bond": BOND}.get(variant, required)
+        err = first(
+            (d.status != APPEALABLE, "DisputeWrongStatus"),
+            (self.t > d.appeal_deadline, "AppealPeriodOver"),
+            (value != required, "WrongAppealBond"),
+        )
+        self.act(self.dm.functions.appeal(d.id), sender, err, value)
+        if not err:
+            STATS[f"appealed round {d.round} ({enums.Outcome(d.round_result).name})"] += 1
+            decided = d.round_result in (LOST, CHALLENGER_LOST)
+            STATS["appeals of a decided round" if decided else "appeals of a round without majority"] += 1
+            d.past.update(d.revealed)
+            d.committed, d.revealed, d.lazy = {}, {}, set()
+            d.round += 1
+            d.rounds.append(Round(appealed=d.round_result, appellant=sender, bond=value))
+            d.panel_size = ((PARAMS.referee_count + 1) << d.round) - 1  # RefereeDraw.panelSize
+            d.status, d.draw_block, d.escalations, d.appeal_deadline = DRAWING, self.block, 0, 0
 
     def closed(self, d: Dispute, accused_lost: bool):
         """InferenceMarket.disputeClosed: a lost dispute forfeits the accused's pay and stops a running job."""
@@ -1300,8 +1604,15 @@ class ProtocolMachine(RuleBasedStateMachine):
             ]
         calls += [(self.market, "getJob", j.id) for j in self.jobs]
         calls += [(self.dm, "getDispute", d.id) for d in self.disputes]
+        calls += [(self.dm, "roundOf", d.id, k) for d in self.disputes for k in range(d.round + 1)]
         calls += [(self.dm, "positionState", *key) for key in self.positions]
         calls.append((self.market, "owed", PARAMS.treasury))  # α slashes and fees (not an actor)
+        # the referee stake trees
+        calls += [(self.registry, "refereeWeight", a.addr) for a in accts]
+        calls += [(self.registry, f, m) for m in MODELS for f in ("refereeStakeTotal", "stakeTreeChangedAt")]
+        calls += [(self.registry, "stakeTreeSlot", m, a.addr) for m in MODELS for a in accts]
+        # the burn address: never paid out (its credits only grow), its own balance never moves
+        calls += [(self.dm, "credits", BURN)] + [("balance", h) for h in self.holders]
         out = iter(self.rpc.read(calls))
         balances = dict(zip(contracts, (next(out) for _ in contracts)))
         stakes = owed = credits = 0
@@ -1353,18 +1664,19 @@ class ProtocolMachine(RuleBasedStateMachine):
             )
             assert got == want, f"job {j.id}: chain {got} != model {want}"
             escrow += v[16] if v[5] != FINALIZED else 0
+        views = [next(out) for _ in self.disputes]
         bonds = 0
-        for d in self.disputes:
-            v = next(out)
+        for d, v in zip(self.disputes, views):
             # Dispute: (jobId, challenger, cycle, index, kind, status, outcome, accused, answerDeadline, requester,
             # commitDeadline, modelId, answerHash, revealDeadline, drawn, commits, reveals, faithful, cheated,
-            # drawBlock, poolSize)
+            # drawBlock, round, panelSize, escalations, drawAfter, appealDeadline, roundResult)
             votes = Counter(d.revealed.values())
-            got = (v[0], v[1].lower(), v[7].lower(), v[5], v[6], v[8], v[10], v[13], *v[14:19], v[20])
+            got = (v[0], v[1].lower(), v[7].lower(), v[11], v[5], v[6], v[8], v[10], v[13], *v[14:26])
             want = (
                 d.job.id,
                 d.challenger.lower(),
                 d.accused.lower(),
+                d.model,
                 d.status,
                 d.outcome,
                 d.answer_deadline,
@@ -1375,30 +1687,61 @@ class ProtocolMachine(RuleBasedStateMachine):
                 len(d.revealed),
                 votes[FAITHFUL],
                 votes[CHEATED],
-                d.pool_size,
+                d.draw_block,
+                d.round,
+                d.panel_size,
+                d.escalations,
+                d.draw_after,
+                d.appeal_deadline,
+                d.round_result,
             )
             assert got == want, f"dispute {d.id}: chain {got} != model {want}"
-            bonds += BOND if v[5] != RESOLVED else 0
+        for d, v in zip(self.disputes, views):
+            rounds = [next(out) for _ in range(d.round + 1)]
+            got = [(*r[:4], r[4].lower(), r[5]) for r in rounds]
+            assert got == [r.view() for r in d.rounds], f"dispute {d.id} rounds: chain {got}"
+            bonds += BOND + sum(r[5] for r in rounds) if v[5] != RESOLVED else 0
         for key, state in self.positions.items():
             assert next(out) == state, f"position {key}"
         treasury = next(out)
         assert treasury == self.owed[PARAMS.treasury], f"treasury owed {treasury}"
         owed += treasury
-        # ETH conservation: each contract holds exactly what it owes (per its own views, and per the model)
+        # referee weights: each account's active stake, per model the trees' totals, last change and slots
+        for a in accts:
+            weight = next(out)
+            assert weight == self.weights[a.addr] == self.weight(a), f"{a.addr} weight {weight}"
+        for m in MODELS:
+            total, changed = next(out), next(out)
+            assert (total, changed) == (sum(w for _, w in self.tree(m)), self.tree_changed[m]), f"tree {m.hex()}"
+        for m in MODELS:
+            slots = [r.lower() for r in self.slots[m]]
+            for a in accts:
+                want = (slots.index(a.addr.lower()) + 1 if a.addr.lower() in slots else 0, len(slots))
+                assert tuple(next(out)) == want, f"tree slot of {a.addr} for {m.hex()}"
+        burnt = next(out)
+        assert burnt == self.credits[BURN], f"burnt {burnt} != model {self.credits[BURN]}"
+        credits += burnt
+        holdings = dict(zip(self.holders, (next(out) for _ in self.holders)))
+        assert holdings[BURN] == self.burn_balance, "the burn address's balance moved"
+        # ETH conservation: each contract holds exactly what it owes (per its own views, and per the model) ...
         model_escrow = sum(j.escrow for j in self.jobs if j.status != FINALIZED)
-        model_bonds = BOND * sum(d.status != RESOLVED for d in self.disputes)
+        model_bonds = sum(d.bonds for d in self.disputes if d.status != RESOLVED)
         assert balances[self.registry.address] == stakes == sum(a.stake for a in accts)
         assert balances[self.market.address] == escrow + owed == model_escrow + sum(self.owed.values())
         assert balances[self.dm.address] == bonds + credits == model_bonds + sum(self.credits.values())
+        # ... and no ETH appears or vanishes: actors + contracts + burn address + all gas paid is what it was
+        assert sum(holdings.values()) + self.fees == self.total_eth, "ETH was created or destroyed"
 
 
 # Later lifecycle steps first: hypothesis draws the first choices of a list more often than the others.
 ORDER = [
+    "appeal",
     "resolve",
     "reveal_vote",
     "commit_vote",
     "answer",
     "draw_referees",
+    "steer_draw",
     "claim_answer_timeout",
     "open_dispute",
     "finalize",
@@ -1467,11 +1810,13 @@ def test_random_protocol_runs_keep_every_invariant(w3, system):
         "finalize",
         "withdraw",
         "openDispute",
+        "drawReferees",
         "answer",
         "claimAnswerTimeout",
         "commitVote",
         "revealVote",
         "resolve",
+        "appeal",
     ):
         assert STATS[f"{fn}:ok"] > 0, f"{fn} never succeeded: {summary}"
     for outcome in (
@@ -1481,6 +1826,34 @@ def test_random_protocol_runs_keep_every_invariant(w3, system):
         "outcome AccusedLost",
         "outcome ChallengerLost",
         "outcome Void",
+        "outcome AccusedSilent",
+        # v1.1 referee rules: weighted draws with a choice, reschedules, escalations and their Void, appeals with a
+        # wrong bond or too late, rounds decided then appealed, final verdicts after the appeal period and on the
+        # last round, penalties and forfeited appeal bonds burnt
+        "draws with a choice",
+        "draw panel (round 0)",
+        "draw panel (round 1)",
+        "draw reschedule (round 0)",
+        "draw short (round 1)",
+        "draw schedule (round 1)",
+        "outcome Void (escalation)",
+        "drawReferees:EscalationPending",
+        "answer:PanelNotDrawn",
+        "claimAnswerTimeout:PanelNotDrawn",
+        "appeal:WrongAppealBond",
+        "appeal:AppealPeriodOver",
+        "resolve:AppealPeriodNotOver",
+        "round 0 decided AccusedLost",
+        "round 0 decided ChallengerLost",
+        "round 1 decided AccusedLost",
+        "round 1 decided ChallengerLost",
+        "appeals of a decided round",
+        "final after the appeal period",
+        "final at once (last round)",
+        "final after 1 appeal(s)",
+        "referee penalties (burnt)",
+        "appeal bonds burnt",
+        "appeal bonds refunded",
         "alpha windows breached",
         "alpha windows passed",
         "boundary probes",
