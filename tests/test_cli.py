@@ -317,6 +317,10 @@ def test_submit_bad_inputs(home, w3, deployment):
     # out-of-range settings
     clean_error(cli(*base, "--gamma", "17", home=home), "gamma")
     clean_error(cli(*base, "--top-p", "0", home=home), "top-p")
+    # v1 printed "unexpected MismatchedABI …" (19: the uint64 WAD overflows) and "unexpected OverflowError" (inf)
+    for temperature in ("19", "inf", "nan"):
+        clean_error(cli(*base, "--temperature", temperature, home=home), "--temperature must be in", "uint64 WAD")
+    clean_error(cli(*base, "--top-k", str(2**32), home=home), "--top-k must be in", "uint32")
     clean_error(cli("submit", "", "--dev-account", REQUESTER, "--no-wait", home=home), "empty")
     clean_error(cli(*base, "--price-token", "lots", home=home), "not an amount")
     # the requester cannot be its own drafter

@@ -44,7 +44,7 @@ from node.roles.reports import (
     UnbondResult,
     WithdrawResult,
 )
-from node.roles.units import format_eth, format_time, to_wad
+from node.roles.units import MAX_WAD_FRACTION, format_eth, format_time, to_wad
 from node.store import NodeStore
 
 UINT96_MAX = 2**96 - 1
@@ -308,10 +308,13 @@ class Requester(JobReader, DisputeClient):
             raise RequesterError(f"--gamma must be in 1..{MAX_GAMMA}, got {gamma}")
         if not 1 <= max_tokens <= 65535:
             raise RequesterError(f"--max-tokens must be in 1..65535, got {max_tokens}")
-        if not temperature >= 0:
-            raise RequesterError(f"--temperature must be >= 0, got {temperature}")
-        if top_k < 0:
-            raise RequesterError(f"--top-k must be >= 0, got {top_k}")
+        if not 0 <= temperature <= MAX_WAD_FRACTION:  # also refuses nan; inf is above the bound
+            raise RequesterError(
+                f"--temperature must be in [0, {MAX_WAD_FRACTION}] (the market holds it as a uint64 WAD), "
+                f"got {temperature}"
+            )
+        if not 0 <= top_k < 2**32:
+            raise RequesterError(f"--top-k must be in 0..{2**32 - 1} (the market holds it as a uint32), got {top_k}")
         if not 0 < top_p <= 1:
             raise RequesterError(f"--top-p must be in (0, 1], got {top_p}")
         if price_token_wei >= 2**128 or price_pass_wei >= 2**128:

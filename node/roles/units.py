@@ -35,12 +35,20 @@ def parse_amount(text: str | int, default_unit: str = "wei") -> int:
     return int(value)
 
 
+UINT64_MAX = 2**64 - 1
+# The largest WAD fraction a uint64 field holds (sampling temperature, top-p): 18.446744073709551615.
+MAX_WAD_FRACTION = Decimal(UINT64_MAX) / WAD
+
+
 def to_wad(value: float | str, name: str) -> int:
+    """`value` as a uint64 WAD fraction (the market's sampling fields), exactly; refuses what the field cannot hold."""
     try:
-        wad = Decimal(str(value)) * WAD
+        fraction = Decimal(str(value))
     except InvalidOperation:
         raise RequesterError(f"{name} must be a number, got {value!r}") from None
-    return int(wad)
+    if not fraction.is_finite() or not 0 <= fraction <= MAX_WAD_FRACTION:
+        raise RequesterError(f"{name} must be in [0, {MAX_WAD_FRACTION}] (a uint64 WAD), got {value!r}")
+    return int(fraction * WAD)
 
 
 def format_eth(wei: int) -> str:
