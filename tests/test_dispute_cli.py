@@ -59,6 +59,13 @@ def _verified_job(w3, system) -> int:
     return job_id
 
 
+def _deployment_with_a_verified_job(home):
+    deployment = Deployment.load(home / "deployment.json")
+    w3 = Web3(Web3.HTTPProvider(deployment.rpc_url))
+    system = deployment.system(w3)
+    return deployment, w3, system.disputes, _verified_job(w3, system)
+
+
 def _open(home, job_id, index):
     args = ("dispute", job_id, "--cycle", 0, "--index", index, "--kind", "draft", "--json")
     return json.loads(ok(cli(*args, "--dev-account", REQUESTER, home=home)))
@@ -75,29 +82,8 @@ def _vote(w3, dm, dispute_id, verdict):
 
 
 def test_dispute_appeal_command(home):
-    deployment = Deployment.load(home / "deployment.json")
-    w3 = Web3(Web3.HTTPProvider(deployment.rpc_url))
-    system = deployment.system(w3)
-    dm = system.disputes
-    job_id = _verified_job(w3, system)
-    out = json.loads(
-        ok(
-            cli(
-                "dispute",
-                job_id,
-                "--cycle",
-                0,
-                "--index",
-                1,
-                "--kind",
-                "draft",
-                "--json",
-                "--dev-account",
-                1,
-                home=home,
-            )
-        )
-    )
+    deployment, w3, dm, job_id = _deployment_with_a_verified_job(home)
+    out = _open(home, job_id, 1)
     dispute_id = out["dispute_id"]
     assert out["status"] == "AwaitingAnswer" and len(out["referees"]) == 3
     clean_error(cli("dispute-appeal", dispute_id, "--dev-account", REQUESTER, home=home), "only a decided round")
@@ -119,29 +105,8 @@ def test_dispute_appeal_command(home):
 
 
 def test_dispute_appeal_after_the_appeal_period_is_refused(home):
-    deployment = Deployment.load(home / "deployment.json")
-    w3 = Web3(Web3.HTTPProvider(deployment.rpc_url))
-    system = deployment.system(w3)
-    dm = system.disputes
-    job_id = _verified_job(w3, system)
-    out = json.loads(
-        ok(
-            cli(
-                "dispute",
-                job_id,
-                "--cycle",
-                0,
-                "--index",
-                0,
-                "--kind",
-                "draft",
-                "--json",
-                "--dev-account",
-                1,
-                home=home,
-            )
-        )
-    )
+    deployment, w3, dm, job_id = _deployment_with_a_verified_job(home)
+    out = _open(home, job_id, 0)
     dispute_id = out["dispute_id"]
     _send(w3, dm.functions.answer(dispute_id, Q[0], [TOKENS[0]], [Q[0]]), address(DRAFTER))
     _vote(w3, dm, dispute_id, 1)
