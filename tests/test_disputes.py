@@ -1156,7 +1156,7 @@ def test_a_failed_appeal_forfeits_its_bond_to_nobody(world):
     """The accused appeals a unanimous conviction and a fresh panel of 7 confirms it: the appeal bond is burnt
     (neither the challenger nor any referee earns more because an appeal failed)."""
     w3 = world.w3
-    for i in range(6):
+    for i in range(10):
         register_referee(world, fresh_account(w3, b"appeal pool %d" % i))
     dispute_id, refs = answered_dispute(world, index=1, kind=DRAFT)
     vote_round(world, dispute_id, dict.fromkeys(refs, V_CHEATED))
@@ -1246,7 +1246,7 @@ def test_gas_of_a_full_dispute(world):
 
 def test_gas_of_a_dispute_with_one_appeal(world):
     w3 = world.w3
-    for i in range(6):
+    for i in range(10):
         register_referee(world, fresh_account(w3, b"gas pool %d" % i))
     gas = _full_dispute_gas(world, DRAFT, 1, with_appeal=True)
     print(f"\ndispute gas with one appeal (R={gas['R']} then {gas['R2']}): {gas}")

@@ -1,6 +1,6 @@
 """Referee nodes in an appeal round (node/roles/referee.py): with the real nodes and models on anvil.
 
-An honest position is disputed before twelve referee nodes; the three drawn find it faithful; someone appeals
+An honest position is disputed before thirteen referee nodes; the three drawn find it faithful; someone appeals
 anyway; the referee nodes draw the fresh panel of seven (none of the first three) themselves, replay and vote;
 the last round is final at once, the failed appeal's bond is burnt, nobody honest loses anything.
 """
@@ -24,7 +24,7 @@ def test_referee_nodes_draw_and_vote_an_appeal_round(world):
     params = world.system.params
     reg = world.system.registry.functions
     vocab = vocab_size(TARGET)
-    extra_accounts = [world.accounts[i] for i in range(10, 19)]
+    extra_accounts = [world.accounts[i] for i in range(10, 20)]
     for account in extra_accounts:
         world.send(
             reg.register(Role.Referee, [world.ids["draft"], world.ids["target"]], [vocab, vocab]),
@@ -35,7 +35,7 @@ def test_referee_nodes_draw_and_vote_an_appeal_round(world):
         RefereeNode(
             world.w3, world.deployment, dev_account(i), world.tmp / f"referee{i}.db", TARGET, DRAFT, device="cpu"
         )
-        for i in range(10, 19)
+        for i in range(10, 20)
     ]
     dispute_id = world.open_dispute(job_id, 0, 0, DisputeKind.DraftReplay)
     nodes = [drafter, verifier, *first, *extra]
