@@ -126,14 +126,16 @@ def register(
 @session_options(*KEY, *CHAIN)
 def unbond(ctx: typer.Context, as_json: JsonOpt = False):
     """Start unbonding your stake (inactive at once); run again after the unbonding period to withdraw it."""
-    from node.roles.units import format_eth, format_time
+    from node.console import until
+    from node.roles.units import format_eth
 
     with closing(ctx.obj.requester()) as requester:
         result = requester.unbond()
+        now = requester.now()
     if as_json:
         emit_json(result)
         return
-    when = format_time(result.withdrawable_at) if result.withdrawable_at else "?"
+    when = until(result.withdrawable_at, now) if result.withdrawable_at else "?"
     if result.action == "requested":
         console.print(
             f"[green]unbonding[/] {format_eth(result.stake_wei)}: withdrawable from {when} "

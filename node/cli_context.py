@@ -101,6 +101,7 @@ class CommandGroup(TyperGroup):
     unknown command) exits 2, any other error a command or an option's check raises exits 1."""
 
     def invoke(self, ctx):
+        _CONNECTED.clear()  # a command's countdowns ask its own chain (tests run many commands in one process)
         try:
             return super().invoke(ctx)
         except (typer.Exit, typer.Abort):

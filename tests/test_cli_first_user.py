@@ -138,6 +138,8 @@ def test_a_file_given_as_a_model_directory(home, w3, deployment):
     clean_error(register(home, "referee", "1", 9, "--model", config), "is a file, not a model directory")
     clean_error(cli("submit", "hi", "--draft-model", config, "--dev-account", 1, home=home), "is a file")
     clean_error(cli("status", 1, "--target-model", TARGET / "nope", home=home), "does not exist")
+    serve = ("serve", "verifier", "--model", config, "--draft-model", DRAFT, "--dev-account", VERIFIER)
+    clean_error(cli(*serve, home=home), "target model path", "is a file, not a model directory")
     assert chain_state(w3, deployment, ACCOUNTS) == before
 
 
@@ -164,6 +166,15 @@ def test_register_says_which_model_id_is_which(home):
 
 
 # ---------------------------------------------------------------- chain time (items 5 and 6)
+
+
+def test_unbonding_counts_down_in_chain_time(home, w3):
+    ok(register(home, "referee", "1", 15, *REFEREE_MODELS))
+    ok(cli("chain", "advance", "1d", home=home))  # the wall clock is now a day behind the chain's
+    out = ok(cli("unbond", "--dev-account", 15, home=home))
+    assert "in 72h00m by chain time" in out, out  # the unbonding period: 3 days from the chain's now
+    ok(cli("chain", "advance", "3d1m", home=home))
+    assert "withdrew" in ok(cli("unbond", "--dev-account", 15, home=home))
 
 
 def test_chain_advance_moves_a_dev_chain_and_refuses_the_rest(home, w3, tmp_path):
