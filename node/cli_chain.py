@@ -4,6 +4,7 @@ and its clock moved forward."""
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Annotated
 
 import typer
@@ -126,17 +127,18 @@ def chain_down(ctx: typer.Context):
 
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+_MAX_ADVANCE = 100 * 365 * 86400
 
 
 def parse_duration(text: str) -> int:
     """'25h', '90m', '3600s', '2d', '1d2h30m' -> seconds (a whole, positive number of seconds)."""
-    import re
-
-    raw = text.strip().lower().replace(" ", "")
-    parts = re.fullmatch(r"(?:\d+[smhd])+", raw) and re.findall(r"(\d+)([smhd])", raw)
-    seconds = sum(int(n) * _UNITS[unit] for n, unit in parts) if parts else 0
+    raw = text.strip().lower()
+    parts = re.findall(r"(\d+)([smhd])", raw) if re.fullmatch(r"(\d+[smhd])+", raw) else []
+    seconds = sum(int(n) * _UNITS[unit] for n, unit in parts)
     if seconds <= 0:
         raise CliError(f"not a duration: {text!r} (examples: 25h, 90m, 3600s, 2d, 1d2h)")
+    if seconds > _MAX_ADVANCE:  # past a uint64 timestamp's sane range the node's own error would blame the chain
+        raise CliError(f"{text!r} is more than {_MAX_ADVANCE // 86400}d: too far to move a chain's clock")
     return seconds
 
 

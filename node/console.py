@@ -139,8 +139,6 @@ def print_report(report, tokenizer=None, now: int | None = None) -> None:
             f"accept deadline {until(report.deadline, now)}; after it `verispec claim-timeout {report.job_id}` "
             "refunds the escrow"
         )
-    elif report.status == "Running":
-        console.print(f"the party whose turn it is ({report.phase}) must move by {until(report.deadline, now)}")
     for d in report.disputes:
         votes = ", ".join(f"{v.referee[:10]}…={v.verdict}" for v in d.votes)
         console.print(
@@ -222,7 +220,7 @@ def challenger_line(info) -> str | None:
         if info.round_result == "ChallengerLost":
             return f"if this stands, {who} loses its bond (half to the accused, half to the referees)"
         if info.round_result == "AccusedLost":
-            return f"if this stands, {who} gets its bond back plus half of what is taken from the accused"
+            return f"if this stands, {who} gets its bond back plus half the slash left after the referees' reward"
         return None
     if info.status != "Resolved":
         return None
