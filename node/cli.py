@@ -110,8 +110,14 @@ def register(
         f"[green]registered[/] {result.address} as {result.role} with {format_eth(result.stake_wei)} "
         f"stake (tx {result.tx.tx_hash}, gas {result.tx.gas_used:,})"
     )
-    for model_id in result.model_ids:
-        console.print(f"  model {model_id}")
+    if result.role == "drafter":
+        labels = [("draft model", model[0]), ("target model", target_model)]
+    else:  # the registry lists each model once: paths name the ids only when no two paths are the same model
+        labels = [("model", path) for path in model] if len(model) == len(result.model_ids) else []
+    for model_id, (label, path) in zip(
+        result.model_ids, labels or [("model", "")] * len(result.model_ids), strict=True
+    ):
+        console.print(f"  {label:12s} {model_id}" + (f"  ({path})" if path else ""))
     if result.alpha_star is not None:
         console.print(f"  claimed α* = {result.alpha_star}")
 
@@ -120,14 +126,16 @@ def register(
 @session_options(*KEY, *CHAIN)
 def unbond(ctx: typer.Context, as_json: JsonOpt = False):
     """Start unbonding your stake (inactive at once); run again after the unbonding period to withdraw it."""
-    from node.roles.units import format_eth, format_time
+    from node.console import until
+    from node.roles.units import format_eth
 
     with closing(ctx.obj.requester()) as requester:
         result = requester.unbond()
+        now = requester.now()
     if as_json:
         emit_json(result)
         return
-    when = format_time(result.withdrawable_at) if result.withdrawable_at else "?"
+    when = until(result.withdrawable_at, now) if result.withdrawable_at else "?"
     if result.action == "requested":
         console.print(
             f"[green]unbonding[/] {format_eth(result.stake_wei)}: withdrawable from {when} "
@@ -246,10 +254,11 @@ def submit(
             requester, job.job_id, max_tokens, quiet=as_json, accept_timeout=accept_timeout, timeout=timeout
         )
         report = requester.report(job.job_id, tokenizer_path=target_model)
+        now = requester.now()
     if as_json:
         emit_json({**report.to_json(), "cycle_count": len(report.cycles)})
         return
-    print_report(report, load_tokenizer(target_model))
+    print_report(report, load_tokenizer(target_model), now=now)
 
 
 @app.command()
@@ -268,10 +277,10 @@ def status(
     as_json: JsonOpt = False,
 ):
     """Show a job from chain data: status, cycles and acceptance per cycle, α, payments, disputes, text."""
-    from node.roles.checkpoints import load_model_info, load_tokenizer
+    from node.roles.checkpoints import check_model_dir, load_model_info, load_tokenizer
 
-    if target_model is not None and not target_model.is_dir():
-        raise CliError(f"model directory {target_model} does not exist")
+    if target_model is not None:
+        check_model_dir(target_model, "--target-model")
     with closing(ctx.obj.requester(need_key=False)) as requester:
         tokenizer_path = target_model
         # the bundled model decodes only jobs of the bundled model: no wrong text from a foreign tokenizer
@@ -280,10 +289,11 @@ def status(
             if requester.job_view(job)["targetModel"].hex() == bundled[2:]:
                 tokenizer_path = BUNDLED_TARGET
         report = requester.report(job, tokenizer_path=tokenizer_path)
+        now = requester.now()
     if as_json:
         emit_json({**report.to_json(), "cycle_count": len(report.cycles)})
         return
-    print_report(report, load_tokenizer(tokenizer_path) if tokenizer_path else None)
+    print_report(report, load_tokenizer(tokenizer_path) if tokenizer_path else None, now=now)
 
 
 @app.command()
@@ -365,19 +375,12 @@ def dispute(
             )
         if wait:
             info = requester.wait_dispute(info.dispute_id, timeout=timeout)
+        now = requester.now()
     if as_json:
         emit_json(info)
         return
     if wait:
-        print_dispute(info)
-
-
-def _print_round(info) -> None:
-    if info.status == "Appealable":
-        console.print(
-            f"round {info.round} decided: [bold]{info.round_result}[/]; appealable until {info.appeal_deadline} "
-            f"(`verispec dispute-appeal {info.dispute_id}`), final after that"
-        )
+        print_dispute(info, now=now)
 
 
 @app.command("dispute-appeal")
@@ -399,12 +402,12 @@ def dispute_appeal(
             )
         if wait:
             info = requester.wait_dispute(dispute_id, timeout=timeout)
+        now = requester.now()
     if as_json:
         emit_json(info)
         return
     if wait:
-        print_dispute(info)
-        _print_round(info)
+        print_dispute(info, now=now)
 
 
 @app.command()
@@ -431,13 +434,21 @@ def finalize(ctx: typer.Context, job: JobArg, as_json: JsonOpt = False):
 def claim_timeout(ctx: typer.Context, job: JobArg, as_json: JsonOpt = False):
     """End a job whose current deadline passed: refund a job no verifier accepted, slash a party that missed
     its turn (anyone may call it)."""
+    from node.chain.enums import JobStatus
+
     with closing(ctx.obj.requester()) as requester:
         tx, finished = requester.claim_timeout(job)
+        settled = requester.job_view(job)["status"] == JobStatus.Finalized  # no verified cycle: settled at once
     if as_json:
-        emit_json({"job_id": job, "tx": tx, **finished})
+        emit_json({"job_id": job, "tx": tx, **finished, "settled": settled})
         return
     slashed = f"; {finished['party']} slashed {finished['slashed']} wei" if finished["slashed"] else ""
-    console.print(f"[green]job {job} ended[/]: {finished['reason']}{slashed}")
+    then = (
+        "the escrow is refunded to the requester (credited; `verispec withdraw` pays it out)"
+        if settled
+        else f"its verified cycles are paid at `verispec finalize {job}` after the challenge window"
+    )
+    console.print(f"[green]job {job} ended[/]: {finished['reason']}{slashed}; {then}")
 
 
 app.command()(serve)  # node/cli_serve.py

@@ -1,8 +1,10 @@
-"""`verispec chain up | deploy | down`: a local anvil chain with the protocol deployed (node/chain/local.py)."""
+"""`verispec chain up | deploy | down | advance`: a local anvil chain with the protocol deployed (node/chain/local.py),
+and its clock moved forward."""
 
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Annotated
 
 import typer
@@ -122,3 +124,55 @@ def chain_down(ctx: typer.Context):
         console.print(f"no chain started by `verispec chain up` is running for {home}")
     else:
         console.print(f"[green]chain down[/]: stopped anvil (pid {pid})")
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+_MAX_ADVANCE = 100 * 365 * 86400
+
+
+def parse_duration(text: str) -> int:
+    """'25h', '90m', '3600s', '2d', '1d2h30m' -> seconds (a whole, positive number of seconds)."""
+    raw = text.strip().lower()
+    parts = re.findall(r"(\d+)([smhd])", raw) if re.fullmatch(r"(\d+[smhd])+", raw) else []
+    seconds = sum(int(n) * _UNITS[unit] for n, unit in parts)
+    if seconds <= 0:
+        raise CliError(f"not a duration: {text!r} (examples: 25h, 90m, 3600s, 2d, 1d2h)")
+    if seconds > _MAX_ADVANCE:  # past a uint64 timestamp's sane range the node's own error would blame the chain
+        raise CliError(f"{text!r} is more than {_MAX_ADVANCE // 86400}d: too far to move a chain's clock")
+    return seconds
+
+
+@chain_app.command("advance")
+@session_options("rpc", "home")
+def chain_advance(
+    ctx: typer.Context,
+    duration: Annotated[str, typer.Argument(help="How far: 25h, 90m, 3600s, 2d, 1d2h.", show_default=False)],
+    as_json: JsonOpt = False,
+):
+    """Move a local dev chain's clock forward and mine a block (evm_increaseTime + evm_mine): past a challenge
+    window, an unbonding period or a deadline without waiting. Refused on any chain but a dev chain."""
+    from node.chain.anvil import ANVIL_CHAIN_ID
+    from node.chain.deployment import Deployment
+    from node.chain.rpc import connect
+    from node.roles.units import format_time
+
+    seconds = parse_duration(duration)
+    url = ctx.obj.rpc or Deployment.load(ctx.obj.home_dir() / "deployment.json").rpc_url
+    w3 = connect(url, wait=1.0)
+    chain_id = w3.eth.chain_id
+    if chain_id != ANVIL_CHAIN_ID:
+        raise CliError(f"{url} is chain {chain_id}, not a local dev chain ({ANVIL_CHAIN_ID}): its time cannot be moved")
+    before = w3.eth.get_block("latest")["timestamp"]
+    for method, params in (("evm_increaseTime", [seconds]), ("evm_mine", [])):
+        reply = w3.provider.make_request(method, params)
+        if reply.get("error"):
+            message = reply["error"].get("message", reply["error"]) if isinstance(reply["error"], dict) else reply
+            raise CliError(f"{url} refused {method} ({message}): not a dev chain whose time can be moved")
+    block = w3.eth.get_block("latest")
+    if as_json:
+        emit_json({"seconds": seconds, "before": before, "timestamp": block["timestamp"], "block": block["number"]})
+        return
+    console.print(
+        f"[green]advanced[/] chain time by {duration} ({seconds:,} s): block {block['number']} at "
+        f"{format_time(block['timestamp'])} (was {format_time(before)})"
+    )

@@ -13,7 +13,6 @@ import functools
 import inspect
 import os
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
@@ -55,7 +54,10 @@ def user_message(exc: BaseException) -> str | None:
     if is_transient(exc):
         return f"lost the chain RPC: {type(exc).__name__}: {exc}"
     if isinstance(exc, TransactionReverted):
-        return explain_revert(exc, now=int(time.time()))
+        return explain_revert(exc, now=_chain_time())
+    checkpoints = sys.modules.get("node.decoding.model_id")  # not loaded: the error cannot be one of its own
+    if checkpoints is not None and isinstance(exc, checkpoints.CheckpointError):
+        return str(exc)
     if isinstance(exc, KeySourceError):
         return f"bad key: {exc}"
     if isinstance(
@@ -77,6 +79,18 @@ def user_message(exc: BaseException) -> str | None:
     return None
 
 
+_CONNECTED: list = []  # the chain this command connected to, for the chain-time countdown of an error
+
+
+def _chain_time() -> int | None:
+    """The latest block's time of the chain the command used (a dev chain's clock may run ahead of the wall
+    clock: `verispec chain advance`); None when there is none to ask."""
+    try:
+        return int(_CONNECTED[-1].eth.get_block("latest")["timestamp"]) if _CONNECTED else None
+    except Exception:  # the countdown must never hide the error itself
+        return None
+
+
 def _is_usage_error(exc: BaseException) -> bool:
     # click's exceptions, duck-typed: typer may vendor its own click
     return hasattr(exc, "format_message") and hasattr(exc, "exit_code")
@@ -87,6 +101,7 @@ class CommandGroup(TyperGroup):
     unknown command) exits 2, any other error a command or an option's check raises exits 1."""
 
     def invoke(self, ctx):
+        _CONNECTED.clear()  # a command's countdowns ask its own chain (tests run many commands in one process)
         try:
             return super().invoke(ctx)
         except (typer.Exit, typer.Abort):
@@ -158,7 +173,21 @@ class Session:
         w3 = connect(url, wait=float(os.environ.get("VERISPEC_RPC_WAIT", "5")))
         deployment.check_chain(w3)
         deployment.rpc_url = url
+        _CONNECTED.append(w3)
+        if self.dev_account is not None:
+            self._check_dev_account(w3)
         return w3, deployment, home
+
+    def _check_dev_account(self, w3) -> None:
+        """A dev account exists only as far as the chain funded it: `chain up` funds 0..DEV_ACCOUNTS-1."""
+        from node.chain.local import DEV_ACCOUNTS
+
+        address = self.account().address
+        if w3.eth.get_balance(address) == 0 and w3.eth.get_transaction_count(address) == 0:
+            raise CliError(
+                f"--dev-account {self.dev_account} ({address}) is not funded on this chain "
+                f"(`verispec chain up` funds dev accounts 0..{DEV_ACCOUNTS - 1})"
+            )
 
     def requester(self, need_key: bool = True):
         from node.roles.requester import Requester
@@ -176,7 +205,11 @@ SHARED_OPTIONS = {
     ],
     "dev_account": Annotated[
         int | None,
-        typer.Option("--dev-account", show_default=False, help="Use anvil's dev account N (local chains only)."),
+        typer.Option(
+            "--dev-account",
+            show_default=False,
+            help="Use dev account N of the local chain's mnemonic (local chains only; `chain up` funds 0..19).",
+        ),
     ],
     "rpc": Annotated[
         str | None, typer.Option("--rpc", help="EVM JSON-RPC URL (default: the deployment file's).", show_default=False)

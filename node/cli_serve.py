@@ -86,9 +86,10 @@ def serve(
         raise CliError(f"a {role} needs --draft-model PATH (it replays drafts)")
     # the node's model pair in the order its class takes them: a drafter (draft, target), the others (target, draft)
     models = {"draft": model, "target": target_model} if role == "drafter" else {"target": model, "draft": draft_model}
+    from node.roles.checkpoints import check_model_dir
+
     for name, path in models.items():
-        if not Path(path).is_dir():
-            raise CliError(f"{name} model directory {path} does not exist")
+        check_model_dir(path, f"{name} model")
     if device is not None:
         from node.roles.models import node_device
 

@@ -77,6 +77,29 @@ def cycle_table(report, tokenizer=None, title: str | None = None) -> Table:
     return table
 
 
+def until(deadline: int, now: int | None) -> str:
+    """A chain deadline and, given the chain's own time `now` (its latest block: a dev chain's clock may have been
+    moved on), how far off it is."""
+    from node.roles.reverts import _in
+    from node.roles.units import format_time
+
+    left = f" ({_in(deadline, now)} by chain time)" if now is not None else ""
+    return format_time(deadline) + left.replace("(now by chain time)", "(passed by chain time)")
+
+
+def _refund_line(report) -> str:
+    from node.roles.units import format_eth
+
+    if report.finalized:
+        return f"refund {format_eth(report.payments['refund'])}"
+    if report.status == "Open":  # nothing is owed to anyone yet: the whole escrow comes back unless someone accepts
+        return (
+            f"escrow {format_eth(report.escrow_wei)} held: no verifier has accepted the job; if none does before the "
+            f"accept deadline, `verispec claim-timeout {report.job_id}` refunds all of it"
+        )
+    return f"refund {format_eth(report.payments['refund'])} (settles at finalize)"
+
+
 def summary_lines(report) -> list[str]:
     from node.roles.units import format_eth
 
@@ -91,13 +114,13 @@ def summary_lines(report) -> list[str]:
         + f", α = {alpha}, γ = {report.gamma}",
         f"gas {report.gas_used:,} over {report.tx_count} txs; cost {format_eth(report.cost_wei)} "
         f"(drafter {format_eth(report.payments['drafter'])}, verifier {format_eth(report.payments['verifier'])}, "
-        f"α fee {format_eth(report.payments.get('alpha_fee', 0))}), "
-        f"refund {format_eth(report.payments['refund'])}" + ("" if report.finalized else " (settles at finalize)"),
+        f"α fee {format_eth(report.payments.get('alpha_fee', 0))}), " + _refund_line(report),
     ]
 
 
-def print_report(report, tokenizer=None) -> None:
-    from node.roles.units import format_eth, format_time
+def print_report(report, tokenizer=None, now: int | None = None) -> None:
+    """`now`: the chain's time (its latest block), for countdowns to the job's deadlines."""
+    from node.roles.units import format_eth
 
     console.print("[bold]prompt[/]: " + repr(report.prompt))
     if report.text is not None:
@@ -110,8 +133,11 @@ def print_report(report, tokenizer=None) -> None:
     for line in summary_lines(report):
         console.print(line)
     if report.status == "Finished":
+        console.print(f"challenge window until {until(report.deadline, now)}; then `verispec finalize {report.job_id}`")
+    elif report.status == "Open":
         console.print(
-            f"challenge window until {format_time(report.deadline)}; then `verispec finalize {report.job_id}`"
+            f"accept deadline {until(report.deadline, now)}; after it `verispec claim-timeout {report.job_id}` "
+            "refunds the escrow"
         )
     for d in report.disputes:
         votes = ", ".join(f"{v.referee[:10]}…={v.verdict}" for v in d.votes)
@@ -120,6 +146,9 @@ def print_report(report, tokenizer=None) -> None:
             f"{d.accused[:10]}… — {d.status}/{d.outcome} ({votes}); "
             f"slashed {format_eth(d.accused_slashed_wei)}"
         )
+        line = challenger_line(d)
+        if line:
+            console.print("  " + line)
 
 
 def wait_with_progress(requester, job_id: int, max_tokens: int, quiet: bool = False, **kwargs) -> str:
@@ -159,7 +188,7 @@ def wait_with_progress(requester, job_id: int, max_tokens: int, quiet: bool = Fa
 # ---------------------------------------------------------------- disputes and audits
 
 
-def print_dispute(info) -> None:
+def print_dispute(info, now: int | None = None) -> None:
     from node.roles.units import format_eth
 
     console.print(
@@ -169,6 +198,39 @@ def print_dispute(info) -> None:
     )
     for vote in info.votes:
         console.print(f"  referee {vote.referee}: {vote.verdict}")
+    line = challenger_line(info)
+    if line:
+        console.print(line)
+    if info.status == "Appealable":
+        console.print(
+            f"round {info.round} decided: [bold]{info.round_result}[/]; appealable until "
+            f"{until(info.appeal_deadline, now)} (`verispec dispute-appeal {info.dispute_id}`); final after that, "
+            "when a referee's node resolves it"
+        )
+
+
+def challenger_line(info) -> str | None:
+    """What the dispute means for the challenger's bond (docs/disputes.md, "Outcomes and money"): final once
+    Resolved, "if it stands" while a decided round may still be appealed."""
+    from node.roles.units import format_eth
+
+    credited = format_eth(info.credits.get(info.challenger, 0))
+    who = f"challenger {info.challenger[:10]}…"
+    if info.status == "Appealable":
+        if info.round_result == "ChallengerLost":
+            return f"if this stands, {who} loses its bond (half to the accused, half to the referees)"
+        if info.round_result == "AccusedLost":
+            return f"if this stands, {who} gets its bond back plus half the slash left after the referees' reward"
+        return None
+    if info.status != "Resolved":
+        return None
+    if info.outcome == "ChallengerLost":
+        return f"{who} lost: its bond is forfeited (half to the accused, half to the referees); nothing comes back"
+    if info.outcome in ("AccusedLost", "AccusedSilent"):
+        return f"{who} won: bond back plus its share of the slash, {credited} credited (`verispec withdraw`)"
+    if info.outcome == "Void":
+        return f"no verdict (Void): {who} gets its bond back, {credited} credited (`verispec withdraw`)"
+    return None
 
 
 def print_audit(job: int, kind: DisputeKind, faults: list) -> None:

@@ -12,7 +12,10 @@ import os
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
 from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from node.decoding.model_id import CheckpointError, check_weights
 
 
 def default_device() -> torch.device:
@@ -39,10 +42,15 @@ def default_dtype(device: torch.device) -> torch.dtype:
 
 
 def load_model(path, device: torch.device, dtype: torch.dtype):
+    """The checkpoint at `path`; a broken one is a `CheckpointError` naming what is wrong with which file."""
+    check_weights(path)
     try:
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
-    except TypeError:  # transformers 4.x spelled it torch_dtype
-        model = AutoModelForCausalLM.from_pretrained(path, torch_dtype=dtype)
+        try:
+            model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+        except TypeError:  # transformers 4.x spelled it torch_dtype
+            model = AutoModelForCausalLM.from_pretrained(path, torch_dtype=dtype)
+    except (OSError, SafetensorError) as exc:  # missing config.json or weights, unreadable files
+        raise CheckpointError(f"cannot load the model at {path}: {str(exc).splitlines()[0]}") from None
     return model.to(device).eval()
 
 

@@ -28,7 +28,7 @@ import pathlib
 import tempfile
 
 import torch
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 
 TOKENIZER_FILES = (
     "tokenizer.json",
@@ -40,6 +40,35 @@ TOKENIZER_FILES = (
 )
 _SPECIAL_TOKEN_FILES = ("tokenizer_config.json", "special_tokens_map.json")
 _MAGIC = b"verispec-model-id/v1\n"
+
+
+class CheckpointError(ValueError):
+    """A checkpoint's weight file cannot be read (empty, truncated, not safetensors); the message names the file.
+
+    The engine's own error type, so that whoever drives it (a node, the CLI) can report a broken checkpoint in one
+    line instead of safetensors' bare "header too small".
+    """
+
+
+def open_weights(file: pathlib.Path):
+    """`safe_open` of one *.safetensors file, refused with a `CheckpointError` that says what is wrong with it."""
+    try:
+        if file.stat().st_size == 0:
+            raise CheckpointError(f"{file} is empty (0 bytes)")
+        return safe_open(str(file), framework="pt")
+    except SafetensorError as exc:
+        reason = str(exc).removeprefix("Error while deserializing header: ")
+        raise CheckpointError(f"{file} is not a valid safetensors file: {reason}") from None
+    except OSError as exc:
+        raise CheckpointError(f"cannot read {file}: {exc.strerror or exc}") from None
+
+
+def check_weights(path: str | pathlib.Path) -> None:
+    """Refuse a checkpoint directory whose *.safetensors files are empty or unreadable (before transformers
+    tries them)."""
+    for file in sorted(pathlib.Path(path).glob("*.safetensors")):
+        with open_weights(file):
+            pass
 
 
 def _field(data: bytes) -> bytes:
@@ -79,7 +108,7 @@ def model_id(path: str | pathlib.Path) -> bytes:
         raise FileNotFoundError(f"no *.safetensors weights in {path}")
     digest = hashlib.sha256(_MAGIC)
     with contextlib.ExitStack() as stack:
-        handles = [stack.enter_context(safe_open(str(file), framework="pt")) for file in files]
+        handles = [stack.enter_context(open_weights(file)) for file in files]
         where = {}
         for handle in handles:
             for name in handle.keys():  # noqa: SIM118 - a safetensors handle, not a dict
@@ -87,7 +116,10 @@ def model_id(path: str | pathlib.Path) -> bytes:
                     raise ValueError(f"tensor {name} appears in two weight files of {path}")
                 where[name] = handle
         for name in sorted(where):
-            tensor = where[name].get_tensor(name).contiguous()
+            try:
+                tensor = where[name].get_tensor(name).contiguous()
+            except SafetensorError as exc:
+                raise CheckpointError(f"tensor {name} of {path} cannot be read: {exc}") from None
             raw = tensor.reshape(-1).view(torch.uint8).numpy().tobytes()
             shape = json.dumps(list(tensor.shape)).encode()
             digest.update(_field(name.encode()) + _field(str(tensor.dtype).encode()) + _field(shape) + _field(raw))

@@ -21,15 +21,26 @@ class ModelInfo:
     vocab_size: int | None = None  # config.json's vocab_size: registered with the model id (docs/protocol.md §4)
 
 
+def check_model_dir(path: str | Path, what: str = "model") -> Path:
+    """`path` as a model directory, or a `RequesterError` saying it is missing or a file."""
+    path = Path(path)
+    if path.is_file():
+        raise RequesterError(f"{what} path {path} is a file, not a model directory (give the checkpoint's folder)")
+    if not path.is_dir():
+        raise RequesterError(f"{what} directory {path} does not exist")
+    return path
+
+
 def load_model_info(path: str | Path) -> ModelInfo:
     from node.decoding import model_id  # lazy: pulls in torch
     from node.decoding.loading import max_positions, vocab_size
+    from node.decoding.model_id import CheckpointError
 
-    path = Path(path)
-    if not path.is_dir():
-        raise RequesterError(f"model directory {path} does not exist")
+    path = check_model_dir(path)
     try:
         mid = model_id(path)
+    except CheckpointError as exc:  # it names the file and what is wrong with it
+        raise RequesterError(str(exc)) from None
     except (FileNotFoundError, ValueError, OSError) as exc:
         raise RequesterError(f"{path} is not a usable model checkpoint: {exc}") from None
     return ModelInfo(path, mid, max_positions(path), vocab_size(path))

@@ -28,6 +28,7 @@ from node.roles.reports import (
     JobReport,
     alpha_of,
 )
+from node.roles.units import format_time
 
 _JOB_EVENTS = (
     "JobSubmitted",
@@ -226,10 +227,12 @@ class JobReader:
             from_block = head + 1
             elapsed = time.monotonic() - start
             if accepted_at is None and elapsed > accept_timeout:
+                held_until = format_time(self.job_view(job_id)["deadline"])
                 raise RequesterError(
                     f"job {job_id} was not accepted within {accept_timeout:.0f}s: is the verifier's "
-                    "node running (`verispec serve verifier`)? Check later with "
-                    f"`verispec status {job_id}`"
+                    "node running (`verispec serve verifier`)? The market holds the escrow until a verifier "
+                    f"accepts; if none does by {held_until}, `verispec claim-timeout {job_id}` refunds it. "
+                    f"Check later with `verispec status {job_id}`"
                 )
             if elapsed > timeout:
                 raise RequesterError(
