@@ -148,6 +148,12 @@ class WatchdogNode(NodeBase, DisputeClient):
             self.log.warning("dispute %d: appealed by %s", dispute_id, event.args.get("appellant", "someone"))
         self.schedule.mark_dirty(DISPUTE, dispute_id)
 
+    def on_disputes_Withdrawn(self, event: ChainEvent) -> None:
+        if to_checksum_address(event.args["account"]) == self.address:  # my withdrawal landed: finish the disputes
+            for stored in self.store.disputes(role=self.role):
+                if stored.status != "done":
+                    self.schedule.mark_dirty(DISPUTE, stored.dispute_id)
+
     def _touch(self, event: ChainEvent) -> None:
         self.schedule.mark_dirty(DISPUTE, event.args["disputeId"])
 
