@@ -27,6 +27,7 @@ REQUESTER, DRAFTER, VERIFIER, REFEREES, BIASED, WATCHDOG = 1, 2, 3, (4, 5, 6), 7
 BIASED_PROMPT = "class Stack:\n    def push(self, item):\n"
 BIASED_ATTEMPTS = 3  # a short job may hold no ambiguous position for the biased drafter to bias
 NODE_OPTIONS = ("--poll-interval", "0.2", "--device", "cpu", "--threads", "1")
+SHOWN_FAULTS = 5  # of the watchdog's findings printed per job
 WATCHDOG_AUDIT_RATE = "0.25"  # of the binding target positions; every draft position is replayed (cheap)
 
 
@@ -201,10 +202,14 @@ def _print_audit(job_id: int, params: dict) -> None:
         f"({audit['draft_forwards']} draft forwards), {len(audit['target_positions'])} binding target positions "
         f"({audit['target_forwards']} target forwards, drawn with its private seed)"
     )
-    for cycle, index, reason in audit["draft_faults"]:
-        console.print(f"  cycle {cycle} index {index}: a proposal an honest drafter could not have made ({reason})")
-    for cycle, index, reason in audit["target_faults"]:
-        console.print(f"  cycle {cycle} index {index}: {reason}")
+    faults = [
+        f"cycle {cycle} index {index}: a proposal an honest drafter could not have made ({reason} fault)"
+        for cycle, index, reason in audit["draft_faults"]
+    ] + [f"cycle {cycle} index {index}: {reason}" for cycle, index, reason in audit["target_faults"]]
+    for line in faults[:SHOWN_FAULTS]:
+        console.print(f"  {line}")
+    if len(faults) > SHOWN_FAULTS:
+        console.print(f"  … and {len(faults) - SHOWN_FAULTS} more (the watchdog's log has them all)")
 
 
 def step5_biased_job(demo: Demo) -> None:

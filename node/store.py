@@ -114,7 +114,7 @@ _MIGRATIONS = {
         "DELETE FROM jobs WHERE role LIKE '%-dispute'",
     ],
     2: [  # v2 -> v3: a node's private values that never leave the store (the watchdog's audit seed)
-        _SCHEMA[_SCHEMA.index("CREATE TABLE secrets") :].split(";")[0],
+        _SCHEMA[_SCHEMA.index("CREATE TABLE secrets") :].split(";")[0].replace("TABLE", "TABLE IF NOT EXISTS", 1),
     ],
 }
 

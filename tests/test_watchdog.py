@@ -30,6 +30,20 @@ from node.roles.models import model_id
 from node.roles.requester import Requester
 from node.roles.watchdog import SEED_NAME, WatchdogNode
 from node.store import NodeStore
+from tests.test_cli import (
+    DRAFTER,
+    REFEREE_MODELS,
+    REFEREES,
+    _log_tail,
+    _serve,
+    _stop,
+    address,
+    chain_with_drafter_and_verifier,
+    clean_error,
+    cli,
+    ok,
+    register,
+)
 from tests.test_roles import DRAFT, STAKE, TARGET, VOCAB, WAD, World, drive, resolve_all
 
 WATCHDOG = 7
@@ -236,23 +250,26 @@ def test_the_watchdog_catches_each_misbehaviour_within_its_bond_budget_and_withd
     dog.close()
 
 
-# ---------------------------------------------------------------- kill -9 of `verispec serve watchdog`
+# ---------------------------------------------------------------- `verispec serve watchdog`
+
+
+def test_serve_watchdog_refuses_bad_options_in_one_line(tmp_path):
+    serve = ("serve", "watchdog", "--model", TARGET, "--draft-model", DRAFT, "--dev-account", WATCHDOG)
+    for option, value, words in (
+        ("--audit-rate", "1.5", "--audit-rate must be a fraction in [0, 1]"),
+        ("--audit-rate", "nan", "--audit-rate must be a fraction"),
+        ("--draft-rate", "-0.1", "--draft-rate must be a fraction"),
+        ("--weighting", "loudest", "--weighting must be uniform, entropy, threshold"),
+        ("--bond-budget", "lots", "--bond-budget"),
+        ("--behavior", "biased", "a watchdog has one way of working"),
+    ):
+        clean_error(cli(*serve, option, value, home=tmp_path), words)
+    verifier = ("serve", "verifier", "--model", TARGET, "--draft-model", DRAFT, "--dev-account", 3)
+    clean_error(cli(*verifier, "--audit-rate", "0.5", home=tmp_path), "--audit-rate is a watchdog's option")
+    clean_error(cli(*verifier, "--job", "4", home=tmp_path), "--job is a watchdog's option")
 
 
 def test_serve_watchdog_survives_kill_9_without_a_second_dispute_and_stops_on_sigterm(tmp_path_factory):
-    from tests.test_cli import (
-        DRAFTER,
-        REFEREE_MODELS,
-        REFEREES,
-        _log_tail,
-        _serve,
-        _stop,
-        address,
-        chain_with_drafter_and_verifier,
-        ok,
-        register,
-    )
-
     biased_dev, verifier_dev = 8, 3
     with chain_with_drafter_and_verifier(tmp_path_factory.mktemp("watchdog-kill")) as home:
         ok(register(home, "drafter", "2", biased_dev, "--model", DRAFT, "--target-model", TARGET))
@@ -283,6 +300,11 @@ def test_serve_watchdog_survives_kill_9_without_a_second_dispute_and_stops_on_si
         job_id = system.market.functions.jobCount().call()
         drive([drafter, verifier], lambda: world.status(job_id) == JobStatus.Finished)
         assert biased_dev != DRAFTER
+        clean_error(  # checked against the deployment's bond, before the node serves
+            cli("serve", "watchdog", "--model", TARGET, "--draft-model", DRAFT, "--dev-account", WATCHDOG,
+                "--bond-budget", "0.01eth", home=home),
+            "less than one dispute bond",
+        )  # fmt: skip
         options = ("--audit-rate", "0", "--job", str(job_id), "--poll-interval", "0.05")
         process = _serve(home, "watchdog", WATCHDOG, *options)
         try:
