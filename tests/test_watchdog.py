@@ -17,7 +17,7 @@ import time
 import pytest
 import torch
 
-from node import protocol
+from node import audit_sampling, protocol
 from node.chain.anvil import running_anvil
 from node.chain.deploy import deploy_system
 from node.chain.deployment import Deployment
@@ -25,7 +25,7 @@ from node.chain.enums import DisputeKind, DisputeStatus, JobStatus, Outcome, Rol
 from node.chain.keys import dev_account
 from node.chain.rpc import connect
 from node.roles import chaindata
-from node.roles.audit import replay_draft
+from node.roles.audit import load_job, replay_draft, target_positions
 from node.roles.models import model_id
 from node.roles.requester import Requester
 from node.roles.watchdog import SEED_NAME, WatchdogNode
@@ -166,6 +166,25 @@ def test_honest_jobs_are_audited_in_full_at_rate_1_and_nothing_is_disputed(world
     seed = dog.store.secret(SEED_NAME, lambda: b"")
     assert seed.hex() not in caplog.text and str(seed) not in caplog.text  # never logged
     dog.close()
+
+    # a sampling watchdog audits exactly what its private seed draws, one target forward per audited cycle
+    sampler = watchdog(world, "sampler", jobs=jobs, audit_rate=0.3, draft_rate=0.5, weighting="threshold")
+    drive([sampler], lambda: all(sampler.store.job(j, "watchdog").status == "done" for j in jobs))
+    seed = sampler.store.secret(SEED_NAME, lambda: b"")
+    assert len(seed) == 32
+    audited = 0
+    for job_id in jobs:
+        audit = sampler.audits[job_id]
+        data = load_job(world.system, job_id, world.start, sampler.tokenizer)
+        drawn = audit_sampling.select(target_positions(data), 0.3, "threshold", seed, job_id)
+        assert sorted(audit.target_positions) == sorted((p.cycle, p.index) for p in drawn)
+        assert audit.target_forwards == len({c for c, _ in audit.target_positions})
+        assert audit.draft_forwards >= len(audit.draft_cycles) and len(audit.draft_cycles) <= len(data.cycles)
+        audited += len(audit.target_positions)
+    total = sum(len(binding_positions(world, j)) for j in jobs)
+    assert 0 < audited < total  # a sample, not everything
+    assert world.dm.functions.disputeCount().call() == 0
+    sampler.close()
 
 
 # ---------------------------------------------------------------- cheaters
