@@ -174,10 +174,15 @@ class WatchdogNode(NodeBase, DisputeClient):
         view = self.job_view(job_id)
         status, params = view["status"], dict(stored.params)
         if status in (JobStatus.Open, JobStatus.Running):
-            return 0  # JobFinished wakes it
+            self.schedule.defer_until(JOB, job_id, view["deadline"] + 1)  # JobFinished wakes it earlier
+            return 0
         if status != JobStatus.Finished:
+            pending = [c for c in params.get("candidates", []) if c.get("result") is None]
+            name = solidity_name(JobStatus(status))
             if "audit" not in params:
-                self.log.info("job %d: %s before I audited it", job_id, solidity_name(JobStatus(status)))
+                self.log.warning("job %d: %s before I audited it", job_id, name)
+            elif pending:
+                self.log.warning("job %d: %s with %d proven fault(s) not disputed yet", job_id, name, len(pending))
             return self._done(job_id, params)
         if "audit" not in params:
             if self.chain_time() > view["deadline"]:
