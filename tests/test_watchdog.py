@@ -27,6 +27,7 @@ from node.chain.rpc import connect
 from node.roles import chaindata
 from node.roles.audit import load_job, replay_draft, target_positions
 from node.roles.models import model_id
+from node.roles.referee import RefereeNode
 from node.roles.requester import Requester
 from node.roles.watchdog import SEED_NAME, WatchdogNode
 from node.store import NodeStore
@@ -55,7 +56,7 @@ PROMPTS = ("def fibonacci(n):\n", "import numpy as np\n", "class Stack:\n    def
 @pytest.fixture(scope="module")
 def world(tmp_path_factory, ids):
     torch.set_num_threads(1)  # the test machine is shared
-    with running_anvil() as node:
+    with running_anvil(accounts=40) as node:  # room for the appeal test's fresh referees
         w3 = connect(node.rpc_url)
         start = w3.eth.block_number + 1
         system = deploy_system(w3, w3.eth.accounts[0])
@@ -266,6 +267,43 @@ def test_the_watchdog_catches_each_misbehaviour_within_its_bond_budget_and_withd
         assert world.stake(world.accounts[account]) == stakes[world.accounts[account]]
     assert world.dm.functions.credits(world.accounts[WATCHDOG]).call() == 0  # withdrawn
     assert world.w3.eth.get_balance(world.accounts[WATCHDOG]) > balance  # four won bonds and rewards, minus gas
+    dog.close()
+
+
+def test_an_appeal_by_the_convicted_verifier_is_followed_to_its_final_round_and_logged(world, caplog):
+    """Runs after the other in-process tests: the referees it registers would be drawn for their disputes too."""
+    drafter, verifier = world.drafter(), world.verifier("retaliate", "retaliate", VERIFIERS["retaliate"])
+    job_id = submit(world, "honest", "retaliate", PROMPTS[0], 8)
+    drive([drafter, verifier], lambda: world.status(job_id) == JobStatus.Finished)
+    params, reg = world.system.params, world.system.registry.functions
+    fresh = list(range(20, 32))  # twelve more referees: an appeal panel of 7 that cannot escalate by chance
+    for i in fresh:
+        world.send(
+            reg.register(Role.Referee, [world.ids["draft"], world.ids["target"]], [VOCAB, VOCAB]),
+            world.accounts[i],
+            params.min_referee_stake,
+        )
+    referees = world.referees() + [
+        RefereeNode(
+            world.w3, world.deployment, dev_account(i), world.tmp / f"referee{i}.db", TARGET, DRAFT, device="cpu"
+        )
+        for i in fresh
+    ]
+    caplog.set_level(logging.INFO, logger="verispec")
+    dog = watchdog(world, "appeal-watchdog", jobs=[job_id], audit_rate=1.0)
+    nodes = [drafter, verifier, *referees, dog]
+    drive(nodes, lambda: len([d for d in my_disputes(world) if d["jobId"] == job_id]) == 1)
+    [opened] = [d for d in my_disputes(world) if d["jobId"] == job_id]
+    dispute_id = opened["disputeId"]
+    drive(nodes, lambda: world.dispute(dispute_id)["status"] == DisputeStatus.Appealable)
+    assert world.dispute(dispute_id)["roundResult"] == Outcome.AccusedLost
+    world.send(world.dm.functions.appeal(dispute_id), world.accounts[VERIFIERS["retaliate"]], 2 * params.dispute_bond)
+    [d] = resolve_all(world, [dispute_id], nodes)  # the nodes draw round 1's panel of 7, which votes; final at once
+    assert (d["round"], d["outcome"], d["cheatedVotes"]) == (1, Outcome.AccusedLost, 7)
+    drive(nodes, lambda: dog.store.dispute(dispute_id, "watchdog").status == "done")
+    assert f"dispute {dispute_id}: appealed by {world.accounts[VERIFIERS['retaliate']]}" in caplog.text
+    assert f"dispute {dispute_id}: round 0 decided AccusedLost" in caplog.text
+    assert world.dm.functions.credits(world.accounts[WATCHDOG]).call() == 0  # its share of the failed appeal too
     dog.close()
 
 
