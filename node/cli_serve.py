@@ -1,4 +1,4 @@
-"""`verispec serve ROLE`: one drafter, verifier or referee node in this process until Ctrl-C / SIGTERM."""
+"""`verispec serve ROLE`: one drafter, verifier, referee or watchdog node in this process until Ctrl-C / SIGTERM."""
 
 from __future__ import annotations
 
@@ -8,15 +8,26 @@ from typing import Annotated
 
 import typer
 
-from node.cli_context import CHAIN, KEY, SERVE_ROLES, CliError, session_options
+from node.cli_context import CHAIN, KEY, STAKED_ROLES, CliError, one_of, session_options
 from node.console import err
 
-NODE_CLASSES = {"drafter": "DrafterNode", "verifier": "VerifierNode", "referee": "RefereeNode"}  # in node.roles
+NODE_CLASSES = {  # in node.roles
+    "drafter": "DrafterNode",
+    "verifier": "VerifierNode",
+    "referee": "RefereeNode",
+    "watchdog": "WatchdogNode",
+}
+SERVE_ROLES = one_of("role", [*STAKED_ROLES, "watchdog"])  # a watchdog stakes nothing: it bonds each dispute
 
 
 def _behavior(role: str, name: str | None):
     """The role's behaviour called `name` (default: honest); node/roles/behaviors.py holds the names."""
     from node.roles.behaviors import BEHAVIORS
+
+    if role == "watchdog":
+        if name is not None and name != "honest":
+            raise CliError("--behavior: a watchdog has one way of working")
+        return "honest"
 
     kinds = BEHAVIORS[role]
     try:
@@ -28,17 +39,21 @@ def _behavior(role: str, name: str | None):
 @session_options(*KEY, *CHAIN)
 def serve(
     ctx: typer.Context,
-    role: Annotated[str, typer.Argument(help="drafter | verifier | referee", show_default=False, callback=SERVE_ROLES)],
+    role: Annotated[
+        str, typer.Argument(help="drafter | verifier | referee | watchdog", show_default=False, callback=SERVE_ROLES)
+    ],
     model: Annotated[
         Path,
         typer.Option(
             "--model",
-            help="The model this node runs: a drafter's draft model, a verifier's or referee's target model.",
+            help="The model this node runs: a drafter's draft model, a verifier's, referee's or watchdog's target "
+            "model.",
             show_default=False,
         ),
     ],
     draft_model: Annotated[
-        Path | None, typer.Option("--draft-model", help="Verifier/referee: the draft model (to replay drafts).")
+        Path | None,
+        typer.Option("--draft-model", help="Verifier/referee/watchdog: the draft model (to replay drafts)."),
     ] = None,
     target_model: Annotated[
         Path | None, typer.Option("--target-model", help="Drafter: the target model of its pair.")
@@ -68,9 +83,32 @@ def serve(
     device: Annotated[str | None, typer.Option("--device", help="cpu | cuda (default: cuda if present).")] = None,
     threads: Annotated[int | None, typer.Option("--threads", help="torch CPU threads.")] = None,
     log_level: Annotated[str, typer.Option("--log-level", help="debug | info | warning | error")] = "info",
+    jobs: Annotated[
+        list[int] | None,
+        typer.Option("--job", help="Watchdog: follow only this job (repeat for more; default: every job).", min=1),
+    ] = None,
+    draft_rate: Annotated[
+        float, typer.Option("--draft-rate", help="Watchdog: fraction of draft positions replayed (draft model only).")
+    ] = 1.0,
+    audit_rate: Annotated[
+        float,
+        typer.Option("--audit-rate", help="Watchdog: fraction of binding target positions audited (docs/watchdog.md)."),
+    ] = 0.1,
+    weighting: Annotated[
+        str,
+        typer.Option("--weighting", help="Watchdog: how target positions are drawn: uniform | entropy | threshold."),
+    ] = "threshold",
+    bond_budget: Annotated[
+        str,
+        typer.Option(
+            "--bond-budget", help="Watchdog: most wei (or e.g. 0.5eth) locked in its open disputes' bonds at once."
+        ),
+    ] = "1eth",
 ):
-    """Run a drafter, verifier or referee node until Ctrl-C / SIGTERM (register it first with `register`)."""
+    """Run a drafter, verifier, referee or watchdog node until Ctrl-C / SIGTERM (register a staked role first with
+    `register`; a watchdog needs only funds for its bonds)."""
     behavior = _behavior(role, behavior)
+    watchdog = _watchdog_options(role, jobs, draft_rate, audit_rate, weighting, bond_budget)
     from node.roles.errors import RequesterError
     from node.roles.units import parse_amount
 
@@ -114,14 +152,22 @@ def serve(
         import torch
 
         torch.set_num_threads(threads)
-    kwargs = {"behavior": behavior} if role != "referee" else {}  # a referee node has one way of working
+    kwargs = {"behavior": behavior} if role not in ("referee", "watchdog") else watchdog  # one way of working
     if role == "drafter":
         kwargs["min_price_wei"] = min_price_wei
-    node = node_class(
-        w3, deployment, account, store, *models.values(), poll_interval=poll_interval, device=device, **kwargs
-    )
+    try:
+        node = node_class(
+            w3, deployment, account, store, *models.values(), poll_interval=poll_interval, device=device, **kwargs
+        )
+    except ValueError as exc:  # e.g. a bond budget below one bond, a deployment without disputes
+        raise CliError(str(exc)) from None
     stop = stop_on_signals()
     price = f", declining jobs below {min_price_wei} wei per accepted token" if min_price_wei else ""
+    if role == "watchdog":
+        behavior = (
+            f"audit rate {audit_rate} ({watchdog['weighting']}), draft rate {draft_rate}, bond budget "
+            f"{watchdog['bond_budget_wei']} wei, {'jobs ' + str(jobs) if jobs else 'every job'}"
+        )
     err.print(
         f"{role} node {account.address} ({behavior}{price}) serving on {deployment.rpc_url}; store {store}. "
         "Ctrl-C to stop."
@@ -131,3 +177,43 @@ def serve(
     finally:
         node.close()
     err.print(f"{role} node {account.address} stopped")
+
+
+def _watchdog_options(role, jobs, draft_rate, audit_rate, weighting, bond_budget) -> dict:
+    """The watchdog's node options, checked; refused for another role when not left at their defaults."""
+    from node.audit_sampling import WEIGHTINGS
+    from node.roles.errors import RequesterError
+    from node.roles.units import parse_amount
+
+    if role != "watchdog":
+        given = [
+            name
+            for name, value, default in (
+                ("--job", jobs, None),
+                ("--draft-rate", draft_rate, 1.0),
+                ("--audit-rate", audit_rate, 0.1),
+                ("--weighting", weighting, "threshold"),
+                ("--bond-budget", bond_budget, "1eth"),
+            )
+            if value != default and value != []
+        ]
+        if given:
+            raise CliError(f"{given[0]} is a watchdog's option")
+        return {}
+    for name, value in (("--draft-rate", draft_rate), ("--audit-rate", audit_rate)):
+        if not 0 <= value <= 1:
+            raise CliError(f"{name} must be a fraction in [0, 1], got {value}")
+    weighting = weighting.strip().lower()
+    if weighting not in WEIGHTINGS:
+        raise CliError(f"--weighting must be {', '.join(WEIGHTINGS)}, got {weighting!r}")
+    try:
+        budget = parse_amount(bond_budget)
+    except RequesterError as exc:
+        raise CliError(f"--bond-budget: {exc}") from None
+    return {
+        "jobs": jobs or None,
+        "draft_rate": draft_rate,
+        "audit_rate": audit_rate,
+        "weighting": weighting,
+        "bond_budget_wei": budget,
+    }

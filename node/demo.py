@@ -1,9 +1,9 @@
 """`verispec demo`: the whole system on this machine in a few minutes (docs/cli.md, "The demo").
 
-Seven steps on one shared `Demo` state: a local chain; staked operators; six `verispec serve` processes; an
-honest job; a biased drafter's job that a watchdog's replay of chain data catches; the dispute the referees
-decide; the settlement. `run_demo` stops every process it started and the chain, also on Ctrl-C, SIGTERM or
-SIGHUP.
+Seven steps on one shared `Demo` state: a local chain; staked operators; seven `verispec serve` processes (a
+watchdog among them); an honest job; a biased drafter's job that the watchdog node's replay of chain data catches
+and disputes by itself; the dispute the referees decide and the watchdog cashes; the settlement. `run_demo` stops
+every process it started and the chain, also on Ctrl-C, SIGTERM or SIGHUP.
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ REQUESTER, DRAFTER, VERIFIER, REFEREES, BIASED, WATCHDOG = 1, 2, 3, (4, 5, 6), 7
 BIASED_PROMPT = "class Stack:\n    def push(self, item):\n"
 BIASED_ATTEMPTS = 3  # a short job may hold no ambiguous position for the biased drafter to bias
 NODE_OPTIONS = ("--poll-interval", "0.2", "--device", "cpu", "--threads", "1")
+SHOWN_FAULTS = 5  # of the watchdog's findings printed per job
+WATCHDOG_AUDIT_RATE = "0.25"  # of the binding target positions; every draft position is replayed (cheap)
 
 
 class DemoError(RuntimeError):
@@ -46,11 +48,11 @@ class Demo:
     deployment: Any = None
     addresses: dict[int, str] = field(default_factory=dict)  # dev account -> its address
     requester: Any = None  # dev account REQUESTER's Requester
-    watchdog: Any = None
+    watchdog: Any = None  # dev account WATCHDOG's Requester (reads; the watchdog node acts)
+    dispute: Any = None  # DisputeInfo of the watchdog node's dispute on the biased job
     tokenizer: Any = None
     honest: Any = None  # JobReport of the honest job
     biased: Any = None  # JobReport of the biased drafter's job
-    fault: Any = None  # the first binding position an honest drafter could not have committed
 
     def actor(self, index: int):
         """A Requester for dev account `index`, with its own transaction store in the home."""
@@ -108,7 +110,7 @@ def step2_register(demo: Demo) -> None:
 
 
 def step3_nodes(demo: Demo) -> None:
-    _step("3. node processes: drafter, biased drafter, verifier, 3 referees (`verispec serve …`)")
+    _step("3. node processes: drafter, biased drafter, verifier, 3 referees, a watchdog (`verispec serve …`)")
     common = ["--home", demo.home, *NODE_OPTIONS]
     drafter = ["drafter", "--model", BUNDLED_DRAFT, "--target-model", BUNDLED_TARGET]
     judge = ["--model", BUNDLED_TARGET, "--draft-model", BUNDLED_DRAFT]  # a verifier's or a referee's models
@@ -119,6 +121,11 @@ def step3_nodes(demo: Demo) -> None:
     demo.nodes.start("verifier", serve_command("verifier", *judge, "--dev-account", VERIFIER, *common))
     for i, index in enumerate(REFEREES):
         demo.nodes.start(f"referee-{i + 1}", serve_command("referee", *judge, "--dev-account", index, *common))
+    from node.chain.keys import dev_account
+
+    demo.addresses[WATCHDOG] = dev_account(WATCHDOG).address  # it stakes nothing: it bonds each dispute it opens
+    watchdog = ["--audit-rate", WATCHDOG_AUDIT_RATE, "--dev-account", WATCHDOG]
+    demo.nodes.start("watchdog", serve_command("watchdog", *judge, *watchdog, *common))
     demo.nodes.wait_ready()
     console.print(f"{len(demo.nodes.procs)} node processes up; logs in {demo.nodes.log_dir}")
 
@@ -160,72 +167,93 @@ def step4_honest_job(demo: Demo) -> None:
     demo.honest = _run_job(demo, demo.prompt, DRAFTER, "honest drafter")
 
 
-def step5_biased_job(demo: Demo) -> None:
-    from node.roles.audit import replay_draft
+def _watchdog_verdict(demo: Demo, job_id: int, timeout: float = 300.0):
+    """Wait until the watchdog node has audited `job_id` (its store says so); (what it found, its dispute or None)."""
+    from node.chain import logs as chain_logs
+    from node.store import NodeStore
 
-    _step("5. a job with the biased drafter, and a watchdog's replay of its drafts")
+    path = demo.home / "nodes" / f"watchdog-{demo.addresses[WATCHDOG].lower()}.db"
+    deadline = time.monotonic() + timeout
+    while True:
+        demo.nodes.check()
+        if path.exists():
+            with NodeStore(path) as store:
+                job = store.job(job_id, "watchdog")
+            if job is not None and job.status == "done":
+                break
+        if time.monotonic() > deadline:
+            raise DemoError(f"the watchdog did not audit job {job_id} within {timeout:.0f}s")
+        time.sleep(0.5)
+    disputes = demo.watchdog.disputes
+    logs = chain_logs.event_logs(
+        disputes.events.DisputeOpened, demo.deployment.start_block, argument_filters={"jobId": job_id}
+    )
+    mine = [log for log in logs if log["args"]["challenger"] == demo.addresses[WATCHDOG]]
+    return job.params, (demo.watchdog.dispute_info(mine[0]["args"]["disputeId"]) if mine else None)
+
+
+def _print_audit(job_id: int, params: dict) -> None:
+    audit = params.get("audit")
+    if not isinstance(audit, dict):
+        console.print(f"the watchdog did not audit job {job_id}: {audit}")
+        return
+    console.print(
+        f"the watchdog node audited job {job_id}: the draft of {audit['draft_cycles']} of {audit['cycles']} cycles "
+        f"({audit['draft_forwards']} draft forwards), {len(audit['target_positions'])} binding target positions "
+        f"({audit['target_forwards']} target forwards, drawn with its private seed)"
+    )
+    faults = [
+        f"cycle {cycle} index {index}: a proposal an honest drafter could not have made ({reason} fault)"
+        for cycle, index, reason in audit["draft_faults"]
+    ] + [f"cycle {cycle} index {index}: {reason}" for cycle, index, reason in audit["target_faults"]]
+    for line in faults[:SHOWN_FAULTS]:
+        console.print(f"  {line}")
+    if len(faults) > SHOWN_FAULTS:
+        console.print(f"  … and {len(faults) - SHOWN_FAULTS} more (the watchdog's log has them all)")
+
+
+def step5_biased_job(demo: Demo) -> None:
+    from node.roles.units import format_eth
+
+    _step("5. a job with the biased drafter; the watchdog node replays it from chain data and disputes")
     honest = demo.honest
+    demo.watchdog = demo.actor(WATCHDOG)
+    params, dispute = _watchdog_verdict(demo, honest.job_id)
+    _print_audit(honest.job_id, params)
+    if dispute is not None:
+        raise DemoError(f"the watchdog disputed the honest job {honest.job_id} (dispute {dispute.dispute_id})")
     for _ in range(BIASED_ATTEMPTS):
         biased = demo.biased = _run_job(demo, BIASED_PROMPT, BIASED, "biased drafter")
-        checks = replay_draft(demo.requester, biased.job_id, BUNDLED_DRAFT)
         console.print(
             f"α of this job {biased.alpha or 0:.2f} vs {honest.alpha or 0:.2f} for the honest drafter: "
-            f"acceptance alone does not show the bias. The watchdog's replay of the draft model over "
-            f"chain data does: {len(checks)} of {len(biased.cycles)} cycles hold a proposal an honest "
-            f"drafter could not have made:"
+            "acceptance alone does not show the bias. The watchdog's replay of the draft model does:"
         )
-        for check in checks:
-            where = "binding" if check.binding else "after a rejection (binds nothing)"
+        params, demo.dispute = _watchdog_verdict(demo, biased.job_id)
+        _print_audit(biased.job_id, params)
+        if demo.dispute is not None:
+            info = demo.dispute
             console.print(
-                f"  cycle {check.cycle} index {check.index}: committed token {check.committed_token} "
-                f"(q = {check.committed_q / 1e18:.4f}), honest replay draws {check.replay_token} "
-                f"(replayed q of the committed token = {check.replay_q / 1e18:.4f}) — {where}"
+                f"watchdog {info.challenger} opened dispute {info.dispute_id} on cycle {info.cycle} index "
+                f"{info.index} with a {format_eth(demo.watchdog.disputes.functions.bond().call())} bond; referees "
+                f"drawn: {', '.join(info.referees) or 'none yet'}"
             )
-        demo.fault = next((c for c in checks if c.binding), None)
-        if demo.fault is not None:
             break
         console.print("no binding biased position in this job; running another")
     plot = save_acceptance_plot([("honest", honest), ("biased", demo.biased)], demo.home / "acceptance.png")
     if plot:
         console.print(f"per-cycle acceptance plot: {plot}")
-    if demo.fault is None:
+    if demo.dispute is None:
         raise DemoError(
             f"the biased drafter never deviated on a binding position in {BIASED_ATTEMPTS} jobs; nothing to dispute"
         )
 
 
-def _open_or_follow(demo: Demo):
-    """Open the DraftReplay dispute on the fault, or follow the one a node opened on it first."""
-    from node.chain.errors import TransactionReverted
-    from node.roles.units import format_eth
-
-    watchdog, job_id, fault = demo.watchdog, demo.biased.job_id, demo.fault
-    try:
-        info = watchdog.open_dispute(job_id, fault.cycle, fault.index, "draft")
-    except TransactionReverted as exc:
-        if exc.error_name not in ("PositionUnderDispute", "PositionAlreadyProven"):
-            raise
-        existing = [d for d in watchdog.job_disputes(job_id) if (d.cycle, d.index) == (fault.cycle, fault.index)]
-        if not existing:
-            raise
-        info = existing[-1]
-        console.print(
-            f"a node already disputed this position (dispute {info.dispute_id} by {info.challenger}); following it"
-        )
-        return info
-    console.print(
-        f"watchdog {watchdog.address} opened dispute {info.dispute_id} with a "
-        f"{format_eth(watchdog.disputes.functions.bond().call())} bond; referees drawn: "
-        f"{', '.join(info.referees) or 'none'}"
-    )
-    return info
-
-
 def step6_dispute(demo: Demo) -> None:
     from node.roles.units import format_eth
 
-    _step(f"6. dispute: draft replay of job {demo.biased.job_id}, cycle {demo.fault.cycle}, index {demo.fault.index}")
-    watchdog = demo.watchdog = demo.actor(WATCHDOG)
+    info = demo.dispute
+    _step(f"6. dispute {info.dispute_id}: draft replay of job {info.job_id}, cycle {info.cycle}, index {info.index}")
+    watchdog = demo.watchdog
     names = {
         demo.addresses[BIASED]: "biased drafter",
         demo.requester.address: "requester",
@@ -233,7 +261,6 @@ def step6_dispute(demo: Demo) -> None:
     }
     names.update({demo.addresses[i]: f"referee {n + 1}" for n, i in enumerate(REFEREES)})
     before = {a: watchdog.balances(a) for a in names}
-    info = _open_or_follow(demo)
 
     def on_change(d):
         demo.nodes.check()
@@ -260,6 +287,9 @@ def step6_dispute(demo: Demo) -> None:
             f"(committed {info.claimed_value / 1e18:.4f}); its top tokens {info.answer['top_tokens'][:5]}"
         )
     print_dispute(info)
+    withdrawn = _watchdog_withdrawal(demo, info.dispute_id)
+    if withdrawn:
+        console.print(f"the watchdog node withdrew its dispute credits: {format_eth(withdrawn)}")
     after = {a: watchdog.balances(a) for a in names}
     table = Table(box=None, header_style="bold", title="balances (stake in the registry; credits withdrawable)")
     for column in ("who", "stake before", "stake after", "dispute credits", "market owed"):
@@ -273,6 +303,21 @@ def step6_dispute(demo: Demo) -> None:
             format_eth(after[address]["market"]),
         )
     console.print(table)
+
+
+def _watchdog_withdrawal(demo: Demo, dispute_id: int, timeout: float = 60.0) -> int:
+    """What the watchdog node withdrew from the dispute manager once `dispute_id` was resolved (0 if nothing yet)."""
+    from node.chain import logs as chain_logs
+
+    disputes = demo.watchdog.disputes
+    deadline = time.monotonic() + timeout
+    while disputes.functions.credits(demo.addresses[WATCHDOG]).call() and time.monotonic() < deadline:
+        demo.nodes.check()
+        time.sleep(0.5)
+    logs = chain_logs.event_logs(
+        disputes.events.Withdrawn, demo.deployment.start_block, argument_filters={"account": demo.addresses[WATCHDOG]}
+    )
+    return sum(log["args"]["amount"] for log in logs)
 
 
 def _finalize_or_read(requester, job_id: int) -> dict[str, int]:

@@ -19,12 +19,12 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 2  # v2: disputes have their own table (v1 kept them in `jobs` as role "<role>-dispute")
+SCHEMA_VERSION = 3  # v2: disputes have their own table (v1 kept them in `jobs` as role "<role>-dispute"); v3: secrets
 # PRAGMA application_id marks the file as ours, so a foreign SQLite file is refused instead of mutated.
 APPLICATION_ID = 0x76737063  # "vspc"
 
@@ -97,6 +97,12 @@ CREATE TABLE cycles (
     updated_at     REAL NOT NULL,
     PRIMARY KEY (job_id, role, cycle)
 );
+
+CREATE TABLE secrets (
+    name       TEXT PRIMARY KEY,
+    value      BLOB NOT NULL,
+    created_at REAL NOT NULL
+);
 """
 
 # How a store of an older schema is brought to SCHEMA_VERSION, one step per version, in one store transaction.
@@ -106,6 +112,9 @@ _MIGRATIONS = {
         "INSERT INTO disputes SELECT job_id, substr(role, 1, length(role) - length('-dispute')), status, params, "
         "updated_at FROM jobs WHERE role LIKE '%-dispute'",
         "DELETE FROM jobs WHERE role LIKE '%-dispute'",
+    ],
+    2: [  # v2 -> v3: a node's private values that never leave the store (the watchdog's audit seed)
+        _SCHEMA[_SCHEMA.index("CREATE TABLE secrets") :].split(";")[0].replace("TABLE", "TABLE IF NOT EXISTS", 1),
     ],
 }
 
@@ -447,6 +456,19 @@ class NodeStore:
             (role, role, status, status),
         )
         return [(r[0], r[1], r[2], json.loads(r[3])) for r in rows]
+
+    # --- secrets ----------------------------------------------------------------------------------
+
+    def secret(self, name: str, make: Callable[[], bytes]) -> bytes:
+        """The private value stored under `name`, made by `make()` and stored the first time it is asked for (in
+        one transaction: two callers, or a restart, always get the same value)."""
+        with self.transaction():
+            rows = self._query("SELECT value FROM secrets WHERE name = ?", (name,))
+            if rows:
+                return bytes(rows[0][0])
+            value = bytes(make())
+            self._db.execute("INSERT INTO secrets VALUES (?, ?, ?)", (name, value, time.time()))
+            return value
 
     # --- cycle transcripts --------------------------------------------------------------------------
 

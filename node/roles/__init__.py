@@ -15,7 +15,8 @@
                 verifier)
     requester   Requester: the requester / operator side (register, submit, report, disputes, finalize, withdraw)
     reports     what the requester returns (JobReport, DisputeInfo, CycleSummary, ...)
-    audit       the watchdog's replays (replay_draft, replay_target)
+    audit       the audit replays of chain data (audit_job; `verispec audit`: replay_draft, replay_target)
+    watchdog    WatchdogNode   (audits finished jobs by sampled replay; opens, follows and cashes its disputes)
     checkpoints local checkpoints (model id, context window, tokenizer) and the prompt fit
     units       amounts and times as people type and read them
     reverts     what a contract revert means for the user (explain_revert)
@@ -31,6 +32,7 @@ _LAZY = {
     "DrafterNode": "node.roles.drafter",
     "VerifierNode": "node.roles.verifier",
     "RefereeNode": "node.roles.referee",
+    "WatchdogNode": "node.roles.watchdog",
 }
 
 __all__ = sorted(_LAZY)

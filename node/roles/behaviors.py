@@ -10,9 +10,21 @@
   `every`-th proposal of the job (counting cycle·K + i from 0, so position 0 of cycle 0 is one), so the
   on-chain rule rejects more; its outToken is the faithful residual/bonus sample at the contract's n.
   Everything else is honest. A TargetReplay dispute on a shaded position shows p_i is not the target's.
+* `shade` verifier (`ShadingVerifySession`): the quiet retaliation. It posts every proposal's p_i scaled by
+  `ShadePolicy.factor` (0.6), so that no single value is far off yet the on-chain rule rejects about twice
+  as often: 23 % → 45 % of the proposals it tests on the bundled pair (60 jobs, temperature 1, γ = 4;
+  scripts/bench_watchdog.py measures it again); outToken as `retaliate`'s.
+* `collude` verifier (`ColludingVerifySession`): covers for its drafter. Its draft replay reports no fault,
+  so a verifier node told to dispute draft faults (`dispute_faults`) opens no DraftReplay dispute; its own
+  verdict is the honest one (the residual still comes from its replay of the draft model). Paired with a
+  `biased` drafter, only a watchdog's draft replay catches the bias.
+* `lazy` drafter (`LazyDraftSession`): registers the draft model but serves a cheaper one, the same weights
+  fed only the last `LazyPolicy.window` (2) tokens (no KV cache, a constant cost per step). Its q and x are
+  honest for that cheaper model; a DraftReplay with the registered model finds q off beyond tolerance.
 
-Each overrides only the honest session's one decision (`DraftSession._choose`, `VerifySession._decide` in
-node/decoding/proposer.py and scorer.py), so everything else is the honest code.
+Each overrides only the honest session's one decision (`DraftSession._choose` or the model it computes q with,
+`VerifySession._decide` or `_draft_faults`, in node/decoding/proposer.py and scorer.py), so everything else is
+the honest code.
 """
 
 from __future__ import annotations
@@ -23,7 +35,7 @@ from enum import StrEnum
 import numpy as np
 
 from node import protocol
-from node.decoding.messages import Draft
+from node.decoding.messages import Draft, DraftFault
 from node.decoding.proposer import DraftSession
 from node.decoding.sampler import Decision
 from node.decoding.scorer import VerifySession
@@ -45,11 +57,14 @@ class _Behavior(StrEnum):
 class DrafterBehavior(_Behavior):
     HONEST = "honest"
     BIASED = "biased"  # BiasedDraftSession
+    LAZY = "lazy"  # LazyDraftSession
 
 
 class VerifierBehavior(_Behavior):
     HONEST = "honest"
     RETALIATE = "retaliate"  # RetaliatingVerifySession
+    SHADE = "shade"  # ShadingVerifySession
+    COLLUDE = "collude"  # ColludingVerifySession
 
 
 class RefereeBehavior(_Behavior):
@@ -97,9 +112,65 @@ class BiasedDraftSession(DraftSession):
         return preferred, q  # the session's cache follows what was actually proposed
 
 
-def draft_session(behavior: DrafterBehavior | str, draft_model, job, policy: BiasPolicy | None = None) -> DraftSession:
-    if DrafterBehavior.parse(behavior) is DrafterBehavior.BIASED:
+# --------------------------------------------------------------------------- lazy drafter
+
+
+@dataclass(frozen=True)
+class LazyPolicy:
+    window: int = 2  # the cheaper model: the draft model fed only the last `window` tokens of the context
+
+
+class _WindowLM:
+    """The draft model on a truncated context, in CachedLM's interface: every step is one forward over the last
+    `window` tokens, without a cache (a constant cost per token however long the job)."""
+
+    def __init__(self, model, window: int):
+        if window < 1:
+            raise ValueError(f"a lazy drafter's window is at least 1 token, got {window}")
+        self.model, self.window, self.device = model, window, model.device
+        self.tokens: list[int] = []
+        self.forward_s, self.forwards = 0.0, 0
+
+    def extend(self, tokens: list[int], keep: int = 1):
+        import time
+
+        import torch
+
+        if keep != 1 or not tokens:
+            raise ValueError("a lazy drafter feeds at least one token and keeps one row")
+        start = time.perf_counter()
+        self.tokens.extend(tokens)
+        ids = torch.tensor([self.tokens[-self.window :]], dtype=torch.long, device=self.device)
+        logits = self.model(input_ids=ids, use_cache=False).logits[0, -1:]
+        self.forward_s += time.perf_counter() - start
+        self.forwards += 1
+        return logits
+
+    def crop(self, length: int) -> None:
+        del self.tokens[length:]
+
+
+class LazyDraftSession(DraftSession):
+    def __init__(self, draft_model, job, policy: LazyPolicy = LazyPolicy()):
+        super().__init__(draft_model, job)
+        self.policy = policy
+        self.lm = _WindowLM(draft_model, policy.window)  # the one thing it changes: what computes q
+
+
+def draft_session(
+    behavior: DrafterBehavior | str,
+    draft_model,
+    job,
+    policy: BiasPolicy | None = None,
+    *,
+    lazy: LazyPolicy | None = None,
+) -> DraftSession:
+    """A drafter session of `behavior`; `policy` tunes `biased`, `lazy` tunes `lazy` (defaults otherwise)."""
+    behavior = DrafterBehavior.parse(behavior)
+    if behavior is DrafterBehavior.BIASED:
         return BiasedDraftSession(draft_model, job, policy or BiasPolicy())
+    if behavior is DrafterBehavior.LAZY:
+        return LazyDraftSession(draft_model, job, lazy or LazyPolicy())
     return DraftSession(draft_model, job)
 
 
@@ -144,6 +215,39 @@ class RetaliatingVerifySession(VerifySession):
         return Decision(root=root, p=p, accepted=accepted, out_token=out_token)
 
 
+# --------------------------------------------------------------------------- shading verifier
+
+
+@dataclass(frozen=True)
+class ShadePolicy:
+    factor: float = 0.6  # posted p = true p × factor on every proposal: rejections 23 % → 45 % on the bundled pair
+
+
+class ShadingVerifySession(RetaliatingVerifySession):
+    def __init__(self, target_model, job, verifier_seed: bytes, draft_model=None, tolerance_wad=None, policy=None):
+        policy = policy or ShadePolicy()
+        super().__init__(
+            target_model,
+            job,
+            verifier_seed,
+            draft_model=draft_model,
+            tolerance_wad=tolerance_wad,
+            policy=RetaliationPolicy(every=1, factor=policy.factor),
+        )
+        self.shade = policy
+
+
+# --------------------------------------------------------------------------- colluding verifier
+
+
+class ColludingVerifySession(VerifySession):
+    """Replays the draft like an honest verifier (its residual needs the draft's distributions) but reports no
+    fault, so its node never disputes its drafter."""
+
+    def _draft_faults(self, draft: Draft, q_rows: np.ndarray) -> tuple[DraftFault, ...]:
+        return ()
+
+
 def verify_session(
     behavior: VerifierBehavior | str,
     target_model,
@@ -151,11 +255,19 @@ def verify_session(
     seed: bytes,
     draft_model=None,
     policy: RetaliationPolicy | None = None,
+    *,
+    shade: ShadePolicy | None = None,
 ) -> VerifySession:
-    if VerifierBehavior.parse(behavior) is VerifierBehavior.RETALIATE:
+    """A verifier session of `behavior`; `policy` tunes `retaliate`, `shade` tunes `shade` (defaults otherwise)."""
+    behavior = VerifierBehavior.parse(behavior)
+    if behavior is VerifierBehavior.RETALIATE:
         return RetaliatingVerifySession(
             target_model, job, seed, draft_model=draft_model, policy=policy or RetaliationPolicy()
         )
+    if behavior is VerifierBehavior.SHADE:
+        return ShadingVerifySession(target_model, job, seed, draft_model=draft_model, policy=shade)
+    if behavior is VerifierBehavior.COLLUDE:
+        return ColludingVerifySession(target_model, job, seed, draft_model=draft_model)
     return VerifySession(target_model, job, seed, draft_model=draft_model)
 
 
@@ -163,9 +275,14 @@ __all__ = [
     "BiasPolicy",
     "BiasRecord",
     "BiasedDraftSession",
+    "ColludingVerifySession",
     "DrafterBehavior",
+    "LazyDraftSession",
+    "LazyPolicy",
     "RetaliatingVerifySession",
     "RetaliationPolicy",
+    "ShadePolicy",
+    "ShadingVerifySession",
     "VerifierBehavior",
     "draft_session",
     "verify_session",

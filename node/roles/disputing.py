@@ -42,15 +42,21 @@ def _dispute_kind(kind: DisputeKind | str) -> DisputeKind:
 class DisputeClient:
     """Disputes on one deployment (the host class provides `system`, `disputes`, `_send` and `job_view`)."""
 
-    def open_dispute(self, job_id: int, cycle: int, index: int, kind: DisputeKind | str) -> DisputeInfo:
-        """Open a dispute of `kind` (a DisputeKind, or its label "draft" / "target") on a position, with the bond."""
+    def open_dispute(
+        self, job_id: int, cycle: int, index: int, kind: DisputeKind | str, key: str | None = None
+    ) -> DisputeInfo:
+        """Open a dispute of `kind` (a DisputeKind, or its label "draft" / "target") on a position, with the bond.
+        `key`: the transaction's idempotency key (a node's: opened again after a restart, it is the same one)."""
         disputes = self._require_disputes()
         kind = _dispute_kind(kind)
         self.job_view(job_id)
         record, leaf_proof = self.dispute_evidence(job_id, cycle, index)
         bond = disputes.functions.bond().call()
         _, receipt = self._send(
-            "openDispute", disputes.functions.openDispute(job_id, cycle, index, kind, record, leaf_proof), value=bond
+            "openDispute",
+            disputes.functions.openDispute(job_id, cycle, index, kind, record, leaf_proof),
+            value=bond,
+            key=key,
         )
         (event,) = disputes.events.DisputeOpened().process_receipt(receipt, errors=DISCARD)
         dispute_id = event["args"]["disputeId"]

@@ -99,13 +99,21 @@ def judge_position(
     tolerance_wad: int,
     draft_model=None,
     target_model=None,
+    rows=None,
 ) -> Judgement:
     """Replay position `index` of verified cycle `cyc` and decide whether the accused was faithful.
 
     `prefix` is the prompt plus the outputs of every earlier cycle; `cyc` comes from chain data (with p).
     DraftReplay needs the draft model; TargetReplay the target model (and for index == K with a
-    rejection, the draft model too, for the residual).
+    rejection, the draft model too, for the residual). `rows(model, context)`: the WAD row after `context`
+    (default: one fresh forward per call, as a referee replays; a watchdog auditing a whole cycle passes rows of
+    one forward over the cycle, node/roles/audit.py `CycleRows`).
     """
+    if rows is None:
+
+        def rows(model, context):
+            return next_token_rows(model, context, job.sampling)[0]
+
     k, tol = cyc.gamma, tolerance_wad
     vocab = _vocab(draft_model if kind == DisputeKind.DraftReplay else target_model, draft_model, target_model)
     if index < k:
@@ -114,7 +122,7 @@ def judge_position(
         if blocked is not None:
             return blocked
         if kind == DisputeKind.DraftReplay:
-            row = next_token_rows(draft_model, context, job.sampling)[0]
+            row = rows(draft_model, context)
             u = protocol.draft_uniform(job.job_id, cyc.cycle, index)
             check = protocol.check_proposal(row, x, cyc.q[index], u, tol)
             if not check.q_faithful:
@@ -126,7 +134,7 @@ def judge_position(
                     f"{protocol.invcdf(row, u)} of the public draft uniform",
                 )
             return _verdict(False, f"q_{index} and x_{index} replay within {tol}")
-        row = next_token_rows(target_model, context, job.sampling)[0]
+        row = rows(target_model, context)
         replayed, claimed = _prob(row, x), cyc.p[index]
         if abs(replayed - claimed) > tol:
             return _verdict(True, f"p_{index} = {claimed} but the target model gives {replayed}")
@@ -138,10 +146,10 @@ def judge_position(
     blocked = _unreplayable(context, vocab, "the outToken")
     if blocked is not None:
         return blocked
-    p_row = next_token_rows(target_model, context, job.sampling)[0]
+    p_row = rows(target_model, context)
     v = protocol.residual_uniform(cyc.reveal, cyc.draft_root, cyc.salt)
     if n < k:
-        q_row = next_token_rows(draft_model, context, job.sampling)[0]
+        q_row = rows(draft_model, context)
         try:
             low, high = protocol.sample_window(lambda w: protocol.residual_sample(p_row, q_row, w), v, tol)
         except ValueError:
