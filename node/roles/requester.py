@@ -28,9 +28,10 @@ from node.chain.deployment import Deployment
 from node.chain.enums import (
     NO_EOS,
     FinishReason,
+    JobStatus,
     Role,
 )
-from node.chain.errors import TransactionRejected
+from node.chain.errors import TransactionRejected, TransactionReverted
 from node.chain.revert_decoder import RevertDecoder
 from node.chain.sender import TxSender
 from node.roles.checkpoints import check_fits, load_model_info, load_tokenizer, tokenize_prompt
@@ -410,15 +411,35 @@ class Requester(JobReader, DisputeClient):
             )
         return candidates[0]
 
-    def finalize(self, job_id: int) -> tuple[TxResult, dict[str, int]]:
-        self.job_view(job_id)
-        tx, receipt = self._send("finalize", self.market.functions.finalize(job_id), key=None)
+    def finalize(self, job_id: int) -> tuple[TxResult, dict[str, Any]]:
+        """Settle `job_id`: (the finalize transaction, its payments). Anyone may finalize, and a serving node does
+        once the window is over, so a job finalized already (before this call, or by a transaction that won the
+        race against ours) is no error: the payments are those of the transaction that did it, and
+        `payments["already_finalized"]` is true, with `payments["finalized_by"]` its sender."""
+        if self.job_view(job_id)["status"] != JobStatus.Finalized:
+            try:
+                tx, receipt = self._send("finalize", self.market.functions.finalize(job_id), key=None)
+            except TransactionReverted as exc:
+                lost_race = exc.error_name == "JobWrongStatus" and exc.error_args.get("status") == JobStatus.Finalized
+                if not lost_race:
+                    raise
+            else:
+                return tx, {**self._settlement(receipt), "already_finalized": False, "finalized_by": self.address}
+        (log,) = chain_logs.event_logs(
+            self.market.events.JobFinalized, self.deployment.start_block, argument_filters={"jobId": job_id}
+        )
+        receipt = self.w3.eth.get_transaction_receipt(log["transactionHash"])
+        tx = TxResult("finalize", Web3.to_hex(receipt["transactionHash"]), receipt["gasUsed"], receipt["blockNumber"])
+        return tx, {**self._settlement(receipt), "already_finalized": True, "finalized_by": receipt["from"]}
+
+    def _settlement(self, receipt) -> dict[str, int]:
+        """What a finalize transaction paid, from its JobFinalized and AlphaFeePaid logs."""
         (event,) = self.market.events.JobFinalized().process_receipt(receipt, errors=DISCARD)
         a = event["args"]
         fee = sum(
             e["args"]["amount"] for e in self.market.events.AlphaFeePaid().process_receipt(receipt, errors=DISCARD)
         )
-        return tx, {"drafter": a["drafterPay"], "verifier": a["verifierPay"], "alpha_fee": fee, "refund": a["refund"]}
+        return {"drafter": a["drafterPay"], "verifier": a["verifierPay"], "alpha_fee": fee, "refund": a["refund"]}
 
     def claim_timeout(self, job_id: int) -> tuple[TxResult, dict]:
         """`claimTimeout`: ends a job whose current deadline passed (see docs/contracts.md, Deadlines)."""

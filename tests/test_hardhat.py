@@ -1,0 +1,204 @@
+"""Hardhat's node (npm `hardhat`, pinned in package.json) as a second dev chain beside anvil.
+
+The nodes and the CLI must speak standard JSON-RPC, not one client's dialect (docs/clients.md). Here, against a
+real `hardhat node`: a reverted transaction is decoded the same from either client's answer (anvil mines it and
+says so in the receipt; Hardhat answers eth_sendRawTransaction with an error, and mines it too), and the whole
+flow runs through the CLI and real node processes: `chain up --client hardhat`, register, serve, submit, a
+dispute with `--wait` (the accused's answer draws the panel before the CLI's own draw), finalize after a serving
+node did, SIGTERM, `chain down`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from node import processes
+from node.chain.anvil import running_anvil
+from node.chain.compile import compile_contracts
+from node.chain.deploy import deploy_system
+from node.chain.deployment import Deployment
+from node.chain.enums import JobStatus
+from node.chain.errors import TransactionReverted
+from node.chain.hardhat import HARDHAT_BINARY, running_hardhat
+from node.chain.keys import dev_account
+from node.chain.revert_decoder import RevertDecoder
+from node.chain.rpc import connect
+from node.chain.sender import TxSender
+from node.store import TX_MINED, NodeStore
+from tests.test_cli import DRAFTER_MODELS, REFEREE_MODELS, TARGET, _serve, address, advance, cli, cli_process, ok
+from tests.test_cli import register as cli_register
+
+pytestmark = pytest.mark.skipif(
+    not HARDHAT_BINARY.exists(),
+    reason=f"{HARDHAT_BINARY} is missing (package.json pins hardhat: `npm ci` installs it)",
+)
+
+REQUESTER, DRAFTER, VERIFIER, WATCHDOG, SENDER = 1, 2, 3, 8, 5
+REFEREES = (10, 11, 12, 13)  # a panel of 3 drawn from 4, so the draw does not need every one of them
+
+
+# ---------------------------------------------------------------- reverts, from either client's answer
+
+
+@pytest.fixture(scope="module", params=["anvil", "hardhat"])
+def dev_chain(request):
+    """(client name, web3, deployed system) on a fresh chain of each client."""
+    start = running_anvil if request.param == "anvil" else running_hardhat
+    with start() as node:
+        w3 = connect(node.rpc_url)
+        yield request.param, w3, deploy_system(w3, w3.eth.accounts[0])
+
+
+def _sender(w3, tmp_path: Path) -> TxSender:
+    errors = RevertDecoder.from_artifacts(compile_contracts())
+    return TxSender(w3, dev_account(SENDER), NodeStore(tmp_path / "sender.db"), errors=errors)
+
+
+def _finalize_call(system, job_id: int) -> bytes:
+    return bytes.fromhex(system.market.functions.finalize(job_id)._encode_transaction_data()[2:])
+
+
+def test_a_call_that_would_revert_is_decoded_and_nothing_is_sent(dev_chain, tmp_path):
+    client, w3, system = dev_chain
+    sender = _sender(w3, tmp_path)
+    nonce = w3.eth.get_transaction_count(sender.address)
+    with pytest.raises(TransactionReverted) as caught:
+        sender.send("finalize-missing", system.market.address, _finalize_call(system, 99))
+    exc = caught.value
+    assert (exc.error_name, exc.error_args, exc.tx_hash) == ("JobWrongStatus", {"jobId": 99, "status": 0}, None)
+    assert w3.eth.get_transaction_count(sender.address) == nonce, client
+
+
+def test_a_mined_revert_is_decoded_from_either_answer(dev_chain, tmp_path):
+    """With the gas given, nothing estimates first: the transaction is mined and reverts. anvil answers the
+    broadcast with its hash; Hardhat answers it with an error that carries the revert data. Either way the sender
+    reports the same TransactionReverted, with the mined transaction's hash, and never sends the key again."""
+    client, w3, system = dev_chain
+    sender = _sender(w3, tmp_path)
+    nonce = w3.eth.get_transaction_count(sender.address)
+    with pytest.raises(TransactionReverted) as caught:
+        sender.send("finalize-missing-mined", system.market.address, _finalize_call(system, 77), gas=200_000)
+    exc = caught.value
+    assert (exc.error_name, exc.error_args) == ("JobWrongStatus", {"jobId": 77, "status": 0}), client
+    assert exc.tx_hash is not None
+    receipt = w3.eth.get_transaction_receipt(exc.tx_hash)
+    assert receipt["status"] == 0 and receipt["from"] == sender.address
+    assert w3.eth.get_transaction_count(sender.address) == nonce + 1
+    assert sender.store.sent_tx("finalize-missing-mined").status == TX_MINED
+    # the key holds that mined transaction: asked again, the same answer and nothing new on chain
+    with pytest.raises(TransactionReverted) as again:
+        sender.send("finalize-missing-mined", system.market.address, _finalize_call(system, 77), gas=200_000)
+    assert (again.value.error_name, again.value.tx_hash) == ("JobWrongStatus", exc.tx_hash)
+    assert w3.eth.get_transaction_count(sender.address) == nonce + 1
+
+
+# ---------------------------------------------------------------- the whole flow on a hardhat chain
+
+
+def _wait_for(predicate, timeout: float, what: str, logs: Path) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            tail = "\n".join(f"{p.name}: {p.read_text(errors='replace')[-1200:]}" for p in sorted(logs.glob("*.log")))
+            raise AssertionError(f"{what} within {timeout:.0f}s\n{tail}")
+        time.sleep(0.25)
+
+
+def _txs_from(w3, sender: str, from_block: int) -> list:
+    return [
+        tx
+        for number in range(from_block, w3.eth.block_number + 1)
+        for tx in w3.eth.get_block(number, full_transactions=True)["transactions"]
+        if tx["from"] == sender
+    ]
+
+
+def test_job_and_dispute_end_to_end_on_hardhat(tmp_path):
+    """chain up --client hardhat → register → serve (6 processes) → submit → dispute --wait → resolve →
+    finalize (a serving node finalized first) → SIGTERM → chain down."""
+    from node.roles.requester import Requester
+
+    home = tmp_path / "home"
+    up = json.loads(ok(cli("chain", "up", "--client", "hardhat", "--json", home=home)))
+    assert up["client"] == "hardhat" and up["chain_id"] == 31337
+    pid = up["pid"]
+    assert b"hardhat" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    nodes = {}
+    try:
+        deployment = Deployment.load(home / "deployment.json")
+        w3 = connect(deployment.rpc_url)
+        assert w3.client_version.lower().startswith("hardhat")
+        ok(cli_register(home, "drafter", "2", DRAFTER, *DRAFTER_MODELS, "--alpha", "0.5"))
+        ok(cli_register(home, "verifier", "2", VERIFIER, "--model", TARGET))
+        for dev in REFEREES:
+            ok(cli_register(home, "referee", "1", dev, *REFEREE_MODELS))
+        nodes = {"drafter": _serve(home, "drafter", DRAFTER), "verifier": _serve(home, "verifier", VERIFIER)}
+        nodes.update({f"referee-{dev}": _serve(home, "referee", dev) for dev in REFEREES})
+
+        submitted = cli_process(
+            "submit",
+            "def fibonacci(n):\n",
+            "--max-tokens",
+            "16",
+            "--gamma",
+            "4",
+            "--drafter",
+            address(DRAFTER),
+            "--dev-account",
+            REQUESTER,
+            "--json",
+            "--accept-timeout",
+            "120",
+            "--timeout",
+            "240",
+            home=home,
+            timeout=300,
+        )
+        job = json.loads(ok(submitted))
+        job_id = job["job_id"]
+        assert job["status"] == "Finished" and job["finish_reason"] == "Completed", job
+        assert 1 <= len(job["tokens"]) <= 16 and [t for c in job["cycles"] for t in c["output"]] == job["tokens"]
+
+        # a dispute on a binding position of the honest draft: the drafter's node answers (and draws the panel),
+        # the referee nodes vote; --wait ends with the round's verdict, exit 0, and the watchdog sent no draw
+        # that reverted (its only other transaction, a draw that won the race, succeeded)
+        start = w3.eth.block_number
+        dispute = ("dispute", job_id, "--cycle", 0, "--index", 0, "--kind", "draft", "--wait", "--timeout", 180)
+        info = json.loads(ok(cli(*dispute, "--json", "--dev-account", WATCHDOG, home=home)))
+        assert info["status"] == "Appealable" and info["round_result"] == "ChallengerLost", info
+        assert info["answer"] is not None and len(info["referees"]) == 3
+        watchdog_txs = _txs_from(w3, address(WATCHDOG), start + 1)
+        assert 1 <= len(watchdog_txs) <= 2
+        assert all(w3.eth.get_transaction_receipt(tx["hash"])["status"] == 1 for tx in watchdog_txs)
+        advance(w3, deployment.deployment_params.appeal_period + 1)
+        requester = Requester(w3, deployment)
+        final = requester.wait_dispute(info["dispute_id"], timeout=120, until_appealable=False)
+        assert (final.status, final.outcome, final.faithful_votes) == ("Resolved", "ChallengerLost", 3)
+
+        # after the challenge window a serving node finalizes by itself; the requester's finalize says so, exit 0
+        advance(w3, deployment.deployment_params.challenge_window + 1)
+        _wait_for(
+            lambda: requester.job_view(job_id)["status"] == JobStatus.Finalized,
+            60,
+            "no node finalized the job",
+            home,
+        )
+        out = ok(cli("finalize", job_id, "--dev-account", REQUESTER, home=home))
+        assert f"job {job_id} already finalized (by " in out
+        finalizer = out.split("already finalized (by ", 1)[1].split(")")[0]
+        assert finalizer in (address(DRAFTER), address(VERIFIER)), out
+        for name, process in nodes.items():
+            assert process.poll() is None, f"{name} exited early"
+    finally:
+        stopped_at = time.monotonic()
+        codes = processes.stop_all(list(nodes.values()), timeout=20)
+        took = time.monotonic() - stopped_at
+        down = cli("chain", "down", home=home)
+    assert set(codes) <= {0}, f"nodes did not stop cleanly on SIGTERM: {codes}"
+    assert took < 10, f"the nodes took {took:.1f}s to stop on SIGTERM"
+    assert f"pid {pid}" in ok(down)
+    assert not (home / "anvil.pid").exists() and not (home / "deployment.json").exists()
