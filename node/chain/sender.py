@@ -291,13 +291,17 @@ class TxSender:
     ) -> SentTx:
         tx: dict[str, Any] = {"from": self.address, "to": to, "value": value, "data": data, "chainId": self.chain_id}
         shape = (to, bytes(data[:4]), len(data))
+        # the fees first: the estimate is the last look at the state before the broadcast, so a race lost to
+        # another sender (say, an accused's answer that draws the panel before our draw) ends in a refused
+        # estimate, which costs nothing, more often than in a mined revert, which costs its gas
+        fees = self._fees()
         if gas is None and reuse_estimate and shape in self._estimates:
             gas = int(self._estimates[shape] * self.gas_margin) + REUSE_HEADROOM
         if gas is None:
             gas = self._estimate_gas(key, tx)
             self._estimates[shape] = max(self._estimates.get(shape, 0), int(gas / self.gas_margin))
         tx["gas"] = gas
-        tx.update(self._fees())
+        tx.update(fees)
         tx["nonce"] = self._next_nonce
         del tx["from"]
         raw, tx_hash = sign_transaction(self.account, tx)
