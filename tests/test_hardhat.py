@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from node import processes
+from node import protocol as P
 from node.chain.anvil import running_anvil
 from node.chain.compile import compile_contracts
 from node.chain.deploy import deploy_system
@@ -26,11 +27,14 @@ from node.chain.errors import TransactionReverted
 from node.chain.hardhat import HARDHAT_BINARY, running_hardhat
 from node.chain.keys import dev_account
 from node.chain.revert_decoder import RevertDecoder
-from node.chain.rpc import connect
+from node.chain.rpc import connect, rpc_url_of
 from node.chain.sender import TxSender
+from node.roles.errors import RequesterError
+from node.roles.requester import Requester
 from node.store import TX_MINED, NodeStore
 from tests.test_cli import DRAFTER_MODELS, REFEREE_MODELS, TARGET, _serve, address, advance, cli, cli_process, ok
 from tests.test_cli import register as cli_register
+from tests.test_disputes import DRAFT_MODEL, ROLE_VERIFIER, STAKE, TARGET_MODEL, VOCAB, WAD, run_cycle, send, submit_job
 
 pytestmark = pytest.mark.skipif(
     not HARDHAT_BINARY.exists(),
@@ -96,6 +100,39 @@ def test_a_mined_revert_is_decoded_from_either_answer(dev_chain, tmp_path):
     assert w3.eth.get_transaction_count(sender.address) == nonce + 1
 
 
+# ---------------------------------------------------------------- the requester's progress
+
+
+def test_a_cycle_mined_while_the_wait_polls_is_counted_once(dev_chain):
+    """`Requester.wait` reads the head, then the job's logs: a cycle mined in between was counted twice (once up to
+    the newer head, once more from the older head + 1), so the progress bar showed 33/33 tokens for 32. The cycle
+    is mined here, for real, at that moment of the first poll."""
+    client, w3, system = dev_chain
+    requester, drafter, verifier = w3.eth.accounts[1:4]
+    registry, market = system.registry, system.market
+    start_block = w3.eth.block_number
+    send(w3, registry.functions.registerDrafter(DRAFT_MODEL, TARGET_MODEL, WAD // 2, VOCAB), drafter, value=STAKE)
+    send(w3, registry.functions.register(ROLE_VERIFIER, [TARGET_MODEL], [VOCAB]), verifier, value=STAKE)
+    job_id = submit_job(w3, market, requester, drafter, verifier, 64)
+    seed, length = b"\x05" * 32, P.hash_chain_length(64)
+    send(w3, market.functions.acceptJob(job_id, P.hash_chain(seed, length)), verifier)
+    deployment = Deployment.of_system(w3, system, rpc_url_of(w3), start_block)
+    mined = []
+
+    class HeadMovesMidPoll(Requester):
+        def job_logs(self, *args, **kwargs):
+            if not mined:  # the first poll: a cycle lands after its eth_blockNumber, before its eth_getLogs
+                mined.append(run_cycle(w3, market, drafter, verifier, job_id, seed, length))
+            return super().job_logs(*args, **kwargs)
+
+    counts = []
+    with pytest.raises(RequesterError, match="did not finish"):
+        HeadMovesMidPoll(w3, deployment).wait(
+            job_id, on_cycle=lambda cycle, tokens: counts.append(len(tokens)), timeout=1.5, poll=0.05
+        )
+    assert counts == [mined[0].accepted + 1], client  # the accepted proposals and the outToken, once
+
+
 # ---------------------------------------------------------------- the whole flow on a hardhat chain
 
 
@@ -120,8 +157,6 @@ def _txs_from(w3, sender: str, from_block: int) -> list:
 def test_job_and_dispute_end_to_end_on_hardhat(tmp_path):
     """chain up --client hardhat → register → serve (6 processes) → submit → dispute --wait → resolve →
     finalize (a serving node finalized first) → SIGTERM → chain down."""
-    from node.roles.requester import Requester
-
     home = tmp_path / "home"
     up = json.loads(ok(cli("chain", "up", "--client", "hardhat", "--json", home=home)))
     assert up["client"] == "hardhat" and up["chain_id"] == 31337
