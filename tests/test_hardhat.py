@@ -32,7 +32,18 @@ from node.chain.sender import TxSender
 from node.roles.errors import RequesterError
 from node.roles.requester import Requester
 from node.store import TX_MINED, NodeStore
-from tests.test_cli import DRAFTER_MODELS, REFEREE_MODELS, TARGET, _serve, address, advance, cli, cli_process, ok
+from tests.test_cli import (
+    DRAFTER_MODELS,
+    REFEREE_MODELS,
+    TARGET,
+    _serve,
+    address,
+    advance,
+    clean_error,
+    cli,
+    cli_process,
+    ok,
+)
 from tests.test_cli import register as cli_register
 from tests.test_disputes import DRAFT_MODEL, ROLE_VERIFIER, STAKE, TARGET_MODEL, VOCAB, WAD, run_cycle, send, submit_job
 
@@ -134,6 +145,11 @@ def test_a_cycle_mined_while_the_wait_polls_is_counted_once(dev_chain):
 
 
 # ---------------------------------------------------------------- the whole flow on a hardhat chain
+
+
+def test_chain_up_refuses_an_unknown_client(tmp_path):
+    clean_error(cli("chain", "up", "--client", "ganache", home=tmp_path), "--client", "anvil", "hardhat")
+    assert not (tmp_path / "anvil.pid").exists() and not (tmp_path / "deployment.json").exists()
 
 
 def _wait_for(predicate, timeout: float, what: str, logs: Path) -> None:
