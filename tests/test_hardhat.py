@@ -11,10 +11,12 @@ node did, SIGTERM, `chain down`.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from pathlib import Path
 
 import pytest
+from web3 import Web3
 
 from node import processes
 from node import protocol as P
@@ -114,20 +116,65 @@ def test_a_mined_revert_is_decoded_from_either_answer(dev_chain, tmp_path):
 # ---------------------------------------------------------------- the requester's progress
 
 
-def test_a_cycle_mined_while_the_wait_polls_is_counted_once(dev_chain):
-    """`Requester.wait` reads the head, then the job's logs: a cycle mined in between was counted twice (once up to
-    the newer head, once more from the older head + 1), so the progress bar showed 33/33 tokens for 32. The cycle
-    is mined here, for real, at that moment of the first poll."""
+@pytest.fixture(scope="module")
+def market_parties(dev_chain):
+    """A drafter and a verifier registered (without models: the transactions are sent from dev accounts), and the
+    deployment file's view of the chain: (client, w3, system, deployment, (requester, drafter, verifier))."""
     client, w3, system = dev_chain
     requester, drafter, verifier = w3.eth.accounts[1:4]
-    registry, market = system.registry, system.market
+    registry = system.registry
     start_block = w3.eth.block_number
     send(w3, registry.functions.registerDrafter(DRAFT_MODEL, TARGET_MODEL, WAD // 2, VOCAB), drafter, value=STAKE)
     send(w3, registry.functions.register(ROLE_VERIFIER, [TARGET_MODEL], [VOCAB]), verifier, value=STAKE)
-    job_id = submit_job(w3, market, requester, drafter, verifier, 64)
-    seed, length = b"\x05" * 32, P.hash_chain_length(64)
-    send(w3, market.functions.acceptJob(job_id, P.hash_chain(seed, length)), verifier)
     deployment = Deployment.of_system(w3, system, rpc_url_of(w3), start_block)
+    return client, w3, system, deployment, (requester, drafter, verifier)
+
+
+def _accepted_job(w3, market, parties, max_tokens: int, seed: bytes) -> tuple[int, int]:
+    requester, drafter, verifier = parties
+    job_id = submit_job(w3, market, requester, drafter, verifier, max_tokens)
+    length = P.hash_chain_length(max_tokens)
+    send(w3, market.functions.acceptJob(job_id, P.hash_chain(seed, length)), verifier)
+    return job_id, length
+
+
+def test_a_finalize_that_loses_the_race_reports_the_winner(market_parties, tmp_path):
+    """The job is Finished when the requester looks, but another account's finalize is already pending: the
+    requester's estimate (against the pending block) reverts JobWrongStatus(Finalized), which is the race lost,
+    not an error. It waits for the winner's transaction and reports its payments and sender; nothing is sent."""
+    client, w3, system, deployment, parties = market_parties
+    _, drafter, verifier = parties
+    market, seed = system.market, b"\x06" * 32
+    job_id, length = _accepted_job(w3, market, parties, 3, seed)
+    run_cycle(w3, market, drafter, verifier, job_id, seed, length)  # 3 tokens: the job is Finished
+    advance(w3, deployment.deployment_params.challenge_window + 1)
+    requester = Requester(w3, deployment, dev_account(SENDER), store_path=tmp_path / "requester.db")
+    winner = w3.eth.accounts[6]
+    nonce = w3.eth.get_transaction_count(requester.address)
+    w3.provider.make_request("evm_setAutomine", [False])
+    try:
+        winning = market.functions.finalize(job_id).transact({"from": winner, "gas": 300_000})
+        timer = threading.Timer(1.0, lambda: w3.provider.make_request("evm_mine", []))
+        timer.start()
+        tx, payments = requester.finalize(job_id)
+        timer.join()
+    finally:
+        w3.provider.make_request("evm_setAutomine", [True])
+    assert payments["already_finalized"] and payments["finalized_by"] == winner, (client, payments)
+    assert tx.tx_hash == Web3.to_hex(winning)
+    assert payments["drafter"] + payments["verifier"] + payments["alpha_fee"] > 0
+    assert w3.eth.get_transaction_count(requester.address) == nonce
+    requester.close()
+
+
+def test_a_cycle_mined_while_the_wait_polls_is_counted_once(market_parties):
+    """`Requester.wait` reads the head, then the job's logs: a cycle mined in between was counted twice (once up to
+    the newer head, once more from the older head + 1), so the progress bar showed 33/33 tokens for 32. The cycle
+    is mined here, for real, at that moment of the first poll."""
+    client, w3, system, deployment, parties = market_parties
+    _, drafter, verifier = parties
+    market, seed = system.market, b"\x05" * 32
+    job_id, length = _accepted_job(w3, market, parties, 64, seed)
     mined = []
 
     class HeadMovesMidPoll(Requester):

@@ -12,6 +12,7 @@ revert is decoded (RevertDecoder) and explained by node/roles/reverts.py.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -425,12 +426,27 @@ class Requester(JobReader, DisputeClient):
                     raise
             else:
                 return tx, {**self._settlement(receipt), "already_finalized": False, "finalized_by": self.address}
-        (log,) = chain_logs.event_logs(
-            self.market.events.JobFinalized, self.deployment.start_block, argument_filters={"jobId": job_id}
-        )
+        log = self._finalized_log(job_id)
         receipt = self.w3.eth.get_transaction_receipt(log["transactionHash"])
         tx = TxResult("finalize", Web3.to_hex(receipt["transactionHash"]), receipt["gasUsed"], receipt["blockNumber"])
         return tx, {**self._settlement(receipt), "already_finalized": True, "finalized_by": receipt["from"]}
+
+    def _finalized_log(self, job_id: int, timeout: float = 60.0, poll: float = 0.25):
+        """The JobFinalized log of `job_id`, waiting for it a while: a finalize that beat ours may still be pending
+        where our estimate already saw it (against the pending block)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            logs = chain_logs.event_logs(
+                self.market.events.JobFinalized, self.deployment.start_block, argument_filters={"jobId": job_id}
+            )
+            if logs:
+                return logs[0]
+            if time.monotonic() > deadline:
+                raise RequesterError(
+                    f"job {job_id} is being finalized by another transaction, not mined within {timeout:.0f}s: "
+                    f"check later with `verispec status {job_id}`"
+                )
+            time.sleep(poll)
 
     def _settlement(self, receipt) -> dict[str, int]:
         """What a finalize transaction paid, from its JobFinalized and AlphaFeePaid logs."""
