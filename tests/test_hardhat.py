@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from eth_account import Account
 from web3 import Web3
 
 from node import processes
@@ -35,6 +36,7 @@ from node.roles.errors import RequesterError
 from node.roles.requester import Requester
 from node.store import TX_MINED, NodeStore
 from tests.test_cli import (
+    DRAFT,
     DRAFTER_MODELS,
     REFEREE_MODELS,
     TARGET,
@@ -111,6 +113,16 @@ def test_a_mined_revert_is_decoded_from_either_answer(dev_chain, tmp_path):
         sender.send("finalize-missing-mined", system.market.address, _finalize_call(system, 77), gas=200_000)
     assert (again.value.error_name, again.value.tx_hash) == ("JobWrongStatus", exc.tx_hash)
     assert w3.eth.get_transaction_count(sender.address) == nonce + 1
+
+
+def test_an_account_without_funds_is_one_clear_line_on_either_client(market_parties, tmp_path):
+    """anvil says "insufficient funds", Hardhat "Sender doesn't have enough funds": the same line either way."""
+    client, w3, _, deployment, _ = market_parties
+    broke = Requester(w3, deployment, Account.create(), store_path=tmp_path / "broke.db")
+    with pytest.raises(RequesterError, match=r"cannot pay for this transaction") as caught:
+        broke.register("referee", [TARGET, DRAFT], deployment.deployment_params.min_referee_stake)
+    assert "\n" not in str(caught.value), client
+    broke.close()
 
 
 # ---------------------------------------------------------------- the requester's progress

@@ -50,6 +50,9 @@ from node.roles.units import MAX_WAD_FRACTION, format_eth, format_time, to_wad
 from node.store import NodeStore
 
 UINT96_MAX = 2**96 - 1
+# how a node says the sender cannot pay: anvil and geth "insufficient funds …", Hardhat "Sender doesn't have
+# enough funds to send tx …"
+_NO_FUNDS = ("insufficient funds", "enough funds")
 MAX_GAMMA = 16
 
 
@@ -121,7 +124,7 @@ class Requester(JobReader, DisputeClient):
             receipt = self.sender.send_call(key, function, value=value)
         except TransactionRejected as exc:
             reason = exc.reason
-            if "insufficient funds" in reason.lower():
+            if any(s in reason.lower() for s in _NO_FUNDS):
                 raise RequesterError(f"{self.address} cannot pay for this transaction: {reason}") from None
             raise RequesterError(f"the node refused the transaction: {reason}") from None
         result = TxResult(action, Web3.to_hex(receipt["transactionHash"]), receipt["gasUsed"], receipt["blockNumber"])
