@@ -421,8 +421,9 @@ def finalize(ctx: typer.Context, job: JobArg, as_json: JsonOpt = False):
     if as_json:
         emit_json({"job_id": job, "tx": tx, "payments": payments})
         return
+    done = f"job {job} already finalized (by {payments['finalized_by']})" if payments["already_finalized"] else ""
     console.print(
-        f"[green]finalized[/] job {job}: drafter {format_eth(payments['drafter'])}, verifier "
+        (done or f"[green]finalized[/] job {job}") + f": drafter {format_eth(payments['drafter'])}, verifier "
         f"{format_eth(payments['verifier'])}, α fee {format_eth(payments['alpha_fee'])} (treasury), "
         f"refund {format_eth(payments['refund'])} "
         f"(credited; `verispec withdraw` pays out)"

@@ -1,5 +1,5 @@
-"""`verispec chain up | deploy | down | advance`: a local anvil chain with the protocol deployed (node/chain/local.py),
-and its clock moved forward."""
+"""`verispec chain up | deploy | down | advance`: a local dev chain (anvil or hardhat) with the protocol deployed
+(node/chain/local.py), and its clock moved forward."""
 
 from __future__ import annotations
 
@@ -12,7 +12,9 @@ import typer
 from node.cli_context import CliError, JsonOpt, session_options
 from node.console import console, emit_json, print_addresses
 
-chain_app = typer.Typer(help="Start or stop a local anvil chain with the protocol deployed.", no_args_is_help=True)
+chain_app = typer.Typer(
+    help="Start or stop a local dev chain (anvil or hardhat) with the protocol deployed.", no_args_is_help=True
+)
 
 
 def _parse_params(items: list[str]):
@@ -39,23 +41,31 @@ def _parse_params(items: list[str]):
 @session_options("home", before="param")
 def chain_up(
     ctx: typer.Context,
-    port: Annotated[int | None, typer.Option("--port", help="anvil's port (default: a free one).")] = None,
+    port: Annotated[int | None, typer.Option("--port", help="The chain's port (default: a free one).")] = None,
+    client: Annotated[
+        str,
+        typer.Option("--client", help="The dev chain: anvil or hardhat (what differs: docs/clients.md)."),
+    ] = "anvil",
     param: Annotated[
         list[str],
         typer.Option("--param", help="Deployment parameter NAME=VALUE (e.g. challenge_window=3600); repeatable."),
     ] = [],
     as_json: JsonOpt = False,
 ):
-    """Start anvil in the background (pid file in the home), deploy the contracts, write the deployment file."""
+    """Start a dev chain in the background (pid file in the home), deploy the contracts, write the deployment file."""
+    from node.chain.local import CLIENTS
     from node.chain.local import chain_up as up
 
+    if client not in CLIENTS:
+        raise CliError(f"--client must be one of {', '.join(CLIENTS)}, got {client!r}")
     params = _parse_params(param) if param else None
-    chain = up(ctx.obj.home_dir(), port, params)
+    chain = up(ctx.obj.home_dir(), port, params, client=client)
     if as_json:
         emit_json(
             {
                 "rpc_url": chain.rpc_url,
                 "pid": chain.pid,
+                "client": chain.client,
                 "deployment": str(chain.deployment_path),
                 "addresses": chain.deployment.addresses,
                 "chain_id": chain.deployment.chain_id,
@@ -63,7 +73,7 @@ def chain_up(
         )
         return
     console.print(
-        f"[green]chain up[/]: anvil pid {chain.pid} at {chain.rpc_url} (chain id {chain.deployment.chain_id})"
+        f"[green]chain up[/]: {chain.client} pid {chain.pid} at {chain.rpc_url} (chain id {chain.deployment.chain_id})"
     )
     print_addresses(chain.deployment.addresses)
     console.print(f"  deployment file  {chain.deployment_path}")
@@ -115,7 +125,7 @@ def chain_deploy(
 @chain_app.command("down")
 @session_options("home")
 def chain_down(ctx: typer.Context):
-    """Stop the anvil that `chain up` started for this home (via its pid file)."""
+    """Stop the chain (anvil or hardhat) that `chain up` started for this home (via its pid file)."""
     from node.chain.local import chain_down as down
 
     home = ctx.obj.home_dir()
@@ -123,7 +133,7 @@ def chain_down(ctx: typer.Context):
     if pid is None:
         console.print(f"no chain started by `verispec chain up` is running for {home}")
     else:
-        console.print(f"[green]chain down[/]: stopped anvil (pid {pid})")
+        console.print(f"[green]chain down[/]: stopped the chain (pid {pid})")
 
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}

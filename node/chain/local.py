@@ -1,10 +1,11 @@
 """A local chain that outlives the command that started it: `verispec chain up` / `chain down`.
 
-`chain_up` starts anvil (from node_modules) as a detached background process (its own session, so a
-Ctrl-C in the shell that ran `chain up` does not reach it), records its pid in `<home>/anvil.pid`,
-deploys the protocol with `deploy_system` and writes `<home>/deployment.json`. `chain_down` stops the
-process recorded in the pid file (after checking that the pid still belongs to an anvil) and removes
-the pid file and the deployment file, whose contracts lived only in that anvil's memory.
+`chain_up` starts a dev chain from node_modules, anvil (the default) or Hardhat's node (`client="hardhat"`,
+node/chain/hardhat.py; what differs: docs/clients.md), as a detached background process (its own session, so a
+Ctrl-C in the shell that ran `chain up` does not reach it), records its pid in `<home>/anvil.pid` (the name kept
+for either client), deploys the protocol with `deploy_system` and writes `<home>/deployment.json`. `chain_down`
+stops the process recorded in the pid file (after checking that the pid still runs one of the two clients) and
+removes the pid file and the deployment file, whose contracts lived only in that chain's memory.
 
 `deploy_to` deploys onto a chain that is already running (any dev node with an unlocked account 0,
 e.g. an anvil or hardhat node started by hand) and writes the deployment file the same way.
@@ -22,11 +23,13 @@ from pathlib import Path
 from node.chain.anvil import ANVIL_BINARY, _rpc_ready, anvil_command, free_port
 from node.chain.deploy import deploy_system
 from node.chain.deployment import Deployment
+from node.chain.hardhat import HARDHAT_BINARY, HARDHAT_CONFIG, hardhat_command, hardhat_env
 from node.chain.params import DeploymentParams
 from node.chain.rpc import connect
 
 PID_FILE = "anvil.pid"
-LOG_FILE = "anvil.log"
+LOG_FILE = "anvil.log"  # hardhat's: hardhat.log
+CLIENTS = ("anvil", "hardhat")
 DEPLOYMENT_FILE = "deployment.json"
 DEV_ACCOUNTS = 20
 DEV_BALANCE_ETH = 100_000
@@ -43,6 +46,7 @@ class LocalChain:
     deployment: Deployment
     deployment_path: Path
     log_path: Path | None
+    client: str = "anvil"
 
 
 def pid_path(home: Path) -> Path:
@@ -64,13 +68,15 @@ def _alive(pid: int) -> bool:
         return True
 
 
-def _is_anvil(pid: int) -> bool:
-    """Whether `pid` runs anvil (so a stale pid file never makes us signal an unrelated process)."""
+def _is_dev_chain(pid: int) -> bool:
+    """Whether `pid` runs anvil or Hardhat's node (so a stale pid file never makes us signal an unrelated process)."""
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
         return _alive(pid)  # no /proc (macOS): trust the pid file
-    return bool(cmdline) and Path(cmdline[0].decode(errors="replace")).name == "anvil"
+    names = [Path(arg.decode(errors="replace")).name for arg in cmdline[:2]]
+    # anvil runs as itself; hardhat as `node …/node_modules/.bin/hardhat --config … node …`
+    return bool(names) and (names[0] == "anvil" or (len(names) == 2 and names[1] == "hardhat" and b"node" in cmdline))
 
 
 def read_pid(home: Path) -> int | None:
@@ -83,25 +89,48 @@ def read_pid(home: Path) -> int | None:
     except (ValueError, IndexError, OSError):
         path.unlink(missing_ok=True)
         return None
-    if _alive(pid) and _is_anvil(pid):
+    if _alive(pid) and _is_dev_chain(pid):
         return pid
     path.unlink(missing_ok=True)
     return None
 
 
-def start_detached_anvil(home: Path, port: int | None = None, startup_timeout: float = 30.0) -> tuple[int, str]:
-    """Start anvil in its own session with output to <home>/anvil.log; returns (pid, rpc url)."""
-    if not ANVIL_BINARY.exists():
-        raise LocalChainError(f"{ANVIL_BINARY} is missing: run `make setup` (npm install) first")
+def log_path(home: Path, client: str = "anvil") -> Path:
+    return Path(home) / (LOG_FILE if client == "anvil" else f"{client}.log")
+
+
+def _popen_args(client: str, port: int) -> dict:
+    """How to start `client` on `port`: its command line, environment and working directory."""
+    if client == "anvil":
+        if not ANVIL_BINARY.exists():
+            raise LocalChainError(f"{ANVIL_BINARY} is missing: run `make setup` (npm install) first")
+        return {"args": anvil_command(port, DEV_ACCOUNTS, DEV_BALANCE_ETH)}
+    if client == "hardhat":
+        if not HARDHAT_BINARY.exists():
+            raise LocalChainError(f"{HARDHAT_BINARY} is missing: run `make setup` (npm ci) first")
+        return {
+            "args": hardhat_command(port),
+            "env": hardhat_env(DEV_ACCOUNTS, DEV_BALANCE_ETH),
+            "cwd": HARDHAT_CONFIG.parent,
+        }
+    raise LocalChainError(f"--client must be one of {', '.join(CLIENTS)}, got {client!r}")
+
+
+def start_detached_anvil(
+    home: Path, port: int | None = None, startup_timeout: float = 60.0, client: str = "anvil"
+) -> tuple[int, str]:
+    """Start the dev chain `client` (anvil or hardhat) in its own session with output to its log in the home;
+    returns (pid, rpc url)."""
     port = port or free_port()
+    popen_args = _popen_args(client, port)
     url = f"http://127.0.0.1:{port}"
     if _rpc_ready(url):
         raise LocalChainError(f"port {port} is already serving an RPC: pick another --port (or `chain down`)")
     home.mkdir(parents=True, exist_ok=True)
-    log_path = home / LOG_FILE
-    with open(log_path, "ab") as log:
+    log_file = log_path(home, client)
+    with open(log_file, "ab") as log:
         process = subprocess.Popen(
-            anvil_command(port, DEV_ACCOUNTS, DEV_BALANCE_ETH),
+            **popen_args,
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -112,14 +141,14 @@ def start_detached_anvil(home: Path, port: int | None = None, startup_timeout: f
     while time.monotonic() < deadline:
         if process.poll() is not None:
             pid_path(home).unlink(missing_ok=True)
-            tail = log_path.read_text(errors="replace")[-800:].strip()
-            raise LocalChainError(f"anvil exited with code {process.returncode} on port {port}: {tail}")
+            tail = log_file.read_text(errors="replace")[-800:].strip()
+            raise LocalChainError(f"{client} exited with code {process.returncode} on port {port}: {tail}")
         if _rpc_ready(url):
             return process.pid, url
         time.sleep(0.1)
     _terminate_group(process.pid)
     pid_path(home).unlink(missing_ok=True)
-    raise LocalChainError(f"anvil did not answer on port {port} within {startup_timeout:.0f}s (log: {log_path})")
+    raise LocalChainError(f"{client} did not answer on port {port} within {startup_timeout:.0f}s (log: {log_file})")
 
 
 def deploy_to(rpc_url: str, home: Path, params: DeploymentParams | None = None, pid: int | None = None) -> Deployment:
@@ -135,8 +164,11 @@ def deploy_to(rpc_url: str, home: Path, params: DeploymentParams | None = None, 
     return deployment
 
 
-def chain_up(home: Path, port: int | None = None, params: DeploymentParams | None = None) -> LocalChain:
-    """Start a detached anvil for `home`, deploy, write the deployment file. Refuses a second chain per home."""
+def chain_up(
+    home: Path, port: int | None = None, params: DeploymentParams | None = None, client: str = "anvil"
+) -> LocalChain:
+    """Start a detached dev chain (`client`: anvil or hardhat) for `home`, deploy, write the deployment file.
+    Refuses a second chain per home."""
     home = Path(home)
     running = read_pid(home)
     if running is not None:
@@ -146,20 +178,22 @@ def chain_up(home: Path, port: int | None = None, params: DeploymentParams | Non
         )
     if params is not None:
         params.validate()
-    pid, url = start_detached_anvil(home, port)
+    if client not in CLIENTS:
+        raise LocalChainError(f"--client must be one of {', '.join(CLIENTS)}, got {client!r}")
+    pid, url = start_detached_anvil(home, port, client=client)
     try:
         deployment = deploy_to(url, home, params, pid=pid)
     except BaseException:
         stop_pid(pid)
         pid_path(home).unlink(missing_ok=True)
         raise
-    return LocalChain(url, pid, deployment, home / DEPLOYMENT_FILE, home / LOG_FILE)
+    return LocalChain(url, pid, deployment, home / DEPLOYMENT_FILE, log_path(home, client), client)
 
 
 def _terminate_group(pid: int, timeout: float = 10.0) -> None:
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
-            os.killpg(pid, sig)  # anvil leads its own session: pid == process group id
+            os.killpg(pid, sig)  # the chain leads its own session: pid == process group id
         except ProcessLookupError:
             return
         except PermissionError:
@@ -181,7 +215,7 @@ def stop_pid(pid: int) -> None:
 
 
 def chain_down(home: Path) -> int | None:
-    """Stop the anvil `chain up` started for `home`; returns its pid (None if none was running).
+    """Stop the chain (anvil or hardhat) `chain up` started for `home`; returns its pid (None if none was running).
 
     The deployment file goes too when it names that anvil: its contracts are gone with the process.
     """
@@ -190,7 +224,7 @@ def chain_down(home: Path) -> int | None:
     if pid is not None:
         _terminate_group(pid)
         if _alive(pid):
-            raise LocalChainError(f"anvil (pid {pid}) did not stop")
+            raise LocalChainError(f"the chain (pid {pid}) did not stop")
     pid_path(home).unlink(missing_ok=True)
     deployment_path = home / DEPLOYMENT_FILE
     if deployment_path.exists():

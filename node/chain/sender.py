@@ -151,6 +151,7 @@ class TxSender:
         self.defer_writes = defer_writes
         self._base_fee: tuple[float, int | None] | None = None  # (monotonic time read, base fee or None pre-London)
         self._tip: tuple[float, int] | None = None
+        self._broadcast_reverts: dict[str, bytes] = {}  # tx hash -> revert data a broadcast's answer carried
         self._estimates: dict[tuple[str, bytes, int], int] = {}  # (to, selector, calldata length) -> largest estimate
         self.url = rpc_url_of(w3)
         self._lock = threading.RLock()
@@ -290,13 +291,17 @@ class TxSender:
     ) -> SentTx:
         tx: dict[str, Any] = {"from": self.address, "to": to, "value": value, "data": data, "chainId": self.chain_id}
         shape = (to, bytes(data[:4]), len(data))
+        # the fees first: the estimate is the last look at the state before the broadcast, so a race lost to
+        # another sender (say, an accused's answer that draws the panel before our draw) ends in a refused
+        # estimate, which costs nothing, more often than in a mined revert, which costs its gas
+        fees = self._fees()
         if gas is None and reuse_estimate and shape in self._estimates:
             gas = int(self._estimates[shape] * self.gas_margin) + REUSE_HEADROOM
         if gas is None:
             gas = self._estimate_gas(key, tx)
             self._estimates[shape] = max(self._estimates.get(shape, 0), int(gas / self.gas_margin))
         tx["gas"] = gas
-        tx.update(self._fees())
+        tx.update(fees)
         tx["nonce"] = self._next_nonce
         del tx["from"]
         raw, tx_hash = sign_transaction(self.account, tx)
@@ -313,7 +318,7 @@ class TxSender:
         except ContractLogicError as exc:
             raise self._reverted(key, exc) from None
         except Web3RPCError as exc:
-            if "revert" in _message(exc).lower() or _code(exc) == 3:  # code 3: a revert (with its data)
+            if is_revert(exc):
                 raise self._reverted(key, exc) from None
             raise TransactionRejected(key, _message(exc)) from None
         return int(estimate * self.gas_margin)
@@ -401,6 +406,8 @@ class TxSender:
             self._unsure_of_pool = True
             raise
         except Web3RPCError as exc:
+            if is_revert(exc):
+                return self._reverted_at_broadcast(record, exc)
             message = _message(exc).lower()
             if any(s in message for s in _NONCE_TOO_LOW):
                 return self._nonce_taken(record)
@@ -416,6 +423,21 @@ class TxSender:
             self._set_status(record, TX_SENT)
         return _PENDING
 
+    def _reverted_at_broadcast(self, record: SentTx, exc: Web3RPCError) -> str:
+        """eth_sendRawTransaction answered with a revert. Hardhat (automine) runs the transaction before it answers
+        and reports a revert as this error, although the transaction is mined (and its gas spent), where anvil
+        answers with the hash and the receipt says status 0. Either way the caller then sees the same thing: a
+        mined transaction whose receipt raises TransactionReverted, with the error decoded from this answer's data
+        (exact, unlike a replay). Not mined: the node refused it, and nothing was spent."""
+        receipt = self._receipt_or_none(record.tx_hash)
+        if receipt is not None:
+            self._broadcast_reverts[record.tx_hash.lower()] = revert_data(exc)
+            self.store.set_tx_status(record.key, TX_MINED, receipt["blockNumber"])
+            return _LANDED
+        self.store.set_tx_status(record.key, TX_REJECTED)
+        self.resync_nonce()
+        raise self._reverted(record.key, exc) from None
+
     def _receipt_or_none(self, tx_hash: str) -> TxReceipt | None:
         try:
             return self._rpc(lambda: self.w3.eth.get_transaction_receipt(tx_hash))
@@ -430,18 +452,33 @@ class TxSender:
 
     def _replay_revert(self, record: SentTx, receipt: TxReceipt) -> TransactionReverted:
         """Recover the custom error of a mined, reverted tx by replaying it on the parent block's state
-        (exact when it was alone in its block, best effort otherwise)."""
+        (exact when it was alone in its block, best effort otherwise), unless the broadcast's answer carried it."""
+        data = self._broadcast_reverts.get(record.tx_hash.lower())
+        if data is not None:
+            decoded = self.errors.decode(data)
+            return TransactionReverted(record.key, decoded.name, decoded.args, decoded.data, record.tx_hash)
         tx = self._rpc(lambda: self.w3.eth.get_transaction(record.tx_hash))
         call = {"from": tx["from"], "to": tx["to"], "data": tx["input"], "value": tx["value"], "gas": tx["gas"]}
         try:
             self._rpc(lambda: self.w3.eth.call(call, block_identifier=receipt["blockNumber"] - 1))
         except ContractLogicError as exc:
             return self._reverted(record.key, exc, record.tx_hash)
+        except Web3RPCError as exc:
+            if not is_revert(exc):
+                raise
+            return self._reverted(record.key, exc, record.tx_hash)
         return TransactionReverted(record.key, None, {}, b"", record.tx_hash)
 
     def _reverted(self, key: str, exc: BaseException, tx_hash: str | None = None) -> TransactionReverted:
         decoded = self.errors.decode(revert_data(exc))
         return TransactionReverted(key, decoded.name, decoded.args, decoded.data, tx_hash)
+
+
+def is_revert(exc: Web3RPCError) -> bool:
+    """Whether an RPC error answer reports a revert, in either client's shape: anvil (and geth) answer code 3,
+    "execution reverted", with the data as a hex string; Hardhat answers -32603, "VM Exception while processing
+    transaction: reverted with ...", with the data inside an object ({message, data, txHash})."""
+    return _code(exc) == 3 or "revert" in _message(exc).lower()
 
 
 def _code(exc: Web3RPCError) -> int | None:

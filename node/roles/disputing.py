@@ -28,6 +28,9 @@ from node.roles.reports import (
     VoteInfo,
 )
 
+# what a draw reverts with when someone drew (or answered) first, or the seed block is not old enough yet
+_LOST_DRAW_RACE = ("AlreadyDrawn", "DisputeWrongStatus", "DrawTooEarly", "EscalationPending")
+
 
 def _dispute_kind(kind: DisputeKind | str) -> DisputeKind:
     """A DisputeKind from itself or its label ("draft", "target"); a RequesterError for anything else."""
@@ -89,11 +92,18 @@ class DisputeClient:
         return bool(chaindata.dispute_view(disputes, dispute_id)["drawn"])
 
     def _send_draw(self, dispute_id: int) -> bool:
+        """Send `drawReferees` unless the round's panel is drawn already (the accused's answer draws it too, and
+        often comes first: a draw sent after it reverts and still costs its gas). A race lost between that look
+        and the transaction is no error either: the dispute goes on with the panel someone else drew."""
+        disputes = self._require_disputes()
+        d = chaindata.dispute_view(disputes, dispute_id)
+        if d["status"] not in (DisputeStatus.AwaitingAnswer, DisputeStatus.Drawing) or d["drawn"]:
+            return False
         try:
-            self._send("drawReferees", self._require_disputes().functions.drawReferees(dispute_id))
+            self._send("drawReferees", disputes.functions.drawReferees(dispute_id))
         except TransactionReverted as exc:
             # the accused's answer came first, the opening is on chain either way, or the escalation still waits
-            if exc.error_name in ("AlreadyDrawn", "DisputeWrongStatus", "DrawTooEarly", "EscalationPending"):
+            if exc.error_name in _LOST_DRAW_RACE:
                 return False
             raise
         return True

@@ -59,13 +59,15 @@ class JobReader:
             )
         return view
 
-    def job_logs(self, job_id: int, from_block: int | None = None) -> list:
-        """Every market event of `job_id` (jobId is each one's first indexed topic), in chain order."""
+    def job_logs(self, job_id: int, from_block: int | None = None, to_block: int | None = None) -> list:
+        """Every market event of `job_id` (jobId is each one's first indexed topic), in chain order, up to
+        `to_block` (default: the head)."""
         topic = "0x" + job_id.to_bytes(32, "big").hex()
         logs = chain_logs.get_logs(
             self.w3,
             {"address": self.market.address, "topics": [None, topic]},
             self.deployment.start_block if from_block is None else from_block,
+            to_block,
         )
         out = []
         for log in logs:
@@ -205,7 +207,9 @@ class JobReader:
         accepted_at = None
         while True:
             head = self.w3.eth.block_number
-            for log in self.job_logs(job_id, from_block) if head >= from_block else []:
+            # up to `head`, not to whatever the head is by the time the logs are asked for: the next poll starts
+            # at head + 1, so a block mined in between was read twice, its cycle counted twice (33/32 tokens)
+            for log in self.job_logs(job_id, from_block, head) if head >= from_block else []:
                 a = log["args"]
                 if log["event"] == "JobAccepted":
                     accepted_at = time.monotonic()

@@ -12,6 +12,7 @@ revert is decoded (RevertDecoder) and explained by node/roles/reverts.py.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -28,9 +29,10 @@ from node.chain.deployment import Deployment
 from node.chain.enums import (
     NO_EOS,
     FinishReason,
+    JobStatus,
     Role,
 )
-from node.chain.errors import TransactionRejected
+from node.chain.errors import TransactionRejected, TransactionReverted
 from node.chain.revert_decoder import RevertDecoder
 from node.chain.sender import TxSender
 from node.roles.checkpoints import check_fits, load_model_info, load_tokenizer, tokenize_prompt
@@ -48,6 +50,9 @@ from node.roles.units import MAX_WAD_FRACTION, format_eth, format_time, to_wad
 from node.store import NodeStore
 
 UINT96_MAX = 2**96 - 1
+# how a node says the sender cannot pay: anvil and geth "insufficient funds …", Hardhat "Sender doesn't have
+# enough funds to send tx …"
+_NO_FUNDS = ("insufficient funds", "enough funds")
 MAX_GAMMA = 16
 
 
@@ -119,7 +124,7 @@ class Requester(JobReader, DisputeClient):
             receipt = self.sender.send_call(key, function, value=value)
         except TransactionRejected as exc:
             reason = exc.reason
-            if "insufficient funds" in reason.lower():
+            if any(s in reason.lower() for s in _NO_FUNDS):
                 raise RequesterError(f"{self.address} cannot pay for this transaction: {reason}") from None
             raise RequesterError(f"the node refused the transaction: {reason}") from None
         result = TxResult(action, Web3.to_hex(receipt["transactionHash"]), receipt["gasUsed"], receipt["blockNumber"])
@@ -410,15 +415,50 @@ class Requester(JobReader, DisputeClient):
             )
         return candidates[0]
 
-    def finalize(self, job_id: int) -> tuple[TxResult, dict[str, int]]:
-        self.job_view(job_id)
-        tx, receipt = self._send("finalize", self.market.functions.finalize(job_id), key=None)
+    def finalize(self, job_id: int) -> tuple[TxResult, dict[str, Any]]:
+        """Settle `job_id`: (the finalize transaction, its payments). Anyone may finalize, and a serving node does
+        once the window is over, so a job finalized already (before this call, or by a transaction that won the
+        race against ours) is no error: the payments are those of the transaction that did it, and
+        `payments["already_finalized"]` is true, with `payments["finalized_by"]` its sender."""
+        if self.job_view(job_id)["status"] != JobStatus.Finalized:
+            try:
+                tx, receipt = self._send("finalize", self.market.functions.finalize(job_id), key=None)
+            except TransactionReverted as exc:
+                lost_race = exc.error_name == "JobWrongStatus" and exc.error_args.get("status") == JobStatus.Finalized
+                if not lost_race:
+                    raise
+            else:
+                return tx, {**self._settlement(receipt), "already_finalized": False, "finalized_by": self.address}
+        log = self._finalized_log(job_id)
+        receipt = self.w3.eth.get_transaction_receipt(log["transactionHash"])
+        tx = TxResult("finalize", Web3.to_hex(receipt["transactionHash"]), receipt["gasUsed"], receipt["blockNumber"])
+        return tx, {**self._settlement(receipt), "already_finalized": True, "finalized_by": receipt["from"]}
+
+    def _finalized_log(self, job_id: int, timeout: float = 60.0, poll: float = 0.25):
+        """The JobFinalized log of `job_id`, waiting for it a while: a finalize that beat ours may still be pending
+        where our estimate already saw it (against the pending block)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            logs = chain_logs.event_logs(
+                self.market.events.JobFinalized, self.deployment.start_block, argument_filters={"jobId": job_id}
+            )
+            if logs:
+                return logs[0]
+            if time.monotonic() > deadline:
+                raise RequesterError(
+                    f"job {job_id} is being finalized by another transaction, not mined within {timeout:.0f}s: "
+                    f"check later with `verispec status {job_id}`"
+                )
+            time.sleep(poll)
+
+    def _settlement(self, receipt) -> dict[str, int]:
+        """What a finalize transaction paid, from its JobFinalized and AlphaFeePaid logs."""
         (event,) = self.market.events.JobFinalized().process_receipt(receipt, errors=DISCARD)
         a = event["args"]
         fee = sum(
             e["args"]["amount"] for e in self.market.events.AlphaFeePaid().process_receipt(receipt, errors=DISCARD)
         )
-        return tx, {"drafter": a["drafterPay"], "verifier": a["verifierPay"], "alpha_fee": fee, "refund": a["refund"]}
+        return {"drafter": a["drafterPay"], "verifier": a["verifierPay"], "alpha_fee": fee, "refund": a["refund"]}
 
     def claim_timeout(self, job_id: int) -> tuple[TxResult, dict]:
         """`claimTimeout`: ends a job whose current deadline passed (see docs/contracts.md, Deadlines)."""
