@@ -270,6 +270,7 @@ def summarize(audits: list[JobAudit], rates: dict, weighting: str) -> dict:
         target_forwards=float(np.mean([r["forwards"]["target"] for r in results])),
         target_forwards_empirical=float(np.mean([r["forwards"]["target_empirical"] for r in results])),
         draft_forwards=float(np.mean([r["forwards"]["draft"] for r in results])),
+        cycles=float(np.mean([a.record["cycles"] for a in audits])),
         per_job=p.tolist(),
     )
 
@@ -359,8 +360,9 @@ def analyse(runs: dict, args, params) -> dict:
     # a cheating job is one with a fault to find (a biased drafter may meet no ambiguous position): the others
     # are counted in report["faults"] and left out of the detection rates
     cheats = {name: [a for a in audits[name] if any(a.faulty[k].any() for k in KINDS)] for name in MISBEHAVIOURS}
+    cheats = {name: jobs for name, jobs in cheats.items() if jobs}
     detection = {}
-    for name in MISBEHAVIOURS:
+    for name in cheats:
         cheating = cheats[name]
         detection[name] = {
             w: {
@@ -386,7 +388,7 @@ def analyse(runs: dict, args, params) -> dict:
             for n in lengths
             if (group := [a for a in cheats[name] if a.record["max_tokens"] == n])
         }
-        for name in MISBEHAVIOURS
+        for name in cheats
     }  # fmt: skip
     honest = audits["honest"]
     report["honest"] = dict(
@@ -395,7 +397,7 @@ def analyse(runs: dict, args, params) -> dict:
         disputes_at_full_audit=sum(1 for a in honest if any(a.faulty[k].any() for k in KINDS)),
         target_forwards_full_audit=float(np.mean([a.record["cycles"] for a in honest])),
     )
-    report["break_even"] = {name: break_even(name, cheats[name], honest_by_prompt, params) for name in MISBEHAVIOURS}
+    report["break_even"] = {name: break_even(name, cheats[name], honest_by_prompt, params) for name in cheats}
     report["params"] = dict(
         accused_slash_wei=params.accused_slash, dispute_bond_wei=params.dispute_bond,
         price_per_pass_wei=PRICE_PASS, price_per_token_wei=PRICE_TOKEN,
@@ -562,9 +564,9 @@ def main(argv=None) -> int:
     parser.add_argument("--plot", metavar="PATH", help="write the detection curves (PNG) to PATH")
     args = parser.parse_args(argv)
     if args.quick:
-        args.honest_jobs, args.cheating_jobs, args.seeds = min(args.honest_jobs, 6), min(args.cheating_jobs, 4), 60
+        args.honest_jobs, args.cheating_jobs, args.seeds = min(args.honest_jobs, 5), min(args.cheating_jobs, 3), 60
         if args.max_tokens == parser.get_default("max_tokens"):
-            args.max_tokens = "16,24"
+            args.max_tokens = "12,20"
         if args.traces == parser.get_default("traces"):
             args.traces = str(ROOT / "build" / "watchdog_traces_quick.json")
     try:
