@@ -57,6 +57,7 @@ MISBEHAVIOURS = {  # name: (drafter behaviour, verifier behaviour, the biased dr
 }
 CHEATER = {"biased+collude": "drafter", "sparse-biased+collude": "drafter", "shade": "verifier", "lazy": "drafter"}
 RATES = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
+GAMMA = 4  # proposals per cycle (the CLI's default); index γ is the outToken
 KINDS = ("draft", "target")
 PRICE_TOKEN, PRICE_PASS = 10**12, 3 * 10**12  # the requester's defaults (node/roles/requester.py, `submit`)
 
@@ -212,7 +213,10 @@ class JobAudit:
         self.faulty = {kind: np.array([p["faulty"] for p in self.pos[kind]], dtype=bool) for kind in KINDS}
         self.cycle = {kind: np.array([p["cycle"] for p in self.pos[kind]], dtype=int) for kind in KINDS}
         self.positions = {
-            kind: [A.Position(p["cycle"], p["index"], p["q_entropy"], p["ratio"], p["uniform"]) for p in self.pos[kind]]
+            kind: [
+                A.Position(p["cycle"], p["index"], p["q_entropy"], p["ratio"], p["uniform"], p["index"] == GAMMA)
+                for p in self.pos[kind]
+            ]
             for kind in KINDS
         }
         self.draws = {
@@ -338,8 +342,11 @@ def break_even(name: str, audits: list[JobAudit], honest: dict, params) -> dict:
         out["gain_extra_mean_wei"] = float(np.mean([g["extra"] for g in gains]))
     out["measured"] = {w: measured_break_even(audits, pay, loss, w, False) for w in A.WEIGHTINGS}
     # what if the cheat gains as much as the slash (an outside gain: steering the output, say)?
-    out["measured_gain_eq_slash"] = {
-        w: measured_break_even(audits, [loss] * len(audits), loss, w, False) for w in A.WEIGHTINGS
+    same = [loss] * len(audits)
+    out["measured_gain_eq_slash"] = {w: measured_break_even(audits, same, loss, w, False) for w in A.WEIGHTINGS}
+    # the watchdog replays every draft position (draft model only) and samples the target positions
+    out["measured_gain_eq_slash_full_draft"] = {
+        w: measured_break_even(audits, same, loss, w, True) for w in A.WEIGHTINGS
     }
     out["formula_gain_eq_slash_median_k"] = A.break_even_rate(loss, loss, max(1, int(np.median(k))))
     return out
@@ -402,6 +409,10 @@ def analyse(runs: dict, args, params) -> dict:
         accused_slash_wei=params.accused_slash, dispute_bond_wei=params.dispute_bond,
         price_per_pass_wei=PRICE_PASS, price_per_token_wei=PRICE_TOKEN,
     )  # fmt: skip
+    report["evasion"] = {
+        w: {kind: float(np.mean([a.pi(kind, 0.05, w).min() / 0.05 for a in honest if a.pos[kind]])) for kind in KINDS}
+        for w in A.WEIGHTINGS
+    }  # a cheater who knows the weighting cheats where π is least: π_min / f, per job (mean over honest jobs)
     report["headline"] = headline(report, honest)
     return report
 
@@ -411,7 +422,7 @@ def headline(report: dict, honest: list[JobAudit]) -> dict:
     target forwards per job a watchdog spends at that rate, on the honest jobs (most jobs are)."""
     best = {}
     for name, b in report["break_even"].items():
-        rates = {w: f for w, f in b["measured_gain_eq_slash"].items() if f is not None}
+        rates = {w: f for w, f in b["measured_gain_eq_slash_full_draft"].items() if f is not None}
         if rates:
             w = min(rates, key=rates.get)
             best[name] = (w, rates[w])
@@ -426,6 +437,7 @@ def headline(report: dict, honest: list[JobAudit]) -> dict:
         weighting=w,
         rate_gain_eq_slash=f,
         target_forwards_per_job=forwards,
+        draft_forwards_per_job=float(np.mean([a.record["cycles"] for a in honest])),
         full_audit_forwards=report["honest"]["target_forwards_full_audit"],
         rate_deployment_gain=max(measured, default=None),
     )
@@ -489,12 +501,21 @@ def render(r: dict) -> str:
     out.append(table(["run", "G (ETH, its pay)", "L (ETH)", "f* k=1", "f* median k",
                       "measured (" + "/".join(w[:4] for w in A.WEIGHTINGS) + ")", "G=L: f* median k",
                       "G=L measured"], rows))  # fmt: skip
+    out += ["", "Evasion: a cheater who knows the weighting cheats where π is least; mean over honest jobs of "
+            "π_min / f at f = 0.05 (uniform: 1):", ""]  # fmt: skip
+    out.append(table(["weighting", "draft positions", "target positions"],
+                     [[w, f"{e['draft']:.2e}", f"{e['target']:.2e}"] for w, e in r["evasion"].items()]))  # fmt: skip
+    full = {n: b["measured_gain_eq_slash_full_draft"] for n, b in r["break_even"].items()}
+    out += ["", "G=L with every draft position replayed, measured f (" + "/".join(w[:4] for w in A.WEIGHTINGS) + "): "
+            + "; ".join(f"{n} " + " / ".join("-" if x[w] is None else f"{x[w]:.3f}" for w in A.WEIGHTINGS)
+                        for n, x in full.items())]  # fmt: skip
     hl = r["headline"]
     if hl:
         out += [
             "",
-            f"Headline: against the hardest misbehaviour ({hl['hardest']}), a cheat gaining as much as the slash is "
-            f"unprofitable at f = {hl['rate_gain_eq_slash']:.3f} ({hl['weighting']} weighting), "
+            f"Headline: replaying every draft position ({hl['draft_forwards_per_job']:.1f} draft forwards per job) and "
+            f"sampling target positions, the hardest misbehaviour ({hl['hardest']}) gaining as much as the slash is "
+            f"unprofitable at f = {hl['rate_gain_eq_slash']:.3f} ({hl['weighting']} weighting): "
             f"{hl['target_forwards_per_job']:.2f} target forwards per job (full audit: "
             f"{hl['full_audit_forwards']:.1f}); at the deployment's own gains (the cheater's pay) "
             f"f = {hl['rate_deployment_gain']:.2e} suffices.",
