@@ -42,6 +42,7 @@ class Position(NamedTuple):
     q_entropy: float  # nats, of the replayed draft distribution at this position (0 where there is none)
     ratio: float  # min(1, p_i / q_i) as posted (1 for the outToken)
     uniform: float  # the accept uniform u_i in [0, 1) (0 for the outToken)
+    out_token: bool = False  # the cycle's outToken (index γ), which has no accept test
 
 
 def new_seed() -> bytes:
@@ -56,7 +57,7 @@ def weight(position: Position, weighting: str) -> float:
     if weighting == "entropy":
         return max(position.q_entropy, _FLOOR)
     if weighting == "threshold":
-        return max(1.0 - abs(position.ratio - position.uniform), _FLOOR)
+        return 1.0 if position.out_token else max(1.0 - abs(position.ratio - position.uniform), _FLOOR)
     raise ValueError(f"unknown audit weighting {weighting!r}; choose one of {', '.join(WEIGHTINGS)}")
 
 

@@ -61,3 +61,13 @@ def test_detection_and_break_even():
     with pytest.raises(ValueError):
         A.break_even_rate(1, 0, 1)
     assert math.isclose(A.entropy([0.5, 0.5, 0.0]), math.log(2))
+
+
+def test_the_threshold_weighting_gives_the_out_token_full_weight():
+    # an outToken has no accept test (ratio 1, u 0 by convention): weighting it by |ratio − u| gave it the floor, so a
+    # verifier that cheated only on outTokens was never audited under `threshold`
+    out = A.Position(0, 4, q_entropy=1.0, ratio=1.0, uniform=0.0, out_token=True)
+    assert A.weight(out, "threshold") == 1.0
+    proposal = A.Position(0, 0, q_entropy=1.0, ratio=0.5, uniform=0.5)
+    assert A.weight(proposal, "threshold") == 1.0 and A.weight(proposal._replace(uniform=0.9), "threshold") < 1
+    assert not proposal.out_token  # the default: a proposal

@@ -12,8 +12,8 @@
   Everything else is honest. A TargetReplay dispute on a shaded position shows p_i is not the target's.
 * `shade` verifier (`ShadingVerifySession`): the quiet retaliation. It posts every proposal's p_i scaled by
   `ShadePolicy.factor` (0.6), so that no single value is far off yet the on-chain rule rejects about twice
-  as often: 23 % → 45 % of the proposals it tests on the bundled pair (60 jobs, temperature 1, γ = 4;
-  scripts/bench_watchdog.py measures it again); outToken as `retaliate`'s.
+  as often: 23 % → 45 % of the proposals it tests on the bundled pair (60 jobs, temperature 1, γ = 4), and
+  23.5 % → 47.4 % in scripts/bench_watchdog.py (200 honest, 30 shaded jobs); outToken as `retaliate`'s.
 * `collude` verifier (`ColludingVerifySession`): covers for its drafter. Its draft replay reports no fault,
   so a verifier node told to dispute draft faults (`dispute_faults`) opens no DraftReplay dispute; its own
   verdict is the honest one (the residual still comes from its replay of the draft model). Paired with a
@@ -220,7 +220,7 @@ class RetaliatingVerifySession(VerifySession):
 
 @dataclass(frozen=True)
 class ShadePolicy:
-    factor: float = 0.6  # posted p = true p × factor on every proposal: rejections 23 % → 45 % on the bundled pair
+    factor: float = 0.6  # posted p = true p × factor on every proposal: rejections ~2× on the bundled pair
 
 
 class ShadingVerifySession(RetaliatingVerifySession):
