@@ -97,7 +97,7 @@ def serve(
     weighting: Annotated[
         str,
         typer.Option("--weighting", help="Watchdog: how target positions are drawn: uniform | entropy | threshold."),
-    ] = "threshold",
+    ] = "uniform",
     bond_budget: Annotated[
         str,
         typer.Option(
@@ -192,7 +192,7 @@ def _watchdog_options(role, jobs, draft_rate, audit_rate, weighting, bond_budget
                 ("--job", jobs, None),
                 ("--draft-rate", draft_rate, 1.0),
                 ("--audit-rate", audit_rate, 0.1),
-                ("--weighting", weighting, "threshold"),
+                ("--weighting", weighting, "uniform"),
                 ("--bond-budget", bond_budget, "1eth"),
             )
             if value != default and value != []

@@ -168,7 +168,7 @@ def target_positions(data: AuditJob, q_entropy: dict[tuple[int, int], float] | N
             if not protocol.binds(i, cycle.accepted, k):
                 continue
             if i == k:
-                found.append(Position(cycle.cycle, i, 0.0, 1.0, 0.0))
+                found.append(Position(cycle.cycle, i, 0.0, 1.0, 0.0, out_token=True))
                 continue
             ratio = min(1.0, cycle.p[i] / cycle.q[i]) if cycle.q[i] else 1.0
             u = protocol.accept_uniform(cycle.reveal, cycle.draft_root, i, cycle.salt) / WAD

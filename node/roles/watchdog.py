@@ -44,7 +44,7 @@ from node.roles.jobs import JobRefused
 from node.roles.schedule import DISPUTE, JOB
 
 SEED_NAME = "watchdog-audit-seed"
-DEFAULT_WEIGHTING = "threshold"
+DEFAULT_WEIGHTING = "uniform"  # docs/watchdog.md: a weighting a cheater knows tells it where audits are rarest
 _LOST_RACE = ("PositionUnderDispute", "PositionAlreadyProven", "JobWrongStatus", "ChallengerIsAccused")
 
 
