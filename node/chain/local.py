@@ -122,8 +122,23 @@ def start_detached_anvil(home: Path, port: int | None = None, startup_timeout: f
     raise LocalChainError(f"anvil did not answer on port {port} within {startup_timeout:.0f}s (log: {log_path})")
 
 
-def deploy_to(rpc_url: str, home: Path, params: DeploymentParams | None = None, pid: int | None = None) -> Deployment:
-    """Deploy the protocol from the node's first unlocked account and write <home>/deployment.json."""
+def deploy_to(
+    rpc_url: str, home: Path, params: DeploymentParams | None = None, pid: int | None = None, force: bool = False
+) -> Deployment:
+    """Deploy the protocol from the node's first unlocked account and write <home>/deployment.json.
+
+    Refuses (before deploying anything) when the home holds a deployment file already, unless `force`: nodes and
+    CLI commands of that home may be serving its contracts, and would silently move to the new ones."""
+    path = Path(home) / DEPLOYMENT_FILE
+    if path.exists() and not force:
+        try:
+            old = Deployment.load(path)
+            what = f"chain {old.chain_id} at {old.rpc_url}, market {old.addresses.get('InferenceMarket')}"
+        except Exception:
+            what = "unreadable"
+        raise LocalChainError(
+            f"{path} already holds a deployment ({what}): pass --force to replace it, or use another --home"
+        )
     w3 = connect(rpc_url)
     accounts = w3.eth.accounts
     if not accounts:
@@ -148,7 +163,8 @@ def chain_up(home: Path, port: int | None = None, params: DeploymentParams | Non
         params.validate()
     pid, url = start_detached_anvil(home, port)
     try:
-        deployment = deploy_to(url, home, params, pid=pid)
+        # no chain of this home runs (checked above): a deployment file left there names contracts that are gone
+        deployment = deploy_to(url, home, params, pid=pid, force=True)
     except BaseException:
         stop_pid(pid)
         pid_path(home).unlink(missing_ok=True)
