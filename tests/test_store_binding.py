@@ -4,7 +4,8 @@ chains started by `verispec chain up` and real `verispec serve` processes:
 * `chain down` + `chain up` in the same home: the nodes' stores of the old chain are moved aside, and the new
   chain's job 1 is served (the old stores held "job 1 done" and an event cursor past the new job);
 * a second `chain deploy` into a home is refused unless `--force`;
-* a verifier started with the wrong models refuses a job; restarted with the right ones, it takes that job;
+* a verifier started with the wrong models refuses a job; restarted with the right ones, it takes that job; a
+  drafter restarted with a lower `--min-price` drafts the job it declined (an in-process node);
 * `serve` refuses, with one line and exit 1, a key that is not registered in the role or not with the models it
   loads; it says "serving" once, and its log holds no "Loading weights" progress bars.
 """
@@ -20,6 +21,8 @@ from web3 import Web3
 
 from node import processes
 from node.chain.deployment import Deployment
+from node.chain.enums import Phase
+from test_alpha_nodes import steps, world  # noqa: F401 (world: a fixture, a real drafter node's chain)
 from test_cli import (
     DRAFT,
     DRAFTER,
@@ -58,7 +61,9 @@ def _submit(home: Path, *extra: str) -> dict:
             "--dev-account",
             REQUESTER,
             "--accept-timeout",
-            "240",
+            "180",
+            "--timeout",
+            "180",
             "--json",
             *extra,
             home=home,
@@ -75,7 +80,7 @@ def _serve_models(home: Path, role: str, dev: int, *models):
     return processes.start(command, home / f"{role}-{dev}.log")
 
 
-def _wait_for(predicate, what: str, home: Path, nodes: list, timeout: float = 300.0) -> None:
+def _wait_for(predicate, what: str, home: Path, nodes: list, timeout: float = 180.0) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
         for process in nodes:
@@ -214,3 +219,22 @@ def test_serve_refuses_a_key_not_registered_in_its_role_with_its_models(home, ro
     result = cli_process("serve", role, *models, "--dev-account", dev, "--device", "cpu", home=home, timeout=180)
     line = clean_error(result, "cannot serve", address(dev), *fragments)
     assert "serving" not in result.stderr + result.stdout, line
+
+
+def test_a_drafter_restarted_with_a_lower_min_price_drafts_the_job_it_declined(world):
+    drafter = world.drafter(min_price_wei=2 * 10**12)
+    cheap = world.submit(price_token=10**12)
+    world.accept(cheap, 12)  # Running: the drafter's turn, cycle 0
+    for _ in range(5):
+        drafter.step()
+    assert drafter.store.job(cheap, "drafter").status == "refused"
+    drafter.close()
+    again = world.drafter(min_price_wei=2 * 10**12)  # the same configuration: the refusal holds
+    for _ in range(5):
+        again.step()
+    assert again.store.job(cheap, "drafter").status == "refused" and not again.sent
+    again.close()
+    cheaper = world.drafter(min_price_wei=10**12)  # the store said "refused" forever before
+    steps(cheaper, lambda: world.view(cheap)["phase"] == Phase.AwaitVerify)
+    assert cheaper.store.job(cheap, "drafter").status == "active" and f"job:{cheap}:cycle:0:commit" in cheaper.sent
+    cheaper.close()

@@ -17,6 +17,7 @@
     reports     what the requester returns (JobReport, DisputeInfo, CycleSummary, ...)
     audit       the watchdog's replays (replay_draft, replay_target)
     checkpoints local checkpoints (model id, context window, tokenizer) and the prompt fit
+    identity    the chain a store is bound to; whether a key's registration fits the role and models it serves
     units       amounts and times as people type and read them
     reverts     what a contract revert means for the user (explain_revert)
     errors      RequesterError
