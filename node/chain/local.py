@@ -7,7 +7,8 @@ process recorded in the pid file (after checking that the pid still belongs to a
 the pid file and the deployment file, whose contracts lived only in that anvil's memory.
 
 `deploy_to` deploys onto a chain that is already running (any dev node with an unlocked account 0,
-e.g. an anvil or hardhat node started by hand) and writes the deployment file the same way.
+e.g. an anvil or hardhat node started by hand) and writes the deployment file the same way; it refuses a home
+that has a deployment file already unless forced (`chain deploy --force`), since that home's nodes may be serving it.
 """
 
 from __future__ import annotations
