@@ -96,16 +96,20 @@ def chain_deploy(
         ),
     ] = None,
     param: Annotated[list[str], typer.Option("--param", help="Deployment parameter NAME=VALUE; repeatable.")] = [],
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace the home's deployment file (nodes serving it stay on the old one).")
+    ] = False,
     as_json: JsonOpt = False,
 ):
-    """Deploy the contracts onto an already running dev chain and write the deployment file."""
+    """Deploy the contracts onto an already running dev chain and write the deployment file (refused when the home
+    has one, unless --force)."""
     from node.chain.local import deploy_to
 
     url = rpc or ctx.obj.rpc
     if not url:
         raise CliError("chain deploy needs --rpc URL (or use `chain up` to start a local anvil)")
     home = ctx.obj.home_dir()
-    deployment = deploy_to(url, home, _parse_params(param) if param else None)
+    deployment = deploy_to(url, home, _parse_params(param) if param else None, force=force)
     if as_json:
         emit_json(
             {

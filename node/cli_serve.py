@@ -36,6 +36,31 @@ def _behavior(role: str, name: str | None):
         raise CliError(f"--behavior: {exc}") from None
 
 
+def _quiet_model_loading() -> None:
+    """No "Loading weights" progress bars in a node's log (transformers' warnings still reach it)."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+
+
+def _check_registration(w3, deployment, address: str, role: str, models: dict) -> None:
+    """Refuse, before any model is loaded, to serve a role the key is not registered in with these models (a node
+    that serves anyway is given no job, or jobs and disputes it cannot do: node/roles/identity.py)."""
+    from node.decoding.loading import vocab_size
+    from node.roles.identity import registration_problem
+    from node.roles.models import model_id
+
+    loaded = {}
+    for name, path in models.items():
+        try:
+            loaded[name] = (model_id(path), vocab_size(path))
+        except (FileNotFoundError, ValueError, OSError) as exc:
+            raise CliError(f"{path} is not a usable {name} model checkpoint: {exc}") from None
+    problem = registration_problem(deployment.system(w3).registry, address, role, loaded)
+    if problem is not None:
+        raise CliError(f"cannot serve: {problem}")
+
+
 @session_options(*KEY, *CHAIN)
 def serve(
     ctx: typer.Context,
@@ -146,7 +171,10 @@ def serve(
     from node.processes import stop_on_signals
 
     node_class = getattr(roles, NODE_CLASSES[role])  # torch and the node code load here
+    _quiet_model_loading()
     w3, deployment, home = ctx.obj.connect()
+    if role != "watchdog":  # a watchdog stakes nothing: its bonds are checked per dispute
+        _check_registration(w3, deployment, account.address, role, models)
     store = store or home / "nodes" / f"{role}-{account.address.lower()}.db"
     if threads:
         import torch

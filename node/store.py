@@ -8,6 +8,13 @@ cycle transcripts a node needs to answer disputes long after it produced them (`
 The schema is versioned (`PRAGMA user_version`, SCHEMA_VERSION); a store of an older version is migrated when it
 is opened (`_MIGRATIONS`, in one transaction), one of a newer version is refused.
 
+A store is bound to one chain and deployment (`StoreBinding`: chain id, genesis block hash, contract addresses):
+its cursors, job states and signed transactions mean nothing on another chain, and would harm there (a job id
+"done" on the old chain is a new job on a restarted one; an old signed transaction could be re-broadcast). Opened
+with a binding, a store not bound yet (new, or from before v3) is bound; one bound to another chain is moved
+aside to `<name>.<chain id>-<digest>.bak` (never deleted: it may hold a referee's salts) and a fresh store
+takes its place (`NodeStore.replaced` says where the old one went).
+
 WAD probabilities can exceed int64 (uint64, and sums of them), so they are stored as decimal strings
 inside JSON; callers read and write plain Python ints.
 """
@@ -16,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import sqlite3
 import threading
 import time
@@ -24,9 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 3  # v2: disputes have their own table (v1 kept them in `jobs` as role "<role>-dispute"); v3: secrets
-# PRAGMA application_id marks the file as ours, so a foreign SQLite file is refused instead of mutated.
-APPLICATION_ID = 0x76737063  # "vspc"
+from node.store_binding import StoreBinding
+from node.store_schema import _MIGRATIONS, _SCHEMA, APPLICATION_ID, SCHEMA_VERSION
 
 # Transaction record states. A "dead" record can never land (its nonce went to another transaction, or
 # the node refused it), so a later send under the same key may build a fresh transaction.
@@ -37,86 +44,7 @@ TX_SUPERSEDED = "superseded"  # its nonce was consumed by another transaction
 TX_REJECTED = "rejected"  # a node refused it outright
 DEAD_TX_STATES = frozenset({TX_SUPERSEDED, TX_REJECTED})
 
-_SCHEMA = """
-CREATE TABLE sent_txs (
-    idempotency_key TEXT PRIMARY KEY,
-    sender          TEXT NOT NULL,
-    request_digest  TEXT NOT NULL,
-    tx_hash         TEXT NOT NULL,
-    raw_tx          BLOB NOT NULL,
-    nonce           INTEGER NOT NULL,
-    status          TEXT NOT NULL,
-    block_number    INTEGER,
-    created_at      REAL NOT NULL,
-    updated_at      REAL NOT NULL
-);
-CREATE INDEX sent_txs_by_sender ON sent_txs (sender, status, nonce);
-
-CREATE TABLE event_cursors (
-    name       TEXT PRIMARY KEY,
-    last_block INTEGER NOT NULL
-);
-
-CREATE TABLE processed_logs (
-    consumer  TEXT NOT NULL,
-    tx_hash   TEXT NOT NULL,
-    log_index INTEGER NOT NULL,
-    PRIMARY KEY (consumer, tx_hash, log_index)
-);
-
-CREATE TABLE jobs (
-    job_id     INTEGER NOT NULL,
-    role       TEXT NOT NULL,
-    status     TEXT NOT NULL,
-    params     TEXT NOT NULL,
-    updated_at REAL NOT NULL,
-    PRIMARY KEY (job_id, role)
-);
-
-CREATE TABLE disputes (
-    dispute_id INTEGER NOT NULL,
-    role       TEXT NOT NULL,
-    status     TEXT NOT NULL,
-    params     TEXT NOT NULL,
-    updated_at REAL NOT NULL,
-    PRIMARY KEY (dispute_id, role)
-);
-
-CREATE TABLE cycles (
-    job_id         INTEGER NOT NULL,
-    role           TEXT NOT NULL,
-    cycle          INTEGER NOT NULL,
-    proposals      TEXT,
-    q              TEXT,
-    p              TEXT,
-    top_k          TEXT,
-    reveal         TEXT,
-    accepted       INTEGER,
-    emitted_tokens TEXT,
-    tx_hashes      TEXT NOT NULL DEFAULT '{}',
-    updated_at     REAL NOT NULL,
-    PRIMARY KEY (job_id, role, cycle)
-);
-
-CREATE TABLE secrets (
-    name       TEXT PRIMARY KEY,
-    value      BLOB NOT NULL,
-    created_at REAL NOT NULL
-);
-"""
-
-# How a store of an older schema is brought to SCHEMA_VERSION, one step per version, in one store transaction.
-_MIGRATIONS = {
-    1: [  # v1 -> v2: disputes move out of `jobs`, where they were rows with role "<role>-dispute", keyed by dispute id
-        _SCHEMA[_SCHEMA.index("CREATE TABLE disputes") :].split(";")[0],
-        "INSERT INTO disputes SELECT job_id, substr(role, 1, length(role) - length('-dispute')), status, params, "
-        "updated_at FROM jobs WHERE role LIKE '%-dispute'",
-        "DELETE FROM jobs WHERE role LIKE '%-dispute'",
-    ],
-    2: [  # v2 -> v3: a node's private values that never leave the store (the watchdog's audit seed)
-        _SCHEMA[_SCHEMA.index("CREATE TABLE secrets") :].split(";")[0].replace("TABLE", "TABLE IF NOT EXISTS", 1),
-    ],
-}
+log = logging.getLogger("verispec.store")
 
 
 class StoreError(RuntimeError):
@@ -232,16 +160,22 @@ class NodeStore:
     cannot send anything twice: docs/node.md, "Store durability").
     """
 
-    def __init__(self, path: str | Path, durability: str = DURABILITY_POWER):
+    def __init__(self, path: str | Path, durability: str = DURABILITY_POWER, binding: StoreBinding | None = None):
         if durability not in _SYNCHRONOUS:
             raise ValueError(f"durability must be one of {sorted(_SYNCHRONOUS)}, not {durability!r}")
         self.durability = durability
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        # Autocommit mode: transactions are opened explicitly by `transaction()`, never implicitly.
-        self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
+        self.replaced: Path | None = None  # where a store bound to another chain was moved (see the module doc)
         self._lock = threading.RLock()
         self._depth = 0
+        self._connect()
+        if binding is not None:
+            self._bind(binding)
+
+    def _connect(self) -> None:
+        # Autocommit mode: transactions are opened explicitly by `transaction()`, never implicitly.
+        self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
         try:
             self._open()
         except sqlite3.DatabaseError as exc:
@@ -250,6 +184,49 @@ class NodeStore:
         except StoreError:
             self._db.close()
             raise
+
+    def binding(self) -> StoreBinding | None:
+        """The chain this store is bound to; None while unbound."""
+        rows = self._query("SELECT chain_id, genesis_hash, addresses FROM chain_binding")
+        if not rows:
+            return None
+        chain_id, genesis_hash, addresses = rows[0]
+        return StoreBinding.of(chain_id, genesis_hash, json.loads(addresses))
+
+    def _bind(self, binding: StoreBinding) -> None:
+        bound = self.binding()
+        if bound == binding:
+            return
+        if bound is not None:
+            self.replaced = self._move_aside(bound)
+            log.warning(
+                "store %s belonged to %s, not %s: moved it to %s and started a fresh store",
+                self.path,
+                bound.describe(),
+                binding.describe(),
+                self.replaced.name,
+            )
+        self._write(
+            "INSERT INTO chain_binding VALUES (0, ?, ?, ?)",
+            (binding.chain_id, binding.genesis_hash, json.dumps(dict(binding.addresses))),
+        )
+
+    def _move_aside(self, bound: StoreBinding) -> Path:
+        """Close the store, rename its files (the WAL and shared-memory files with it), open a new one at `path`."""
+        with self._lock:
+            with contextlib.suppress(sqlite3.DatabaseError):
+                self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            self._db.close()
+            backup = self.path.with_name(f"{self.path.name}.{bound.tag}.bak")
+            n = 1
+            while backup.exists():
+                backup, n = self.path.with_name(f"{self.path.name}.{bound.tag}.{n}.bak"), n + 1
+            for suffix in ("", "-wal", "-shm"):
+                source = self.path.with_name(self.path.name + suffix)
+                if source.exists():
+                    source.rename(backup.with_name(backup.name + suffix))
+            self._connect()
+        return backup
 
     def _open(self) -> None:
         app_id = self._db.execute("PRAGMA application_id").fetchone()[0]

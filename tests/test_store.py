@@ -238,6 +238,8 @@ def test_a_v1_store_is_migrated_with_its_disputes_in_their_own_table(path):
 
     NodeStore(path).close()  # a current store, taken back to v1: no disputes table, disputes as jobs rows
     raw = sqlite3.connect(path)
+    raw.execute("DROP TABLE chain_binding")
+    raw.execute("DROP TABLE secrets")
     raw.execute("DROP TABLE disputes")
     raw.execute("DROP TABLE jobs")
     raw.execute(V1_JOBS_TABLE)
@@ -310,3 +312,72 @@ def test_cycle_transcript_is_merged_as_the_cycle_progresses(store):
 def test_ids_beyond_int64_are_refused_clearly(store):
     with pytest.raises(ValueError, match="job id"):
         store.save_job(2**64, "drafter", "open")
+
+
+# --- the chain binding --------------------------------------------------------------------------------
+
+CHAIN_A = dict(chain_id=31337, genesis_hash="0x" + "aa" * 32, addresses={"InferenceMarket": "0x" + "01" * 20})
+CHAIN_B = dict(chain_id=31337, genesis_hash="0x" + "bb" * 32, addresses={"InferenceMarket": "0x" + "01" * 20})
+
+
+def _binding(chain: dict):
+    from node.store import StoreBinding
+
+    return StoreBinding.of(**chain)
+
+
+def test_a_store_is_bound_to_the_chain_it_is_first_opened_with(path):
+    with NodeStore(path, binding=_binding(CHAIN_A)) as store:
+        assert store.binding() == _binding(CHAIN_A) and store.replaced is None
+        store.set_cursor("events", 69)
+    with NodeStore(path, binding=_binding(CHAIN_A)) as store:  # the same chain: the same store
+        assert store.cursor("events") == 69 and store.replaced is None
+    with NodeStore(path) as store:  # opened without a binding (tools, tests): nothing changes
+        assert store.binding() == _binding(CHAIN_A) and store.cursor("events") == 69
+
+
+@pytest.mark.parametrize(
+    "other",
+    [
+        CHAIN_B,  # a restarted dev chain: same id and addresses, another genesis block
+        {**CHAIN_A, "chain_id": 1},
+        {**CHAIN_A, "addresses": {"InferenceMarket": "0x" + "02" * 20}},  # a second deployment on the same chain
+    ],
+)
+def test_a_store_of_another_chain_is_moved_aside_and_a_fresh_one_started(path, other, caplog):
+    with NodeStore(path, binding=_binding(CHAIN_A)) as store:
+        store.set_cursor("events", 69)
+        store.save_job(1, "verifier", "done")
+    with caplog.at_level("WARNING", logger="verispec.store"):
+        store = NodeStore(path, binding=_binding(other))
+    with store:
+        assert store.binding() == _binding(other)
+        assert store.cursor("events") is None and store.jobs() == []  # job 1 of the new chain is a new job
+        backup = store.replaced
+    assert backup == path.with_name(f"node.db.{_binding(CHAIN_A).tag}.bak") and backup.name.startswith("node.db.31337-")
+    [record] = [r for r in caplog.records if r.name == "verispec.store"]
+    assert str(backup.name) in record.getMessage() and "fresh store" in record.getMessage()
+    with NodeStore(backup) as old:  # the old store is kept whole, still bound to its chain
+        assert old.cursor("events") == 69 and old.job(1, "verifier").status == "done"
+        assert old.binding() == _binding(CHAIN_A)
+    # back and forth: a second store of chain A moved aside does not overwrite the first backup
+    with NodeStore(path, binding=_binding(CHAIN_A)) as store:
+        assert store.replaced.name.endswith(".bak") and store.replaced != backup
+    assert backup.exists()
+
+
+def test_a_v2_store_is_migrated_and_bound_keeping_its_data(path):
+    NodeStore(path).close()  # a current store, taken back to v2: no chain_binding or secrets table
+    raw = sqlite3.connect(path)
+    raw.execute("DROP TABLE chain_binding")
+    raw.execute("DROP TABLE secrets")
+    raw.execute("PRAGMA user_version=2")
+    raw.execute("INSERT INTO event_cursors VALUES ('verifier-events', 12)")
+    raw.commit()
+    raw.close()
+    with NodeStore(path, binding=_binding(CHAIN_A)) as store:
+        assert store.replaced is None and store.cursor("verifier-events") == 12
+        assert store.binding() == _binding(CHAIN_A)
+    raw = sqlite3.connect(path)
+    assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
+    raw.close()

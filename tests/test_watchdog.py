@@ -129,16 +129,16 @@ def my_disputes(world) -> list[dict]:
 # ---------------------------------------------------------------- the store's secret
 
 
-def test_the_audit_seed_is_made_once_kept_across_restarts_and_a_v2_store_migrates(tmp_path):
+def test_the_audit_seed_is_made_once_kept_across_restarts_and_a_v3_store_migrates(tmp_path):
     path = tmp_path / "node.db"
     with NodeStore(path) as store:
         seed = store.secret(SEED_NAME, lambda: os.urandom(32))
         assert len(seed) == 32 and store.secret(SEED_NAME, lambda: b"other") == seed
     with NodeStore(path) as store:
         assert store.secret(SEED_NAME, lambda: b"other") == seed
-    raw = sqlite3.connect(path)  # a store of schema v2 (before secrets) is migrated when opened
+    raw = sqlite3.connect(path)  # a store of schema v3 (before secrets) is migrated when opened
     raw.execute("DROP TABLE secrets")
-    raw.execute("PRAGMA user_version=2")
+    raw.execute("PRAGMA user_version=3")
     raw.commit()
     raw.close()
     with NodeStore(path) as store:

@@ -8,7 +8,8 @@ stops the process recorded in the pid file (after checking that the pid still ru
 removes the pid file and the deployment file, whose contracts lived only in that chain's memory.
 
 `deploy_to` deploys onto a chain that is already running (any dev node with an unlocked account 0,
-e.g. an anvil or hardhat node started by hand) and writes the deployment file the same way.
+e.g. an anvil or hardhat node started by hand) and writes the deployment file the same way; it refuses a home
+that has a deployment file already unless forced (`chain deploy --force`), since that home's nodes may be serving it.
 """
 
 from __future__ import annotations
@@ -151,8 +152,23 @@ def start_detached_anvil(
     raise LocalChainError(f"{client} did not answer on port {port} within {startup_timeout:.0f}s (log: {log_file})")
 
 
-def deploy_to(rpc_url: str, home: Path, params: DeploymentParams | None = None, pid: int | None = None) -> Deployment:
-    """Deploy the protocol from the node's first unlocked account and write <home>/deployment.json."""
+def deploy_to(
+    rpc_url: str, home: Path, params: DeploymentParams | None = None, pid: int | None = None, force: bool = False
+) -> Deployment:
+    """Deploy the protocol from the node's first unlocked account and write <home>/deployment.json.
+
+    Refuses (before deploying anything) when the home holds a deployment file already, unless `force`: nodes and
+    CLI commands of that home may be serving its contracts, and would silently move to the new ones."""
+    path = Path(home) / DEPLOYMENT_FILE
+    if path.exists() and not force:
+        try:
+            old = Deployment.load(path)
+            what = f"chain {old.chain_id} at {old.rpc_url}, market {old.addresses.get('InferenceMarket')}"
+        except Exception:
+            what = "unreadable"
+        raise LocalChainError(
+            f"{path} already holds a deployment ({what}): pass --force to replace it, or use another --home"
+        )
     w3 = connect(rpc_url)
     accounts = w3.eth.accounts
     if not accounts:
@@ -182,7 +198,8 @@ def chain_up(
         raise LocalChainError(f"--client must be one of {', '.join(CLIENTS)}, got {client!r}")
     pid, url = start_detached_anvil(home, port, client=client)
     try:
-        deployment = deploy_to(url, home, params, pid=pid)
+        # no chain of this home runs (checked above): a deployment file left there names contracts that are gone
+        deployment = deploy_to(url, home, params, pid=pid, force=True)
     except BaseException:
         stop_pid(pid)
         pid_path(home).unlink(missing_ok=True)

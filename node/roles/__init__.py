@@ -18,6 +18,7 @@
     audit       the audit replays of chain data (audit_job; `verispec audit`: replay_draft, replay_target)
     watchdog    WatchdogNode   (audits finished jobs by sampled replay; opens, follows and cashes its disputes)
     checkpoints local checkpoints (model id, context window, tokenizer) and the prompt fit
+    identity    the chain a store is bound to; whether a key's registration fits the role and models it serves
     units       amounts and times as people type and read them
     reverts     what a contract revert means for the user (explain_revert)
     errors      RequesterError

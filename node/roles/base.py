@@ -64,6 +64,7 @@ from node.chain.events import ChainEvent, EventPoller, HeadWaker
 from node.chain.revert_decoder import RevertDecoder
 from node.chain.rpc import cache_chain_id, rpc_url_of
 from node.chain.sender import TxSender
+from node.roles.identity import store_binding
 from node.roles.inflight import Transactions
 from node.roles.models import load_model, load_tokenizer, model_id, node_device
 from node.roles.schedule import DISPUTE, JOB, Schedule
@@ -120,7 +121,8 @@ class NodeBase:
         self.market = self.system.market
         self.disputes = self.system.disputes
         self.start_block = deployment.start_block
-        self.store = NodeStore(store_path, durability=store_durability)
+        # bound to this chain and deployment: one of another chain is moved aside, never reused (node/store.py)
+        self.store = NodeStore(store_path, durability=store_durability, binding=store_binding(w3, deployment))
         self.sure_margin_s = sure_margin_s
         self._later: list[Callable[[], None]] = []  # deferred store writes (see the module doc)
         self._flushed_at = time.monotonic()
@@ -286,7 +288,6 @@ class NodeBase:
         """Loop `step()` until `stop` is set (or Ctrl-C); after a step that did nothing it sleeps
         (`idle_interval`), or less when a new block is announced (`HeadWaker`, on local dev chains)."""
         stop = stop or threading.Event()
-        self.log.info("%s %s serving (store %s)", self.role, self.address, self.store.path)
         if self.wake_url and self.waker is None:
             self.waker = HeadWaker(self.wake_url).start()
             with contextlib.suppress(ChainUnavailable):

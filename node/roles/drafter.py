@@ -82,20 +82,18 @@ class DrafterNode(PartyNode):
 
     # ------------------------------------------------------------------ events
 
-    def on_market_JobSubmitted(self, event: ChainEvent) -> None:
-        taken = self.take_submitted_job(event)
-        if taken is None:
-            return
-        record, job = taken
+    def serve_taken(self, record: chaindata.ChainJob, job: DecodingJob) -> None:
         reason = chain_checks.job_refusal(
             record.request, self.min_price_wei, self.vocab_size, self._chain_vocab(record)
         )
         if reason is not None:
-            self.log.warning("job %d: declined: %s", record.job_id, reason)
-            self.store.save_job(record.job_id, self.role, "refused", {"reason": reason})
+            self.refuse(record.job_id, reason, "declined")
             return
         self.serve_job(record, DrafterJobState(job, record))
         self.log.info("job %d: assigned (γ=%d, maxTokens=%d)", record.job_id, job.gamma, job.max_new_tokens)
+
+    def refusal_config(self) -> dict[str, Any]:
+        return {**super().refusal_config(), "min_price_wei": self.min_price_wei, "max_gamma": chain_checks.MAX_GAMMA}
 
     def _chain_vocab(self, record: chaindata.ChainJob) -> int | None:
         """The job's vocabulary as the market records it (`getJob().vocabSize`), where the market has one."""

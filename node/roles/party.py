@@ -1,16 +1,19 @@
 """What a job's two parties, the drafter and the verifier nodes, share on top of the node loop (`NodeBase`).
 
 Each party serves the jobs that name it and whose models are the ones it loaded (`take_submitted_job`; any other
-job is recorded refused, with the reason, and never touched), acts on the turns events announce to it
-(`act_on_announced_turn`), claims the other side's timeout or finalizes after the challenge window (`settle`),
-notices the end of its jobs (finished, a dispute closed, finalized) and retires them, and answers the disputes
-opened against it with its claimed value and top-k at the disputed position (`answer_values`) until they are
-resolved. The challenger of a dispute draws its referees at once; an accused whose answer comes when the seed
-block's hash has left the EVM's 256-block window has the draw rescheduled first.
+job is recorded refused, with the reason and the node's configuration, and never touched while that configuration
+holds: a node restarted with other models or limits decides its refused jobs again, `reconsider_refusals`), acts
+on the turns events announce to it (`act_on_announced_turn`), claims the other side's timeout or finalizes after
+the challenge window (`settle`), notices the end of its jobs (finished, a dispute closed, finalized) and retires
+them, and answers the disputes opened against it with its claimed value and top-k at the disputed position
+(`answer_values`) until they are resolved. The challenger of a dispute draws its referees at once; an accused whose
+answer comes when the seed block's hash has left the EVM's 256-block window has the draw rescheduled first.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from abc import ABCMeta, abstractmethod
 from collections.abc import Callable
 from typing import Any
@@ -31,14 +34,26 @@ class PartyNode(NodeBase, metaclass=ABCMeta):
 
     jobs: dict[int, Any]  # job id -> the subclass's in-memory state of the job
 
+    def on_market_JobSubmitted(self, event: ChainEvent) -> None:
+        taken = self.take_submitted_job(event)
+        if taken is not None:
+            self.serve_taken(*taken)
+
+    @abstractmethod
+    def serve_taken(self, record: chaindata.ChainJob, job: Any) -> None:
+        """Serve a job `take_job` took (`serve_job`), or refuse it on the subclass's own conditions (`refuse`)."""
+
     def take_submitted_job(self, event: ChainEvent):
         """A `JobSubmitted` that names this node as its `role`: (record, engine DecodingJob) to serve, or None when the
-        job is not this node's, already known, or refused (other models, a prompt that does not fit: the
-        reason is logged and recorded in the store, and the node never acts on the job)."""
+        job is not this node's, already known, or refused (`take_job`)."""
         record = chaindata.job_from_event(event, self.market)
         if getattr(record, self.role) != self.address or self.store.job(record.job_id, self.role) is not None:
             return None
-        reason = None
+        return self.take_job(record)
+
+    def take_job(self, record: chaindata.ChainJob):
+        """(record, engine DecodingJob) when the job's models are the ones this node loaded and its prompt fits, else
+        None (refused: other models, a prompt that does not fit; the reason is logged and recorded in the store)."""
         if record.draft_model != self.draft_id or record.target_model != self.target_id:
             reason = (
                 f"models (draft {record.draft_model.hex()[:16]}, target {record.target_model.hex()[:16]}) are "
@@ -49,9 +64,54 @@ class PartyNode(NodeBase, metaclass=ABCMeta):
                 return record, job_from_record(record, self.tokenizer, self.max_positions)
             except JobRefused as exc:
                 reason = str(exc)
-        self.log.warning("job %d: refused: %s", record.job_id, reason)
-        self.store.save_job(record.job_id, self.role, "refused", {"reason": reason})
+        self.refuse(record.job_id, reason)
         return None
+
+    # ------------------------------------------------------------------ refusals
+
+    def refusal_config(self) -> dict[str, Any]:
+        """What a refusal of this node depends on besides the job (extended by subclasses: a drafter's minimum
+        price, γ limits): a refusal recorded under other values is decided again at start (`reconsider_refusals`)."""
+        return {
+            "draft": self.draft_id.hex(),
+            "target": self.target_id.hex(),
+            "vocab": self.vocab_size,
+            "positions": self.max_positions,
+        }
+
+    def config_fingerprint(self) -> str:
+        text = json.dumps(self.refusal_config(), sort_keys=True, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def refuse(self, job_id: int, reason: str, word: str = "refused") -> None:
+        """Record that this node does not serve the job, with why and under which configuration (the node never
+        acts on it while that configuration holds); `word` is what the log line calls it."""
+        self.log.warning("job %d: %s: %s", job_id, word, reason)
+        self.store.save_job(job_id, self.role, "refused", {"reason": reason, "config": self.config_fingerprint()})
+        self.jobs.pop(job_id, None)
+        self.schedule.forget(JOB, job_id)
+
+    def reconsider_refusals(self) -> None:
+        """Decide again, from chain data, every job refused under another configuration (a node restarted with other
+        models, a lower minimum price...) that can still be served (Open or Running); one that cannot keeps its
+        refusal, recorded under this configuration so that it is not read again."""
+        fingerprint = self.config_fingerprint()
+        for stored in self.store.jobs(role=self.role, status="refused"):
+            if stored.params.get("config") == fingerprint:
+                continue
+            job_id = stored.job_id
+            if self.job_view(job_id)["status"] not in (JobStatus.Open, JobStatus.Running):
+                self.store.save_job(job_id, self.role, "refused", {**stored.params, "config": fingerprint})
+                continue
+            self.log.info("job %d: refused under another configuration (%s): deciding again", job_id, stored.params)
+            record = chaindata.job_request(self.market, job_id, from_block=self.start_block)
+            taken = self.take_job(record)
+            if taken is not None:
+                self.serve_taken(*taken)
+
+    def restore(self, with_jobs: bool = True) -> None:
+        super().restore(with_jobs)
+        self.reconsider_refusals()
 
     def serve_job(self, record: chaindata.ChainJob, state: Any) -> None:
         """Serve a taken job: recorded active in the store (with the other party's address), `state` kept in

@@ -38,6 +38,7 @@ from node.chain.sender import TxSender
 from node.roles.checkpoints import check_fits, load_model_info, load_tokenizer, tokenize_prompt
 from node.roles.disputing import DisputeClient
 from node.roles.errors import RequesterError
+from node.roles.identity import store_binding
 from node.roles.job_reader import JobReader
 from node.roles.reports import (
     Registration,
@@ -108,7 +109,7 @@ class Requester(JobReader, DisputeClient):
             raise RequesterError("this command needs a key: --key, --key-file, --dev-account N or $VERISPEC_KEY")
         if self._sender is None:
             path = self._store_path or Path(".verispec") / "cli" / f"{self.address.lower()}.db"
-            self._store = NodeStore(path)
+            self._store = NodeStore(path, binding=store_binding(self.w3, self.deployment))
             self._sender = TxSender(
                 self.w3, self.account, self._store, errors=self.errors, receipt_timeout=self._receipt_timeout
             )

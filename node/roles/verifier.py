@@ -112,11 +112,7 @@ class VerifierNode(PartyNode):
 
     # ------------------------------------------------------------------ events
 
-    def on_market_JobSubmitted(self, event: ChainEvent) -> None:
-        taken = self.take_submitted_job(event)
-        if taken is None:
-            return
-        record, job = taken
+    def serve_taken(self, record: chaindata.ChainJob, job: DecodingJob) -> None:
         self.serve_job(record, VerifierJobState(job, record, verifier_seed(self.account.key, record.job_id)))
 
     def on_market_JobAccepted(self, event: ChainEvent) -> None:
@@ -245,15 +241,7 @@ class VerifierNode(PartyNode):
         )
         if status == JobStatus.Open and self.chain_time() <= view["deadline"]:
             if int(view["vocabSize"]) != self.vocab_size:  # its tokens would not be my model's
-                self.log.warning(
-                    "job %d: refused: its vocabulary is %d, my target model's %d",
-                    job_id,
-                    int(view["vocabSize"]),
-                    self.vocab_size,
-                )
-                self.store.save_job(job_id, JOB_ROLE, "refused", {"reason": "vocabulary size"})
-                self.jobs.pop(job_id, None)
-                self.schedule.forget(JOB, job_id)
+                self.refuse(job_id, f"its vocabulary is {int(view['vocabSize'])}, my target model's {self.vocab_size}")
                 return 0
             vj = self._job(job_id)
             head = chain_head(self.account.key, job_id, vj.job.max_new_tokens)

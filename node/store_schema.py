@@ -1,0 +1,106 @@
+"""The SQLite schema of the node's store (node/store.py) and the migrations that bring an older store to it.
+
+Every table is created by `_SCHEMA` in a new store; an older store gets the tables of the versions it lacks, one
+`_MIGRATIONS` step per version, in one store transaction (`NodeStore._open`).
+"""
+
+from __future__ import annotations
+
+# v2: disputes have their own table (v1 kept them in `jobs` as role "<role>-dispute"); v3: the chain binding;
+# v4: secrets
+SCHEMA_VERSION = 4
+# PRAGMA application_id marks the file as ours, so a foreign SQLite file is refused instead of mutated.
+APPLICATION_ID = 0x76737063  # "vspc"
+
+_SCHEMA = """
+CREATE TABLE sent_txs (
+    idempotency_key TEXT PRIMARY KEY,
+    sender          TEXT NOT NULL,
+    request_digest  TEXT NOT NULL,
+    tx_hash         TEXT NOT NULL,
+    raw_tx          BLOB NOT NULL,
+    nonce           INTEGER NOT NULL,
+    status          TEXT NOT NULL,
+    block_number    INTEGER,
+    created_at      REAL NOT NULL,
+    updated_at      REAL NOT NULL
+);
+CREATE INDEX sent_txs_by_sender ON sent_txs (sender, status, nonce);
+
+CREATE TABLE event_cursors (
+    name       TEXT PRIMARY KEY,
+    last_block INTEGER NOT NULL
+);
+
+CREATE TABLE processed_logs (
+    consumer  TEXT NOT NULL,
+    tx_hash   TEXT NOT NULL,
+    log_index INTEGER NOT NULL,
+    PRIMARY KEY (consumer, tx_hash, log_index)
+);
+
+CREATE TABLE jobs (
+    job_id     INTEGER NOT NULL,
+    role       TEXT NOT NULL,
+    status     TEXT NOT NULL,
+    params     TEXT NOT NULL,
+    updated_at REAL NOT NULL,
+    PRIMARY KEY (job_id, role)
+);
+
+CREATE TABLE disputes (
+    dispute_id INTEGER NOT NULL,
+    role       TEXT NOT NULL,
+    status     TEXT NOT NULL,
+    params     TEXT NOT NULL,
+    updated_at REAL NOT NULL,
+    PRIMARY KEY (dispute_id, role)
+);
+
+CREATE TABLE cycles (
+    job_id         INTEGER NOT NULL,
+    role           TEXT NOT NULL,
+    cycle          INTEGER NOT NULL,
+    proposals      TEXT,
+    q              TEXT,
+    p              TEXT,
+    top_k          TEXT,
+    reveal         TEXT,
+    accepted       INTEGER,
+    emitted_tokens TEXT,
+    tx_hashes      TEXT NOT NULL DEFAULT '{}',
+    updated_at     REAL NOT NULL,
+    PRIMARY KEY (job_id, role, cycle)
+);
+
+CREATE TABLE chain_binding (
+    singleton    INTEGER PRIMARY KEY CHECK (singleton = 0),
+    chain_id     INTEGER NOT NULL,
+    genesis_hash TEXT NOT NULL,
+    addresses    TEXT NOT NULL
+);
+
+CREATE TABLE secrets (
+    name       TEXT PRIMARY KEY,
+    value      BLOB NOT NULL,
+    created_at REAL NOT NULL
+);
+"""
+
+
+def _create_table(name: str) -> str:
+    """The `CREATE TABLE` statement of `name` in _SCHEMA (what a migration adds)."""
+    return _SCHEMA[_SCHEMA.index(f"CREATE TABLE {name} ") :].split(";")[0]
+
+
+# How a store of an older schema is brought to SCHEMA_VERSION, one step per version, in one store transaction.
+_MIGRATIONS = {
+    1: [  # v1 -> v2: disputes move out of `jobs`, where they were rows with role "<role>-dispute", keyed by dispute id
+        _create_table("disputes"),
+        "INSERT INTO disputes SELECT job_id, substr(role, 1, length(role) - length('-dispute')), status, params, "
+        "updated_at FROM jobs WHERE role LIKE '%-dispute'",
+        "DELETE FROM jobs WHERE role LIKE '%-dispute'",
+    ],
+    2: [_create_table("chain_binding")],  # v2 -> v3: unbound (bound when next opened with a binding)
+    3: [_create_table("secrets")],  # v3 -> v4: a node's private values that never leave the store (audit seeds)
+}
