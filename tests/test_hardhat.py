@@ -51,10 +51,8 @@ from tests.test_cli import (
 from tests.test_cli import register as cli_register
 from tests.test_disputes import DRAFT_MODEL, ROLE_VERIFIER, STAKE, TARGET_MODEL, VOCAB, WAD, run_cycle, send, submit_job
 
-pytestmark = pytest.mark.skipif(
-    not HARDHAT_BINARY.exists(),
-    reason=f"{HARDHAT_BINARY} is missing (package.json pins hardhat: `npm ci` installs it)",
-)
+# Never skipped: package.json pins hardhat and `make setup` installs it, so a missing binary is a broken set-up.
+assert HARDHAT_BINARY.exists(), f"{HARDHAT_BINARY} is missing (package.json pins hardhat: `npm ci` installs it)"
 
 REQUESTER, DRAFTER, VERIFIER, WATCHDOG, SENDER = 1, 2, 3, 8, 5
 REFEREES = (10, 11, 12, 13)  # a panel of 3 drawn from 4, so the draw does not need every one of them
