@@ -480,5 +480,12 @@ def demo(
     run_demo(home=home, max_tokens=max_tokens, prompt=prompt)
 
 
+def run() -> None:
+    """The `verispec` program (console script and `python -m node.cli`)."""
+    from node.cli_serve import run_app
+
+    run_app(app)
+
+
 if __name__ == "__main__":
-    app()
+    run()
