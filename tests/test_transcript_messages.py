@@ -303,6 +303,21 @@ def test_an_honest_transcript_passes_every_check(domain):
         )
 
 
+def test_cycle_0_fixes_the_salt_in_the_genesis(domain):
+    """Draft 0 brings the salt (docs/protocol.md: the drafter's salt): the verifier takes it from there, and Draft 0
+    must counter-sign the genesis of that very salt; a later Draft cannot be checked without the job's salt."""
+    draft = _one_job()[0][0]
+    signature = T.sign(domain, draft, DRAFTER.key)
+    T.check_draft(domain, draft, signature, drafter=DRAFTER.address, job_id=JOB, cycle=0)
+    other_genesis = T.Draft.build(JOB, 0, P.transcript_genesis(JOB, SALT + 1), draft.tokens, draft.q, SALT)
+    with pytest.raises(T.MessageRejected, match="counter-signs state"):
+        forged_sig = T.sign(domain, other_genesis, DRAFTER.key)
+        T.check_draft(domain, other_genesis, forged_sig, drafter=DRAFTER.address, job_id=JOB, cycle=0)
+    later = _one_job()[0][1]
+    with pytest.raises(ValueError, match="checked against the job's salt"):
+        T.check_draft(domain, later, T.sign(domain, later, DRAFTER.key), drafter=DRAFTER.address, job_id=JOB, cycle=1)
+
+
 def test_stale_out_of_order_and_inconsistent_messages_are_refused(domain):
     drafts, verifications, settlement = _one_job()
     signed = {id(m): T.sign(domain, m, DRAFTER.key) for m in drafts}

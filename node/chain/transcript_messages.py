@@ -325,11 +325,28 @@ def _check_position(msg: _Message, job_id: int, field: str, expected: int) -> No
 
 
 def check_draft(
-    domain: Domain, msg: Draft, signature: Any, *, drafter: str, job_id: int, cycle: int, prev_state: bytes, salt: int
+    domain: Domain,
+    msg: Draft,
+    signature: Any,
+    *,
+    drafter: str,
+    job_id: int,
+    cycle: int,
+    prev_state: bytes | None = None,
+    salt: int | None = None,
 ) -> None:
-    """Refuse a Draft unless it is the drafter's, for this job and cycle, on the receiver's state with the job's salt
-    (cycle 0 fixes the salt: pass the one it carried, and the genesis as `prev_state`), with a consistent draft root."""
+    """Refuse a Draft unless it is the drafter's, for this job and cycle, with a consistent draft root, on the
+    receiver's state and with the job's salt.
+
+    Cycle 0 fixes the salt: leave `salt` and `prev_state` out, and its prevState must be the genesis of the salt it
+    carries. Every later cycle needs the job's salt and the receiver's S(cycle-1).
+    """
     _check_position(msg, job_id, "cycle", cycle)
+    if cycle == 0:
+        salt = msg.salt if salt is None else salt
+        prev_state = P.transcript_genesis(job_id, salt) if prev_state is None else prev_state
+    elif salt is None or prev_state is None:
+        raise ValueError(f"a Draft of cycle {cycle} is checked against the job's salt and S({cycle - 1})")
     if msg.salt != salt:
         raise MessageRejected(f"Draft of cycle {msg.cycle} carries salt {msg.salt}, the job's is {salt}")
     if msg.prev_state != prev_state:
