@@ -26,7 +26,7 @@ from node.chain.keys import dev_account
 
 VECTORS = json.loads((Path(__file__).resolve().parents[1] / "tests" / "vectors" / "transcript.json").read_text())
 DRAFTER, VERIFIER, STRANGER = dev_account(1), dev_account(2), dev_account(3)
-JOB, SALT = 42, 0x1234_5678_9ABC_DEF0
+JOB, SALT, GAMMA = 42, 0x1234_5678_9ABC_DEF0, 3
 
 
 def _b(hex_string: str) -> bytes:
@@ -75,7 +75,9 @@ def _one_job() -> tuple[list[T.Draft], list[T.Verification], T.Settlement]:
 
 def _expecting(draft: T.Draft) -> dict:
     """What the verifier expects of `draft`'s cycle: check_draft's keyword arguments."""
-    return dict(drafter=DRAFTER.address, job_id=JOB, cycle=draft.cycle, prev_state=draft.prev_state, salt=SALT)
+    return dict(
+        drafter=DRAFTER.address, job_id=JOB, cycle=draft.cycle, gamma=GAMMA, prev_state=draft.prev_state, salt=SALT
+    )
 
 
 # ------------------------------------------------------------------ vectors
@@ -308,20 +310,21 @@ def test_cycle_0_fixes_the_salt_in_the_genesis(domain):
     must counter-sign the genesis of that very salt; a later Draft cannot be checked without the job's salt."""
     draft = _one_job()[0][0]
     signature = T.sign(domain, draft, DRAFTER.key)
-    T.check_draft(domain, draft, signature, drafter=DRAFTER.address, job_id=JOB, cycle=0)
+    T.check_draft(domain, draft, signature, drafter=DRAFTER.address, job_id=JOB, cycle=0, gamma=GAMMA)
     other_genesis = T.Draft.build(JOB, 0, P.transcript_genesis(JOB, SALT + 1), draft.tokens, draft.q, SALT)
     with pytest.raises(T.MessageRejected, match="counter-signs state"):
         forged_sig = T.sign(domain, other_genesis, DRAFTER.key)
-        T.check_draft(domain, other_genesis, forged_sig, drafter=DRAFTER.address, job_id=JOB, cycle=0)
+        T.check_draft(domain, other_genesis, forged_sig, drafter=DRAFTER.address, job_id=JOB, cycle=0, gamma=GAMMA)
     later = _one_job()[0][1]
     with pytest.raises(ValueError, match="checked against the job's salt"):
-        T.check_draft(domain, later, T.sign(domain, later, DRAFTER.key), drafter=DRAFTER.address, job_id=JOB, cycle=1)
+        later_sig = T.sign(domain, later, DRAFTER.key)
+        T.check_draft(domain, later, later_sig, drafter=DRAFTER.address, job_id=JOB, cycle=1, gamma=GAMMA)
 
 
 def test_stale_out_of_order_and_inconsistent_messages_are_refused(domain):
     drafts, verifications, settlement = _one_job()
     signed = {id(m): T.sign(domain, m, DRAFTER.key) for m in drafts}
-    expect = {"drafter": DRAFTER.address, "job_id": JOB, "salt": SALT}
+    expect = {"drafter": DRAFTER.address, "job_id": JOB, "salt": SALT, "gamma": GAMMA}
 
     def refuse(draft, match, **overrides):
         args = {**expect, "cycle": 1, "prev_state": drafts[1].prev_state, **overrides}
@@ -334,6 +337,8 @@ def test_stale_out_of_order_and_inconsistent_messages_are_refused(domain):
     refuse(drafts[1], "counter-signs state", prev_state=drafts[2].prev_state)  # skips a cycle's state
     refuse(dataclasses.replace(drafts[1], salt=SALT + 1), "carries salt")  # a salt other than cycle 0's
     refuse(dataclasses.replace(drafts[1], tokens=(1, 2, 3)), "draftRoot is not the root")
+    short = T.Draft.build(JOB, 1, drafts[1].prev_state, [5, 6], [P.WAD, P.WAD], SALT)
+    refuse(short, "has 2 proposals, the job's γ is 3")
 
     v1 = verifications[1]
     v_sig = T.sign(domain, v1, VERIFIER.key)

@@ -332,11 +332,12 @@ def check_draft(
     drafter: str,
     job_id: int,
     cycle: int,
+    gamma: int,
     prev_state: bytes | None = None,
     salt: int | None = None,
 ) -> None:
-    """Refuse a Draft unless it is the drafter's, for this job and cycle, with a consistent draft root, on the
-    receiver's state and with the job's salt.
+    """Refuse a Draft unless it is the drafter's, for this job and cycle, with the job's γ proposals and a
+    consistent draft root, on the receiver's state and with the job's salt.
 
     Cycle 0 fixes the salt: leave `salt` and `prev_state` out, and its prevState must be the genesis of the salt it
     carries. Every later cycle needs the job's salt and the receiver's S(cycle-1).
@@ -347,6 +348,8 @@ def check_draft(
         prev_state = P.transcript_genesis(job_id, salt) if prev_state is None else prev_state
     elif salt is None or prev_state is None:
         raise ValueError(f"a Draft of cycle {cycle} is checked against the job's salt and S({cycle - 1})")
+    if len(msg.tokens) != gamma:
+        raise MessageRejected(f"Draft of cycle {msg.cycle} has {len(msg.tokens)} proposals, the job's γ is {gamma}")
     if msg.salt != salt:
         raise MessageRejected(f"Draft of cycle {msg.cycle} carries salt {msg.salt}, the job's is {salt}")
     if msg.prev_state != prev_state:
