@@ -255,6 +255,25 @@ def test_state_chain_vectors_on_chain(harness):
     assert {len(v["records"]) for v in VECTORS["stateChain"]} >= {1, 2, 3, 5, 8}
 
 
+def test_a_settled_transcript_folds_to_its_signed_state_on_chain(harness, domain):
+    """The records of a transcript's Verifications, posted as settlement would, fold on chain to the state both
+    parties signed in the Settlement, and their root proves every cycle's record."""
+    _, verifications, settlement = _one_job()
+    genesis = P.transcript_genesis(JOB, SALT)
+    state, root = harness.functions.foldRecords(genesis, [v.record for v in verifications]).call()
+    assert state == settlement.state == verifications[-1].state
+    hashes = [v.record_hash for v in verifications]
+    assert root == P.records_root(hashes)
+    for cycle, record in enumerate(hashes):
+        assert harness.functions.verifyRecord(P.record_proof(hashes, cycle), root, cycle, record).call()
+    # one record changed in calldata, or one left out, folds to a state nobody signed
+    changed = [v.record for v in verifications]
+    changed[1] = (changed[1][0], changed[1][1], changed[1][2] + 1, changed[1][3])
+    assert harness.functions.foldRecords(genesis, changed).call()[0] != settlement.state
+    left_out = [v.record for v in verifications][:2]
+    assert harness.functions.foldRecords(genesis, left_out).call()[0] == verifications[1].state != settlement.state
+
+
 def test_record_proofs_verify_on_chain(harness):
     verify = harness.functions.verifyRecord
     for v in VECTORS["stateChain"]:

@@ -201,9 +201,14 @@ class Verification(_Message):
         object.__setattr__(self, "state", _bytes32("state", self.state))
 
     @property
+    def record(self) -> tuple[bytes, list[int], int, int]:
+        """The v1 cycle record (draftRoot, p, accepted, outToken): a `TranscriptTypes.Record` as settlement posts it."""
+        return self.draft_root, list(self.p), self.accepted, self.out_token
+
+    @property
     def record_hash(self) -> bytes:
         """The v1 cycle record hash of this cycle (`protocol.cycle_record_hash`)."""
-        return P.cycle_record_hash(self.draft_root, self.p, self.accepted, self.out_token)
+        return P.cycle_record_hash(*self.record)
 
 
 @dataclass(frozen=True)
