@@ -297,6 +297,10 @@ def test_empty_and_dirty_records(w3, harness):
         P.records_root([])
     with pytest.raises(ValueError, match="out of range"):
         P.record_proof([b"\x02" * 32], 1)
+    with pytest.raises(ValueError, match="expected 32 bytes, got 31"):
+        P.next_state(b"\x01" * 31, b"\x02" * 32)
+    with pytest.raises(ValueError, match=r"salt=.* out of range"):
+        P.transcript_genesis(1, 2**64)
     # a p word with bits above uint64 folds to a state that no well-formed record chains to
     genesis, root = b"\x01" * 32, b"\x03" * 32
     clean = P.next_state(genesis, P.cycle_record_hash(root, [5], 0, 9))
