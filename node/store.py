@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 2  # v2: disputes have their own table (v1 kept them in `jobs` as role "<role>-dispute")
+SCHEMA_VERSION = 3  # v2: disputes have their own table (v1 kept them in `jobs` as role "<role>-dispute");
+# v3: `link_messages`, the signed messages of transcript-mode jobs (node/link)
 # PRAGMA application_id marks the file as ours, so a foreign SQLite file is refused instead of mutated.
 APPLICATION_ID = 0x76737063  # "vspc"
 
@@ -99,6 +100,25 @@ CREATE TABLE cycles (
 );
 """
 
+# The signed messages of a transcript-mode job (docs/node.md, "Transcript link"): every one a node received or sent,
+# written before the node acts on it. `position` is the cycle (Draft, Verification) or the cycle count (Settlement);
+# `signer` tells the two signatures of one Settlement apart. The message is its EIP-712 message dict as JSON.
+_LINK_SCHEMA = """
+CREATE TABLE link_messages (
+    job_id     INTEGER NOT NULL,
+    role       TEXT NOT NULL,
+    kind       TEXT NOT NULL,
+    position   INTEGER NOT NULL,
+    signer     TEXT NOT NULL,
+    message    TEXT NOT NULL,
+    signature  TEXT NOT NULL,
+    direction  TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    PRIMARY KEY (job_id, role, kind, position, signer)
+)
+"""
+_SCHEMA += ";" + _LINK_SCHEMA
+
 # How a store of an older schema is brought to SCHEMA_VERSION, one step per version, in one store transaction.
 _MIGRATIONS = {
     1: [  # v1 -> v2: disputes move out of `jobs`, where they were rows with role "<role>-dispute", keyed by dispute id
@@ -108,6 +128,7 @@ _MIGRATIONS = {
         "DELETE FROM jobs WHERE role LIKE '%-dispute'",
     ],
 }
+_MIGRATIONS[2] = [_LINK_SCHEMA]  # v2 -> v3: transcript-mode jobs' signed messages (node/link)
 
 
 class StoreError(RuntimeError):
@@ -170,6 +191,20 @@ class StoredCycle:
     accepted: int | None = None
     emitted_tokens: list[int] | None = None
     tx_hashes: dict[str, str] = field(default_factory=dict)  # action -> tx hash
+
+
+@dataclass(frozen=True)
+class StoredLinkMessage:
+    """One signed message of a transcript-mode job (`link_messages`): sent or received by this node."""
+
+    job_id: int
+    role: str
+    kind: str  # Draft | Verification | Settlement
+    position: int  # the cycle; a Settlement's cycle count
+    signer: str
+    message: dict[str, Any]  # the EIP-712 message, bytes as 0x-hex
+    signature: bytes
+    direction: str  # sent | received
 
 
 def _int64(value: int, what: str) -> int:
@@ -521,3 +556,31 @@ class NodeStore:
             emitted_tokens=_loads_or_none(emitted),
             tx_hashes=json.loads(tx_hashes),
         )
+
+    # --- transcript-mode signed messages (node/link) ---------------------------------------------------
+
+    def save_link_message(self, m: StoredLinkMessage) -> bool:
+        """Record a signed message; False when the same one is there already. Another message under the same
+        (job, role, kind, position, signer) raises: nobody honest signs two for one position, so the first stays."""
+        text, signature = json.dumps(m.message, sort_keys=True), "0x" + bytes(m.signature).hex()
+        key = (_int64(m.job_id, "job id"), m.role, m.kind, _int64(m.position, "position"), m.signer)
+        with self.transaction():
+            where = "job_id = ? AND role = ? AND kind = ? AND position = ? AND signer = ?"
+            rows = self._query(f"SELECT message, signature FROM link_messages WHERE {where}", key)
+            if rows and rows[0] != (text, signature):
+                raise IdempotencyConflict(f"job {m.job_id}: another {m.kind} {m.position} by {m.signer} is stored")
+            if not rows:
+                self._write(
+                    "INSERT INTO link_messages VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    key + (text, signature, m.direction, time.time()),
+                )
+            return not rows
+
+    def link_messages(self, job_id: int, role: str) -> list[StoredLinkMessage]:
+        """A job's signed messages as this node stored them, in (kind, position) order."""
+        rows = self._query(
+            "SELECT job_id, role, kind, position, signer, message, signature, direction FROM link_messages "
+            "WHERE job_id = ? AND role = ? ORDER BY kind, position, signer",
+            (job_id, role),
+        )
+        return [StoredLinkMessage(*r[:5], json.loads(r[5]), bytes.fromhex(r[6][2:]), r[7]) for r in rows]
