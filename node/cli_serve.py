@@ -68,9 +68,20 @@ def serve(
     device: Annotated[str | None, typer.Option("--device", help="cpu | cuda (default: cuda if present).")] = None,
     threads: Annotated[int | None, typer.Option("--threads", help="torch CPU threads.")] = None,
     log_level: Annotated[str, typer.Option("--log-level", help="debug | info | warning | error")] = "info",
+    listen: Annotated[
+        str | None,
+        typer.Option(
+            "--listen",
+            help="Verifier: serve transcript jobs on HOST:PORT (published in the registry).",
+            show_default=False,
+        ),
+    ] = None,
 ):
     """Run a drafter, verifier or referee node until Ctrl-C / SIGTERM (register it first with `register`)."""
     behavior = _behavior(role, behavior)
+    from node.cli_transcript import parse_listen, start_link
+
+    listen_at = parse_listen(listen, role)  # node/cli_transcript.py
     from node.roles.errors import RequesterError
     from node.roles.units import parse_amount
 
@@ -119,10 +130,11 @@ def serve(
     node = node_class(
         w3, deployment, account, store, *models.values(), poll_interval=poll_interval, device=device, **kwargs
     )
+    link = f"; transcript link on {start_link(node, listen_at)}" if listen_at else ""
     stop = stop_on_signals()
     price = f", declining jobs below {min_price_wei} wei per accepted token" if min_price_wei else ""
     err.print(
-        f"{role} node {account.address} ({behavior}{price}) serving on {deployment.rpc_url}; store {store}. "
+        f"{role} node {account.address} ({behavior}{price}) serving on {deployment.rpc_url}{link}; store {store}. "
         "Ctrl-C to stop."
     )
     try:

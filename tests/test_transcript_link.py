@@ -22,14 +22,17 @@ from eth_account import Account
 from node import BUNDLED_DRAFT, BUNDLED_TARGET, PROJECT_ROOT
 from node import protocol as P
 from node.chain import transcript_messages as tm
+from node.chain.enums import NO_EOS
 from node.decoding.messages import DecodingJob
 from node.link import wire
 from node.link.drafter import DrafterLink, settlement_package
 from node.link.job import TranscriptJob
 from node.link.requester import check_transcript, fetch_transcript, stream_tokens
 from node.link.verifier import LinkServer
+from node.roles import chaindata
 from node.roles.jobs import chain_head, verifier_seed
 from node.store import NodeStore
+from tests.chainutil import VOCAB, env, submit_job, transact  # noqa: F401 (env is a fixture)
 
 DRAFTER_KEY = "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d"  # anvil's accounts 1 and 2
 VERIFIER_KEY = "0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdee365a"
@@ -63,24 +66,24 @@ def models():
     return load_models()
 
 
-def serve_jobs(store_path, models, specs, limits=None) -> LinkServer:
+def serve_jobs(store_path, models, specs, limits=None, key=VERIFIER_KEY) -> LinkServer:
     draft, target, _, _ = models
-    server = LinkServer(Account.from_key(VERIFIER_KEY), NodeStore(store_path), target, draft, limits)
+    server = LinkServer(Account.from_key(key), NodeStore(store_path), target, draft, limits)
     for spec in specs:
-        server.open_job(spec, verifier_seed(VERIFIER_KEY, spec.job_id))
+        server.open_job(spec, verifier_seed(key, spec.job_id))
     return server
 
 
-def drafter_link(store_path, models, spec, uri, **kw) -> DrafterLink:
-    return DrafterLink(Account.from_key(DRAFTER_KEY), NodeStore(store_path), models[0], spec, uri, **kw)
+def drafter_link(store_path, models, spec, uri, key=DRAFTER_KEY, **kw) -> DrafterLink:
+    return DrafterLink(Account.from_key(key), NodeStore(store_path), models[0], spec, uri, **kw)
 
 
-def engine_tokens(models, spec, salt):
+def engine_tokens(models, spec, salt, key=VERIFIER_KEY):
     from node.decoding.decoder import SpeculativeDecoder
 
     draft, target, _, _ = models
     decoder = SpeculativeDecoder(target, draft, gamma=spec.job.gamma, verify_draft=True)
-    seed = verifier_seed(VERIFIER_KEY, spec.job_id)
+    seed = verifier_seed(key, spec.job_id)
     return decoder.generate(list(spec.job.prompt), spec.job.max_new_tokens, spec.job_id, seed, salt=salt).tokens
 
 
@@ -134,6 +137,43 @@ def test_honest_job_equals_the_engine_every_message_stored_and_the_stream_equals
     genesis = P.transcript_genesis(7, package["salt"])
     assert P.state_chain(genesis, [P.cycle_record_hash(*r) for r in package["records"]])[-1] == checked.state
     assert package["settlement"].state == checked.state and set(package["signatures"]) == {"drafter", "verifier"}
+
+
+# ------------------------------------------------------------------ on anvil: the job, head and endpoint from chain
+
+
+def test_a_job_accepted_on_anvil_runs_over_the_endpoint_the_verifier_published(models, tmp_path, chain, env):
+    from node.chain.keys import dev_account
+    from node.decoding import loading
+    from node.link.chain import EndpointError, endpoint_of, transcript_spec
+
+    a, w3 = env.actors, env.w3
+    drafter_key, verifier_key = dev_account(2).key, dev_account(3).key  # anvil's accounts 2 and 3: env's actors
+    assert (Account.from_key(drafter_key).address, Account.from_key(verifier_key).address) == (a.drafter, a.verifier)
+    job_id = submit_job(env, prompt=PROMPT.encode(), maxTokens=16, eosToken=NO_EOS)
+    with pytest.raises(chaindata.ChainDataError, match="not been accepted"):
+        transcript_spec(w3, env.market, job_id, loading.load_tokenizer(str(BUNDLED_TARGET)))
+    transact(w3, env.market.functions.acceptJob(job_id, chain_head(verifier_key, job_id, 16)), a.verifier)
+    with pytest.raises(EndpointError, match="no endpoint"):
+        endpoint_of(env.registry, a.verifier)
+    spec = transcript_spec(w3, env.market, job_id, loading.load_tokenizer(str(BUNDLED_TARGET)))
+    assert spec.domain == tm.Domain(w3.eth.chain_id, env.market.address) and spec.vocab_size == VOCAB
+    assert (spec.drafter, spec.verifier, spec.job.prompt) == (a.drafter, a.verifier, tuple(models[2]))
+
+    async def main():
+        server = serve_jobs(tmp_path / "v.db", models, [spec], key=verifier_key)
+        host, port = await server.start()
+        transact(w3, env.registry.functions.setEndpoint(f"ws://{host}:{port}"), a.verifier)
+        uri = endpoint_of(env.registry, a.verifier)
+        result = await drafter_link(tmp_path / "d.db", models, spec, uri, key=drafter_key).run()
+        transcript = await fetch_transcript(uri, job_id)
+        await server.stop()
+        return result, transcript
+
+    result, transcript = asyncio.run(main())
+    assert result.settled and check_transcript(spec, transcript).tokens == result.tokens
+    salt = NodeStore(tmp_path / "d.db").link_messages(job_id, "drafter")[0].message["salt"]
+    assert result.tokens == engine_tokens(models, spec, salt, key=verifier_key)
 
 
 # ------------------------------------------------------------------ a verifier that breaks the accept rule
