@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 from pathlib import Path
 from typing import Annotated
 
@@ -41,6 +42,10 @@ def parse_listen(listen: str | None, role: str) -> tuple[str, int] | None:
     host = host.strip("[]")
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise CliError(f"--listen must be HOST:PORT with a port in 1..65535, got {listen!r}")
+    try:  # a port in use is said at once, not after the models load (the server binds it again later)
+        socket.create_server((host, int(port))).close()
+    except OSError as exc:
+        raise CliError(f"--listen {host}:{port}: {exc.strerror or exc}") from None
     return host, int(port)
 
 

@@ -318,6 +318,67 @@ def test_forged_replayed_malformed_and_oversize_messages_are_refused_and_the_ser
     assert len(refused) >= 10
 
 
+# ------------------------------------------------------------------ the CLI
+
+
+def test_cli_serve_verifier_listen_publishes_its_endpoint_and_bad_link_options_get_one_line(tmp_path):
+    from node.chain.anvil import free_port
+    from tests.test_cli import (
+        DRAFTER,
+        REQUESTER,
+        VERIFIER,
+        _serve,
+        _stop,
+        address,
+        chain_with_drafter_and_verifier,
+        clean_error,
+        cli,
+    )
+
+    verifier = ("serve", "verifier", "--model", BUNDLED_TARGET, "--draft-model", BUNDLED_DRAFT)
+    clean_error(
+        cli(*verifier, "--dev-account", VERIFIER, "--listen", "nonsense", home=tmp_path), "--listen must be HOST:PORT"
+    )
+    drafter = ("serve", "drafter", "--model", BUNDLED_DRAFT, "--target-model", BUNDLED_TARGET, "--dev-account", DRAFTER)
+    clean_error(cli(*drafter, "--listen", "127.0.0.1:9000", home=tmp_path), "--listen is a verifier's option")
+    with chain_with_drafter_and_verifier(tmp_path / "home") as home:
+        from web3 import Web3
+
+        from node.chain.deployment import Deployment
+
+        deployment = Deployment.load(home / "deployment.json")
+        w3 = Web3(Web3.HTTPProvider(deployment.rpc_url))
+        registry = deployment.system(w3).registry
+        port = free_port()
+        node = _serve(home, "verifier", VERIFIER, "--listen", f"127.0.0.1:{port}")
+        try:
+            url = f"ws://127.0.0.1:{port}"
+            _wait_for(lambda: registry.functions.endpointOf(address(VERIFIER)).call() == url, 120, "the endpoint")
+            assert node.poll() is None
+            clean_error(cli("transcript", "stream", "99", "--endpoint", url, home=home), "job 99 is not served here")
+            clean_error(cli("transcript", "fetch", "99", "--endpoint", "http://x", home=home), "not a ws://")
+            clean_error(cli("transcript", "stream", "99", home=home), "no JobSubmitted event for job 99")
+            submit = ("submit", "hello", "--max-tokens", "4", "--dev-account", REQUESTER)
+            clean_error(cli(*submit, "--mode", "transcript", home=home), "no transcript job mode")
+            clean_error(cli(*submit, "--mode", "both", home=home), "--mode must be one of onchain, transcript")
+            # a second verifier on the same port: one line, not a hang
+            clean_error(
+                cli(
+                    *verifier,
+                    "--dev-account",
+                    VERIFIER,
+                    "--listen",
+                    f"127.0.0.1:{port}",
+                    "--store",
+                    tmp_path / "x.db",
+                    home=home,
+                ),
+                f"--listen 127.0.0.1:{port}",
+            )
+        finally:
+            assert _stop(node) == 0
+
+
 # ------------------------------------------------------------------ kill -9 of either party mid-job
 
 

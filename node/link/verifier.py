@@ -100,18 +100,26 @@ class LinkServer:
             await self._server.wait_closed()
 
     def run_in_thread(self, host: str, port: int) -> tuple[str, int]:
-        """Serve from a daemon thread with its own event loop (beside a node's blocking chain loop)."""
-        started, loop = threading.Event(), asyncio.new_event_loop()
+        """Serve from a daemon thread with its own event loop (beside a node's blocking chain loop); the error of a
+        failed start (an address in use) is raised here."""
+        started, loop, failed = threading.Event(), asyncio.new_event_loop(), []
 
         def main():
             asyncio.set_event_loop(loop)
-            loop.run_until_complete(self.start(host, port))
-            started.set()
+            try:
+                loop.run_until_complete(self.start(host, port))
+            except BaseException as exc:  # handed to the caller
+                failed.append(exc)
+                return
+            finally:
+                started.set()
             loop.run_forever()
 
         threading.Thread(target=main, name="transcript-link", daemon=True).start()
         if not started.wait(30):
             raise RuntimeError(f"the transcript link did not start on {host}:{port}")
+        if failed:
+            raise failed[0]
         self.loop = loop
         return self.address
 
