@@ -104,7 +104,7 @@ CREATE TABLE cycles (
 # written before the node acts on it. `position` is the cycle (Draft, Verification) or the cycle count (Settlement);
 # `signer` tells the two signatures of one Settlement apart. The message is its EIP-712 message dict as JSON.
 _LINK_SCHEMA = """
-CREATE TABLE link_messages (
+CREATE TABLE IF NOT EXISTS link_messages (
     job_id     INTEGER NOT NULL,
     role       TEXT NOT NULL,
     kind       TEXT NOT NULL,

@@ -92,6 +92,33 @@ def kinds(store_path, role):
     return sorted((r.kind, r.position, r.direction) for r in rows), rows
 
 
+# ------------------------------------------------------------------ the store
+
+
+def test_a_v2_store_is_migrated_to_keep_signed_messages_and_a_second_message_for_a_position_is_refused(tmp_path):
+    from node.store import SCHEMA_VERSION, IdempotencyConflict, StoredLinkMessage
+
+    path = tmp_path / "node.db"
+    NodeStore(path).save_job(7, "drafter", "active", {"x": 1})
+    raw = sqlite3.connect(path)  # what a v2 store is: no link_messages
+    raw.execute("DROP TABLE link_messages")
+    raw.execute("PRAGMA user_version=2")
+    raw.commit()
+    raw.close()
+    store = NodeStore(path)
+    assert SCHEMA_VERSION == 3 and store.job(7, "drafter").params == {"x": 1}
+    draft, sig = _draft0(None)
+    row = StoredLinkMessage(7, "drafter", "Draft", 0, "drafter", wire.message_json(draft), sig, "sent")
+    assert store.save_link_message(row) and not store.save_link_message(row)  # the same one again: kept once
+    other, other_sig = _draft0(None, salt=12)
+    with pytest.raises(IdempotencyConflict, match="another Draft 0 by drafter"):
+        store.save_link_message(
+            StoredLinkMessage(7, "drafter", "Draft", 0, "drafter", wire.message_json(other), other_sig, "sent")
+        )
+    assert NodeStore(path).link_messages(7, "drafter") == [row]
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == 3
+
+
 # ------------------------------------------------------------------ an honest job
 
 
