@@ -166,6 +166,24 @@ def test_honest_job_equals_the_engine_every_message_stored_and_the_stream_equals
     assert package["settlement"].state == checked.state and set(package["signatures"]) == {"drafter", "verifier"}
 
 
+def test_one_verifier_serves_four_concurrent_jobs_each_equal_to_the_engine(models, tmp_path):
+    specs = [make_spec(job_id, models[2], models[3], max_tokens=12) for job_id in (21, 22, 23, 24)]
+
+    async def main():
+        server = serve_jobs(tmp_path / "v.db", models, specs)
+        host, port = await server.start()
+        links = [drafter_link(tmp_path / f"d{s.job_id}.db", models, s, f"ws://{host}:{port}") for s in specs]
+        results = await asyncio.wait_for(asyncio.gather(*(link.run() for link in links)), 300)
+        await server.stop()
+        return links, results
+
+    links, results = asyncio.run(main())
+    for spec, link, result in zip(specs, links, results):
+        assert result.settled and result.connections == 1
+        assert result.tokens == engine_tokens(models, spec, link.ledger.salt)
+    assert len({link.ledger.salt for link in links}) == 4  # every job its own salt
+
+
 # ------------------------------------------------------------------ on anvil: the job, head and endpoint from chain
 
 
@@ -244,6 +262,34 @@ def test_drafter_refuses_to_countersign_a_verification_the_rule_refutes(models, 
     assert again.refused == first.refused and again.connections == 0  # it never reconnects to continue
     salt = next(r for r in kinds(tmp_path / "d.db", "drafter")[1] if r.kind == "Draft").message["salt"]
     assert first.last_cosigned[:2] == (0, P.transcript_genesis(7, salt))  # the last good state: the genesis
+
+
+def test_drafter_refuses_a_verification_not_signed_by_the_job_verifier_and_does_not_store_it(models, tmp_path):
+    spec = make_spec(7, models[2], models[3])
+    reveal = P.chain_reveal(verifier_seed(VERIFIER_KEY, 7), spec.job.chain_length, 0)
+
+    async def impostor(ws):  # signs a rule-abiding answer, but with a key that is not the job's verifier
+        await ws.recv()
+        await ws.send(
+            wire.encode({"type": "welcome", "job": 7, "next_cycle": 0, "verification": None, "settlement": None})
+        )
+        draft, _ = wire.parse_signed(json.loads(await ws.recv()), DOMAIN, tm.Draft, wire.Limits())
+        p = [0] * len(draft.tokens)
+        record = P.cycle_record_hash(draft.draft_root, p, 0, 5)
+        v = tm.Verification(7, 0, draft.draft_root, p, reveal, 0, 5, P.next_state(draft.prev_state, record))
+        await ws.send(wire.encode(wire.signed_frame("verification", DOMAIN, v, tm.sign(DOMAIN, v, OTHER_KEY))))
+        await ws.wait_closed()
+
+    async def main():
+        from websockets.asyncio.server import serve
+
+        async with serve(impostor, "127.0.0.1", 0) as server:
+            host, port = server.sockets[0].getsockname()[:2]
+            with pytest.raises(wire.LinkRefused, match=r"signed by .* not the verifier"):
+                await drafter_link(tmp_path / "d.db", models, spec, f"ws://{host}:{port}").run()
+
+    asyncio.run(main())
+    assert kinds(tmp_path / "d.db", "drafter")[0] == [("Draft", 0, "sent")]  # nothing unsigned by the verifier kept
 
 
 # ------------------------------------------------------------------ hostile frames
