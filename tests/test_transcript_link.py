@@ -137,14 +137,16 @@ def test_honest_job_equals_the_engine_every_message_stored_and_the_stream_equals
         tokens_streamed = await asyncio.wait_for(stream, 60)
         transcript = await fetch_transcript(uri, 7)
         await server.stop()
-        return result, link, streamed, tokens_streamed, transcript
+        return result, link, streamed, tokens_streamed, transcript, server.jobs[7].ahead.hits
 
-    result, link, streamed, tokens_streamed, transcript = asyncio.run(main())
+    result, link, streamed, tokens_streamed, transcript, hits = asyncio.run(main())
     assert result.settled and result.refused is None and result.connections == 1
     checked = check_transcript(spec, transcript)
     assert checked.settled and checked.tokens == result.tokens and len(result.tokens) == 24
-    # the same job id, reveals and salt through the per-cycle engine: the same tokens, token for token
+    # the same job id, reveals and salt through the per-cycle engine: the same tokens, token for token, although
+    # the verifier answered every cycle after the first from its guess of the draft (node/link/ahead.py)
     assert result.tokens == engine_tokens(models, spec, link.ledger.salt)
+    assert hits == len(transcript["drafts"]) - 1
     assert tokens_streamed == checked.tokens and [c for c, _ in streamed] == list(range(checked.cycles))
     # every signed message in both stores, in the direction each node saw it, each one's signature its sender's
     n = checked.cycles
@@ -182,6 +184,28 @@ def test_one_verifier_serves_four_concurrent_jobs_each_equal_to_the_engine(model
         assert result.settled and result.connections == 1
         assert result.tokens == engine_tokens(models, spec, link.ledger.salt)
     assert len({link.ledger.salt for link in links}) == 4  # every job its own salt
+
+
+def test_a_wrong_guess_of_the_next_draft_puts_the_session_back_exactly(models):
+    from node.decoding.messages import Draft as EngineDraft
+    from node.decoding.scorer import VerifySession
+    from node.link.ahead import MISSES, VerifyAhead
+
+    draft_model, target, prompt, _ = models
+    spec = make_spec(31, prompt, models[3])
+    seed = verifier_seed(VERIFIER_KEY, 31)
+    guessed, fresh = (VerifySession(target, spec.job, seed, draft_model=draft_model, salt=5) for _ in range(2))
+    ahead = VerifyAhead(draft_model, spec.job)
+    for miss in range(MISSES):
+        ahead.run(guessed, {})
+        tokens, q = ahead.guess[2:4]
+        other = tokens[:-1] + ((tokens[-1] + 1) % models[3],)  # not the draft an honest drafter sends
+        assert ahead.take(guessed, 0, other, q) is None and ahead.enabled == (miss + 1 < MISSES)
+    real = EngineDraft(31, 0, other, q, q_rows=None)
+    a, b = guessed.verify(0, real), fresh.verify(0, real)
+    assert (a.p, a.accepted, a.out_token, a.emitted, a.reveal) == (b.p, b.accepted, b.out_token, b.emitted, b.reveal)
+    ahead.run(guessed, {})
+    assert ahead.guess is None  # disabled: no more guesses
 
 
 # ------------------------------------------------------------------ on anvil: the job, head and endpoint from chain

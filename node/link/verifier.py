@@ -28,6 +28,7 @@ from node.chain import transcript_messages as tm
 from node.decoding.messages import Draft as EngineDraft
 from node.decoding.scorer import VerifySession
 from node.link import wire
+from node.link.ahead import VerifyAhead
 from node.link.job import Ledger, TranscriptJob
 from node.link.wire import Limits, LinkRefused
 from node.roles.jobs import resume_verify_session
@@ -45,13 +46,17 @@ class ServedJob:
     session: VerifySession | None = None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     subscribers: set[asyncio.Queue] = field(default_factory=set)
+    ahead: VerifyAhead | None = None  # verifies the next draft while the drafter drafts it (node/link/ahead.py)
+    ahead_task: asyncio.Future | None = None
 
 
 class LinkServer:
     """Serves transcript jobs over one WebSocket endpoint (`serve verifier --listen HOST:PORT`)."""
 
-    def __init__(self, account, store: NodeStore, target_model, draft_model, limits: Limits | None = None):
-        self.account, self.store, self.limits = account, store, limits or Limits()
+    def __init__(
+        self, account, store: NodeStore, target_model, draft_model, limits: Limits | None = None, ahead: bool = True
+    ):
+        self.account, self.store, self.limits, self.verify_ahead = account, store, limits or Limits(), ahead
         self.target_model, self.draft_model = target_model, draft_model
         self.jobs: dict[int, ServedJob] = {}
         self.address: tuple[str, int] | None = None
@@ -74,6 +79,8 @@ class LinkServer:
         served = self.jobs.get(spec.job_id)
         if served is None:
             served = self.jobs[spec.job_id] = ServedJob(spec, seed, Ledger.load(spec, self.store, ROLE))
+            if self.verify_ahead and served.ledger.next_cycle == 0:  # a mirror of the drafter starts at cycle 0
+                served.ahead = VerifyAhead(self.draft_model, spec.job)
             if served.ledger.done and "verifier" not in served.ledger.settlement_sigs:
                 self._sign_settlement(served)  # killed between the last Verification and the Settlement
         return served
@@ -219,8 +226,13 @@ class LinkServer:
                 ledger.save(msg, sig, "drafter", "received")  # stored before it is acted on
                 ledger.drafts[c] = (msg, sig)
             if c not in ledger.verifications:
+                if served.ahead_task is not None:  # the guess holds the session until it is done
+                    await served.ahead_task
+                    served.ahead_task = None
                 await asyncio.to_thread(self._verify, served, msg)
                 self._publish(served, c)
+                if served.ahead is not None and not ledger.done:
+                    served.ahead_task = asyncio.ensure_future(asyncio.to_thread(self._ahead, served))
         replies = [wire.signed_frame("verification", spec.domain, *ledger.verifications[c])]
         if ledger.settlement is not None and c == ledger.settlement.cycles - 1:
             replies.append(
@@ -232,7 +244,9 @@ class LinkServer:
         """Verify cycle `draft.cycle` with the engine, sign the answer and store it (a worker thread)."""
         spec, ledger, c = served.spec, served.ledger, draft.cycle
         session = self._session_at(served, c)
-        result = session.verify(c, EngineDraft(spec.job_id, c, draft.tokens, draft.q, q_rows=None))
+        result = served.ahead.take(session, c, draft.tokens, draft.q) if served.ahead is not None else None
+        if result is None:
+            result = session.verify(c, EngineDraft(spec.job_id, c, draft.tokens, draft.q, q_rows=None))
         for fault in result.draft_faults:  # grounds for a DraftReplay dispute on the pulled cycle
             log.warning(
                 "job %d cycle %d: the draft replay disagrees with proposal %d (%s)",
@@ -262,6 +276,14 @@ class LinkServer:
         if ledger.done:
             self._sign_settlement(served)
             served.session = None  # generation is over: free the caches
+
+    def _ahead(self, served: ServedJob) -> None:
+        try:
+            served.ahead.run(served.session, served.ledger.outputs)
+        except Exception:  # a guess that fails costs nothing but the guess
+            log.exception("job %d: verifying ahead failed; verifying each draft as it comes", served.spec.job_id)
+            served.ahead = None
+            served.session = None  # rebuilt from the ledger at the next draft
 
     def _sign_settlement(self, served: ServedJob) -> None:
         ledger = served.ledger
