@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass
 
 from websockets.asyncio.client import connect
@@ -61,14 +62,15 @@ class DrafterLink:
         spec: TranscriptJob,
         uri: str,
         limits: Limits | None = None,
-        max_connections: int = 100,
+        give_up_after_s: float = 600.0,
         retry_delay_s: float = 0.2,
     ):
         if spec.drafter != account.address:
             raise ValueError(f"job {spec.job_id}'s drafter is {spec.drafter}, not this node's {account.address}")
         self.account, self.store, self.draft_model, self.spec, self.uri = account, store, draft_model, spec, uri
         self.limits = limits or Limits()
-        self.max_connections, self.retry_delay_s = max_connections, retry_delay_s
+        # a silent verifier is the force-move rule's case (on chain); until then, keep trying, backing off to 2 s
+        self.give_up_after_s, self.retry_delay_s = give_up_after_s, retry_delay_s
         self.ledger = Ledger.load(spec, store, ROLE)
         self.session: DraftSession | None = None
         self.proposed: int | None = None  # the cycle `session` proposed and has not advanced past
@@ -97,8 +99,10 @@ class DrafterLink:
         refused = self.violation()
         if refused is not None:
             return self._result(refused=refused)
+        failing_since, delay = None, self.retry_delay_s
         while True:
             self.connections += 1
+            progress = len(self.ledger.outputs)
             try:
                 return await self._connection()
             except RuleViolation as exc:
@@ -106,12 +110,16 @@ class DrafterLink:
                 self.store.save_job(self.spec.job_id, "link-drafter", "rule-violation", {"reason": str(exc)})
                 return self._result(refused=str(exc))
             except RETRYABLE as exc:
-                if self.connections >= self.max_connections:
+                now = time.monotonic()
+                if failing_since is None or len(self.ledger.outputs) > progress:  # it got somewhere: start afresh
+                    failing_since, delay = now, self.retry_delay_s
+                if now - failing_since > self.give_up_after_s:
                     raise LinkRefused(
-                        f"job {self.spec.job_id}: gave up after {self.connections} connections: {exc}"
+                        f"job {self.spec.job_id}: no progress over the link for {self.give_up_after_s:g} s: {exc}"
                     ) from None
-                log.info("job %d: link down (%s); reconnecting", self.spec.job_id, exc)
-                await asyncio.sleep(self.retry_delay_s)
+                log.info("job %d: link down (%s); reconnecting in %.1f s", self.spec.job_id, exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(2 * delay, 2.0)
 
     async def _connection(self) -> DrafterResult:
         async with connect(self.uri, max_size=self.limits.max_message_bytes, open_timeout=10) as ws:
