@@ -219,7 +219,6 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
     {
         if (transcriptSettlement == address(0)) revert TranscriptNotWired();
         jobId = _submit(request, prompt, _TRANSCRIPT);
-        emit TranscriptJobSubmitted(jobId);
     }
 
     function _submit(JobRequest calldata request, bytes calldata prompt, uint8 mode) private returns (uint256 jobId) {
@@ -261,6 +260,7 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         job.draftModel = request.draftModel;
         job.targetModel = request.targetModel;
         emit JobSubmitted(jobId, msg.sender, request, prompt, msg.value);
+        if (mode != 0) emit TranscriptJobSubmitted(jobId);
         registry.lock(drafter);
         registry.lock(verifier);
     }

@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: MIT
 pragma solidity 0.8.28;
 
-import {ReentrancyGuardTransient} from "@openzeppelin/contracts/utils/ReentrancyGuardTransient.sol";
 import {MerkleProof} from "@openzeppelin/contracts/utils/cryptography/MerkleProof.sol";
 import {IInferenceMarket} from "./interfaces/IInferenceMarket.sol";
 import {InferenceMarket} from "./InferenceMarket.sol";
@@ -18,8 +17,10 @@ import {TranscriptTypes} from "./lib/TranscriptTypes.sol";
 /// @dev Holds no ETH: every payment, slash and refund goes through the market's hooks (`transcriptFinish`,
 /// `transcriptRecord`, `transcriptConvict`), which keep v1's pull payments, so `finalize` pays a settled transcript
 /// job exactly as a per-cycle job with the same cycles. Loops run over posted cycles (at most maxTokens: each cycle
-/// emits a token, and a cycle after the job's end reverts) and over a cycle's γ ≤ 16 proposals.
-contract TranscriptSettlement is TranscriptSigner, ReentrancyGuardTransient {
+/// emits a token, and a cycle after the job's end reverts) and over a cycle's γ ≤ 16 proposals. No reentrancy guard:
+/// the only contract it calls is the market (views, and the hooks, which are nonReentrant themselves), and every
+/// function writes its own state before that call.
+contract TranscriptSettlement is TranscriptSigner {
     /// @notice One cycle as settlement posts it: the draft (tokens, q), the verifier's p and the v1 record fields.
     /// The record's draft root is recomputed from (tokens, q), so the posting is the job's data availability.
     struct Cycle {
@@ -163,6 +164,8 @@ contract TranscriptSettlement is TranscriptSigner, ReentrancyGuardTransient {
     error DraftRootMismatch(uint256 cycle);
     /// @dev The caller is neither the job's drafter nor its verifier, or not the party this needs.
     error NotParty(address caller);
+    /// @dev A drafter holding the verification of its Draft of cycle `cycle` (which did not end the job) drafts next.
+    error NothingToForce(uint256 cycle);
     /// @dev A force move is already pending at the same or a later state.
     error ForcePending(uint256 jobId, address silent);
     /// @dev No force move is pending on the job.
@@ -207,7 +210,7 @@ contract TranscriptSettlement is TranscriptSigner, ReentrancyGuardTransient {
     /// @dev The accept rule is not re-run here (rule challenges do). Supersedes a pending force move.
     /// @param a The Settlement, its two signatures, the salt and the last reveal.
     /// @param cycles The cycles 0..n-1.
-    function settle(Signed calldata a, Cycle[] calldata cycles) external nonReentrant {
+    function settle(Signed calldata a, Cycle[] calldata cycles) external {
         TranscriptTypes.Settlement calldata s = a.settlement;
         uint256 jobId = s.jobId;
         InferenceMarket.JobView memory job = _runningJob(jobId);
@@ -249,18 +252,17 @@ contract TranscriptSettlement is TranscriptSigner, ReentrancyGuardTransient {
     /// @param proof The record's proof (`protocol.record_proof`).
     function challengeRule(uint256 jobId, uint32 cycle, Cycle calldata c, bytes32 reveal, bytes32[] calldata proof)
         external
-        nonReentrant
     {
-        Settled storage settled = _settled[jobId];
-        if (settled.recordsRoot == bytes32(0) || settled.convicted) revert NotChallengeable(jobId);
+        Settled storage record = _settled[jobId];
+        if (record.recordsRoot == bytes32(0) || record.convicted) revert NotChallengeable(jobId);
         InferenceMarket.JobView memory job = market.getJob(jobId);
         bytes32 draftRoot = SpecMath.draftRootCalldata(jobId, cycle, c.tokens, c.q);
-        _proveRecord(settled.recordsRoot, cycle, CycleRecord.hashCalldata(draftRoot, c.p, c.accepted, c.outToken), proof);
+        _proveRecord(record.recordsRoot, cycle, CycleRecord.hashCalldata(draftRoot, c.p, c.accepted, c.outToken), proof);
         _checkReveal(job, cycle, reveal);
         if (_followsRule(_rule(job, draftRoot, reveal, c.accepted, c.outToken), c.tokens, c.q, c.p)) {
             revert RecordFollowsRule(jobId, cycle);
         }
-        settled.convicted = true;
+        record.convicted = true;
         emit RuleChallengeWon(jobId, cycle, msg.sender);
         market.transcriptConvict(jobId, msg.sender, ruleSlash, ruleRewardBps);
     }
@@ -276,6 +278,7 @@ contract TranscriptSettlement is TranscriptSigner, ReentrancyGuardTransient {
         external
     {
         bytes32 root = _settled[jobId].recordsRoot;
+        // slither-disable-next-line incorrect-equality (a root, not a balance: zero means nothing was settled)
         if (root == bytes32(0)) revert NotChallengeable(jobId);
         bytes32 recordHash = CycleRecord.hashCalldata(r.draftRoot, r.p, r.accepted, r.outToken);
         _proveRecord(root, cycle, recordHash, proof);
@@ -296,7 +299,7 @@ contract TranscriptSettlement is TranscriptSigner, ReentrancyGuardTransient {
     /// @param jobId The job.
     /// @param e The evidence.
     /// @param cycles The cycles 0..k-1 (their data: the job's data availability, as at settlement).
-    function forceMove(uint256 jobId, Evidence calldata e, Cycle[] calldata cycles) external nonReentrant {
+    function forceMove(uint256 jobId, Evidence calldata e, Cycle[] calldata cycles) external {
         InferenceMarket.JobView memory job = _runningJob(jobId);
         bool byDrafter = msg.sender == job.drafter;
         if (!byDrafter && msg.sender != job.verifier) revert NotParty(msg.sender);
@@ -308,35 +311,21 @@ contract TranscriptSettlement is TranscriptSigner, ReentrancyGuardTransient {
                 revert ForcePending(jobId, pending.silent);
             }
         }
-        Force memory f;
-        bytes32 reveal = bytes32(0);
         if (!byDrafter && e.draftSig.length == 0) {
-            // the drafter never sent Draft 0: nothing is co-signed, and it never consented, so no slash
-            if (k != 0) revert WrongCycles(0, k);
-            f.silent = job.drafter;
-            f.deadline = uint64(block.timestamp + market.commitTimeout());
-            _forces[jobId] = f;
-            emit ForceMoved(jobId, msg.sender, f.silent, 0, f.deadline, reveal);
+            _forceWithoutDraft(jobId, job, k);
             return;
         }
         bool withPending = e.pendingSig.length != 0;
         if (!byDrafter && !withPending) revert NotParty(msg.sender); // a verifier forcing posts its verification
         bytes32[] memory leaves = new bytes32[](k + (withPending ? 1 : 0));
-        Tally memory t = _fold(jobId, job, TranscriptTypes.genesisState(jobId, e.draft.salt), cycles, leaves);
-        if (t.finished) revert CycleAfterEnd(k); // the job ended at cycle k-1: that is a Settlement
-        _checkDraft(jobId, job, e.draft, e.draftSig, k, t.state);
-        if (k != 0) {
-            _checkCoSigned(jobId, job, e.last, e.lastSig, k, t.state);
-            reveal = e.last.reveal;
-        }
-        f.salt = e.draft.salt;
-        f.slash = true;
+        (Tally memory t, bytes32 reveal) = _coSigned(jobId, job, e, cycles, leaves);
+        Force memory f = Force(bytes32(0), bytes32(0), bytes32(0), e.draft.salt, 0, 0, 0, 0, false, address(0), true);
         if (withPending) {
             _applyPending(jobId, job, e, t, leaves, k);
             ++k;
             reveal = e.pending.reveal;
             // a drafter holding the verifier's verification of its draft has nothing to wait for unless the job ended
-            if (byDrafter && !t.finished) revert CycleAfterEnd(k);
+            if (byDrafter && !t.finished) revert NothingToForce(k);
         }
         if (byDrafter) {
             f.pendingRoot = e.draft.draftRoot;
@@ -352,13 +341,18 @@ contract TranscriptSettlement is TranscriptSigner, ReentrancyGuardTransient {
         f.emitted = uint16(t.emitted);
         f.rejected = uint16(t.rejected);
         f.outCut = t.outCut;
-        if (t.finished) {
+        _openOrComplete(jobId, f, t.finished, reveal);
+    }
+
+    /// @dev Stores the force `f` and its deadline, or, when its pending verification ended the job, settles it.
+    function _openOrComplete(uint256 jobId, Force memory f, bool finished, bytes32 reveal) private {
+        if (finished) {
+            emit ForceCompleted(jobId, f.cycles);
             _finishForce(jobId, f, IInferenceMarket.FinishReason.Completed, address(0));
-            emit ForceCompleted(jobId, k);
             return;
         }
         _forces[jobId] = f;
-        emit ForceMoved(jobId, msg.sender, f.silent, k, f.deadline, reveal);
+        emit ForceMoved(jobId, msg.sender, f.silent, f.cycles, f.deadline, reveal);
     }
 
     /// @notice The silent party answers a pending force move of `jobId` before its deadline, which cancels it (the
@@ -368,7 +362,7 @@ contract TranscriptSettlement is TranscriptSigner, ReentrancyGuardTransient {
     /// `a.draftSig`) on the posted state. A settlement also answers (it supersedes the force).
     /// @param jobId The job.
     /// @param a The answer.
-    function answerForce(uint256 jobId, Answer calldata a) external nonReentrant {
+    function answerForce(uint256 jobId, Answer calldata a) external {
         Force memory f = _forces[jobId];
         if (f.silent == address(0)) revert NoForce(jobId);
         if (msg.sender != f.silent) revert NotParty(msg.sender);
@@ -396,7 +390,7 @@ contract TranscriptSettlement is TranscriptSigner, ReentrancyGuardTransient {
     /// co-signed state (and, when the drafter was silent, the verifier's checked verification after it), the silent
     /// party is slashed as for a v1 timeout, and the rest of the escrow goes back to the requester at finalize.
     /// @param jobId The job.
-    function claimForce(uint256 jobId) external nonReentrant {
+    function claimForce(uint256 jobId) external {
         Force memory f = _forces[jobId];
         if (f.silent == address(0)) revert NoForce(jobId);
         if (block.timestamp <= f.deadline) revert ForceDeadline(f.deadline);
@@ -432,6 +426,35 @@ contract TranscriptSettlement is TranscriptSigner, ReentrancyGuardTransient {
     }
 
     // ------------------------------------------------------------------ internals
+
+    /// @dev The verifier's force when the drafter never sent Draft 0: nothing is co-signed and the drafter never
+    /// consented, so it is not slashed if it stays silent (v1: the first commit is the drafter's consent).
+    function _forceWithoutDraft(uint256 jobId, InferenceMarket.JobView memory job, uint256 k) private {
+        if (k != 0) revert WrongCycles(0, k);
+        uint64 deadline = uint64(block.timestamp + market.commitTimeout());
+        _forces[jobId] = Force(bytes32(0), bytes32(0), bytes32(0), 0, deadline, 0, 0, 0, false, job.drafter, false);
+        emit ForceMoved(jobId, msg.sender, job.drafter, 0, deadline, bytes32(0));
+    }
+
+    /// @dev A force move's co-signed state S(k-1): the k cycles fold to it from the genesis of the Draft's salt, the
+    /// drafter's Draft of cycle k is on it, and (k ≥ 1) so is the verifier's Verification of cycle k-1. Returns the
+    /// fold and the verifier's latest reveal in the evidence.
+    function _coSigned(
+        uint256 jobId,
+        InferenceMarket.JobView memory job,
+        Evidence calldata e,
+        Cycle[] calldata cycles,
+        bytes32[] memory leaves
+    ) private view returns (Tally memory t, bytes32 reveal) {
+        uint256 k = cycles.length;
+        t = _fold(jobId, job, TranscriptTypes.genesisState(jobId, e.draft.salt), cycles, leaves);
+        if (t.finished) revert CycleAfterEnd(k); // the job ended at cycle k-1: that is a Settlement
+        _checkDraft(jobId, job, e.draft, e.draftSig, k, t.state);
+        if (k != 0) {
+            _checkCoSigned(jobId, job, e.last, e.lastSig, k, t.state);
+            reveal = e.last.reveal;
+        }
+    }
 
     /// @dev The force mover's pending Verification of cycle k (the verifier's, on the Draft in the evidence): signed
     /// by the verifier, checked by the v1 rule, folded into `t` and `leaves`.
@@ -595,6 +618,7 @@ contract TranscriptSettlement is TranscriptSigner, ReentrancyGuardTransient {
     {
         if (p.length != q.length || tokens.length != q.length) return false;
         if (r.outToken >= r.vocab || !_inRange(q, p)) return false;
+        // slither-disable-next-line incorrect-equality (an accept count, not a balance)
         return _capAtVocab(tokens, _count(r, q, p), r.vocab) == r.accepted;
     }
 
@@ -641,6 +665,7 @@ contract TranscriptSettlement is TranscriptSigner, ReentrancyGuardTransient {
 
     /// @dev Ends a force-moved job at `f`'s cycles, slashing `silent` (when it consented) as for a v1 timeout.
     function _finishForce(uint256 jobId, Force memory f, IInferenceMarket.FinishReason reason, address silent) private {
+        delete _forces[jobId];
         _settled[jobId] = Settled(f.recordsRoot, f.cycles, false);
         IInferenceMarket.TranscriptOutcome memory o =
             IInferenceMarket.TranscriptOutcome(f.cycles, f.emitted, f.rejected, f.outCut, f.salt, reason, silent, f.slash);

@@ -429,3 +429,80 @@ def test_a_drafter_that_never_sent_a_draft_is_not_slashed(chain, env):
     transact(env.w3, ts.claimForce(job_id), a.outsider)
     assert env.registry.functions.stakeOf(a.drafter).call() == stake
     assert job_view(env, job_id)["status"] == STATUS_FINALIZED  # no cycle: refunded at once
+
+
+def _evidence_of_verifier(t, k):
+    """The verifier's force at co-signed S(k-1): the Draft of k, the Verification of k-1, its own Verification of k."""
+    return TX.evidence(
+        t.drafts[k],
+        t.sign(t.drafts[k], DRAFTER_KEY),
+        t.verifications[k - 1] if k else None,
+        t.sign(t.verifications[k - 1], VERIFIER_KEY) if k else b"",
+        t.verifications[k],
+        t.sign(t.verifications[k], VERIFIER_KEY),
+    )
+
+
+def test_a_stale_force_is_superseded_by_a_force_at_a_later_state(chain, env):
+    """The drafter forces at an old co-signed state (to cut the verifier's pay): the verifier answers with a force at
+    the latest co-signed state, so the drafter must answer that one, and cannot refuse to pay a co-signed cycle."""
+    job_id = transcript_job(env)
+    t = Transcript(env, job_id)
+    a, p = env.actors, env.params
+    ts = env.system.transcript.functions
+    transact(env.w3, _force_by_drafter(env, t, 0), a.drafter)
+    _revert(env, _force_by_drafter(env, t, 0), a.drafter, "ForcePending")
+    cycles = [t.cycles[0].as_tuple()]
+    transact(env.w3, ts.forceMove(job_id, _evidence_of_verifier(t, 1), cycles), a.verifier)
+    force = ts.forceOf(job_id).call()
+    assert force[9] == a.drafter and force[5] == 2
+    advance(env.w3, p.commit_timeout + 1)
+    transact(env.w3, ts.claimForce(job_id), a.outsider)
+    view = job_view(env, job_id)
+    assert (view["cycle"], view["emitted"]) == (2, 8)  # both co-signed cycles and the checked one are paid
+
+
+def test_a_force_whose_pending_verification_ends_the_job_settles_at_once(chain, env):
+    job_id = transcript_job(env)
+    t = Transcript(env, job_id)
+    a = env.actors
+    ts = env.system.transcript.functions
+    stakes = [env.registry.functions.stakeOf(x).call() for x in (a.drafter, a.verifier)]
+    # the drafter would not sign the Settlement: the verifier posts its verification of the last cycle
+    receipt = transact(
+        env.w3, ts.forceMove(job_id, _evidence_of_verifier(t, 2), [c.as_tuple() for c in t.cycles[:2]]), a.verifier
+    )
+    assert events(env.system.transcript, receipt, "ForceCompleted")[0].args.cycles == 3
+    assert [env.registry.functions.stakeOf(x).call() for x in (a.drafter, a.verifier)] == stakes
+    view = job_view(env, job_id)
+    assert (view["cycle"], view["emitted"], view["status"]) == (3, MAX_TOKENS, STATUS_FINISHED)
+    assert ts.settled(job_id).call()[0] == P.records_root(TX.record_hashes(job_id, t.cycles))
+    # its records are challengeable and pullable as a settlement's
+    transact(env.w3, TX.pull_call(env.system.transcript, job_id, t.cycles, 2), a.outsider)
+
+
+def test_a_verifier_force_with_a_wrong_verification_is_refused(chain, env):
+    job_id = transcript_job(env)
+    t = Transcript(env, job_id, lie=(1,))
+    ts = env.system.transcript.functions
+    _revert(
+        env,
+        ts.forceMove(job_id, _evidence_of_verifier(t, 1), [t.cycles[0].as_tuple()]),
+        env.actors.verifier,
+        "RuleViolated",
+    )
+    # and a force needs the counterparty's signatures: a drafter cannot forge the verifier's co-signature
+    ev = TX.evidence(
+        t.drafts[1], t.sign(t.drafts[1], DRAFTER_KEY), t.verifications[0], t.sign(t.verifications[0], OUTSIDER_KEY)
+    )
+    _revert(env, ts.forceMove(job_id, ev, [t.cycles[0].as_tuple()]), env.actors.drafter, "TranscriptWrongSigner")
+
+
+def test_a_settlement_answers_a_force(chain, env):
+    job_id = transcript_job(env)
+    t = Transcript(env, job_id)
+    ts = env.system.transcript.functions
+    transact(env.w3, _force_by_drafter(env, t, 1), env.actors.drafter)
+    transact(env.w3, t.settle_call(), env.actors.verifier)
+    assert ts.forceOf(job_id).call()[9] == "0x" + "00" * 20
+    _revert(env, ts.claimForce(job_id), env.actors.outsider, "NoForce")
