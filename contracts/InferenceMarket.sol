@@ -503,7 +503,9 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
     }
 
     /// @inheritdoc IInferenceMarket
-    function transcriptRecord(uint256 jobId, uint32 cycle, bytes32 recordHash) external {
+    /// @dev Named for its selector: the dispatcher reaches commitDraft and submitVerification in no more steps than
+    /// before transcript mode (docs/contracts.md, "Transcript mode").
+    function storeTranscriptRecord(uint256 jobId, uint32 cycle, bytes32 recordHash) external {
         _transcriptJob(jobId, JobStatus.Finished);
         _records[jobId][cycle] = recordHash;
         emit TranscriptRecordStored(jobId, cycle, recordHash);

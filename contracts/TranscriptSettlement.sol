@@ -15,7 +15,7 @@ import {TranscriptTypes} from "./lib/TranscriptTypes.sol";
 /// cycle and slash both signers, pulls that hand a cycle's record to the dispute manager's referee flow, and force
 /// moves against a silent party. It is the EIP-712 verifying contract of the transcript messages.
 /// @dev Holds no ETH: every payment, slash and refund goes through the market's hooks (`transcriptFinish`,
-/// `transcriptRecord`, `transcriptConvict`), which keep v1's pull payments, so `finalize` pays a settled transcript
+/// `storeTranscriptRecord`, `transcriptConvict`), which keep v1's pull payments, so `finalize` pays a settled transcript
 /// job exactly as a per-cycle job with the same cycles. Loops run over posted cycles (at most maxTokens: each cycle
 /// emits a token, and a cycle after the job's end reverts) and over a cycle's γ ≤ 16 proposals. No reentrancy guard:
 /// the only contract it calls is the market (views, and the hooks, which are nonReentrant themselves), and every
@@ -283,7 +283,7 @@ contract TranscriptSettlement is TranscriptSigner {
         bytes32 recordHash = CycleRecord.hashCalldata(r.draftRoot, r.p, r.accepted, r.outToken);
         _proveRecord(root, cycle, recordHash, proof);
         emit CyclePulled(jobId, cycle, recordHash);
-        market.transcriptRecord(jobId, cycle, recordHash);
+        market.storeTranscriptRecord(jobId, cycle, recordHash);
     }
 
     // ------------------------------------------------------------------ force moves

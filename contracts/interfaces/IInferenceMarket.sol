@@ -209,7 +209,7 @@ interface IInferenceMarket {
     /// @notice Stores the record hash of a pulled cycle of finished transcript job `jobId`, which `cycleRecordHash`
     /// then serves to the dispute manager.
     /// @dev Only the transcript settlement contract.
-    function transcriptRecord(uint256 jobId, uint32 cycle, bytes32 recordHash) external;
+    function storeTranscriptRecord(uint256 jobId, uint32 cycle, bytes32 recordHash) external;
 
     /// @notice A rule challenge refuted a co-signed cycle of finished transcript job `jobId`: both signers forfeit
     /// their pay and lose up to `amount` of stake each; `challenger` is owed `rewardBps` of the smaller slash.
