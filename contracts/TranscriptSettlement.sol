@@ -259,7 +259,7 @@ contract TranscriptSettlement is TranscriptSigner {
         bytes32 draftRoot = SpecMath.draftRootCalldata(jobId, cycle, c.tokens, c.q);
         _proveRecord(record.recordsRoot, cycle, CycleRecord.hashCalldata(draftRoot, c.p, c.accepted, c.outToken), proof);
         _checkReveal(job, cycle, reveal);
-        if (_followsRule(_rule(job, draftRoot, reveal, c.accepted, c.outToken), c.tokens, c.q, c.p)) {
+        if (_followsRule(_rule(job, job.salt, draftRoot, reveal, c.accepted, c.outToken), c.tokens, c.q, c.p)) {
             revert RecordFollowsRule(jobId, cycle);
         }
         record.convicted = true;
@@ -373,7 +373,7 @@ contract TranscriptSettlement is TranscriptSigner {
             bytes32 draftRoot = SpecMath.draftRootCalldata(jobId, uint32(k), a.tokens, a.q);
             if (draftRoot != f.pendingRoot) revert DraftRootMismatch(k);
             _checkReveal(job, k, a.reveal);
-            _verifyOnChain(_rule(job, draftRoot, a.reveal, a.accepted, a.outToken), k, a.tokens, a.q, a.p);
+            _verifyOnChain(_rule(job, f.salt, draftRoot, a.reveal, a.accepted, a.outToken), k, a.tokens, a.q, a.p);
             delete _forces[jobId];
             emit ForceAnsweredVerification(jobId, uint32(k), a.p, a.reveal, a.accepted, a.outToken);
         } else {
@@ -472,7 +472,9 @@ contract TranscriptSettlement is TranscriptSigner {
         if (v.draftRoot != e.draft.draftRoot) revert DraftRootMismatch(k);
         _requireSigner(_verificationDigest(v), e.pendingSig, job.verifier);
         _checkReveal(job, k, v.reveal);
-        _verifyOnChain(_rule(job, v.draftRoot, v.reveal, v.accepted, v.outToken), k, e.draft.tokens, e.draft.q, v.p);
+        _verifyOnChain(
+            _rule(job, e.draft.salt, v.draftRoot, v.reveal, v.accepted, v.outToken), k, e.draft.tokens, e.draft.q, v.p
+        );
         bytes32 recordHash = CycleRecord.hashCalldata(v.draftRoot, v.p, v.accepted, v.outToken);
         bytes32 next = TranscriptTypes.nextState(t.state, recordHash);
         if (next != v.state) revert StateMismatch(v.state, next);
@@ -589,14 +591,16 @@ contract TranscriptSettlement is TranscriptSigner {
         if (!_followsRule(r, tokens, q, p)) revert RuleViolated(cycle);
     }
 
+    /// @dev `salt`: a settled job's is in the market (getJob.salt); a running job's only in its Drafts.
     function _rule(
         InferenceMarket.JobView memory job,
+        uint64 salt,
         bytes32 draftRoot,
         bytes32 reveal,
         uint256 accepted,
         uint256 outToken
     ) private pure returns (Rule memory) {
-        return Rule(draftRoot, reveal, accepted, outToken, job.salt, job.vocabSize);
+        return Rule(draftRoot, reveal, accepted, outToken, salt, job.vocabSize);
     }
 
     /// @dev Reverts unless H^(cycle+1)(reveal) is the verifier's chain head (its high 191 bits, as the market keeps it).

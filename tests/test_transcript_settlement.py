@@ -23,6 +23,7 @@ from chainutil import (  # noqa: F401  (env is a fixture)
     job_request,
     job_view,
     make_draft,
+    realistic_p,
     submit_job,
     transact,
 )
@@ -41,7 +42,7 @@ class Transcript:
     """A job's signed transcript, built as the two nodes would: Drafts on the co-signed state, Verifications with
     the v1 rule's accept count (`lie`: cycles whose signed count is one more than the rule's)."""
 
-    def __init__(self, env, job_id, accepts=ACCEPTS, lie=(), salt=SALT, seed=SEED, key=None):
+    def __init__(self, env, job_id, accepts=ACCEPTS, lie=(), salt=SALT, seed=SEED, realistic=True):
         self.env, self.job_id, self.salt = env, job_id, salt
         self.domain = T.Domain(env.w3.eth.chain_id, env.system.transcript.address)
         job = job_view(env, job_id)
@@ -51,7 +52,8 @@ class Transcript:
         for c, a in enumerate(accepts):
             d = make_draft(job_id, c, job["gamma"])
             draft = T.Draft.build(job_id, c, state, d.tokens, d.q, salt)
-            p = forcing_p(job["gamma"], a)
+            # full-width p whose accept count depends on the uniforms (so on the reveal and the salt)
+            p = realistic_p(self.reveals[c], d, a, salt) if realistic else forcing_p(job["gamma"], a)
             accepted = P.count_accepted(self.reveals[c], draft.draft_root, d.q, p, salt)
             assert accepted == a
             claimed = accepted + 1 if c in lie else accepted  # the lie pays the drafter one more token
@@ -120,7 +122,7 @@ def test_honest_settlement_pays_exactly_what_per_cycle_mode_pays(chain, env):
     runner = JobRunner(env, v1)
     runner.accept()
     for c, a in enumerate(ACCEPTS):
-        runner.cycle(c, accept=a, out_token=OUT)
+        runner.cycle(c, accept=a, out_token=OUT, realistic=True)
     assert job_view(env, v1)["status"] == STATUS_FINISHED
     v1_pay, v1_alpha = finalize(env, v1)
 
@@ -506,3 +508,21 @@ def test_a_settlement_answers_a_force(chain, env):
     transact(env.w3, t.settle_call(), env.actors.verifier)
     assert ts.forceOf(job_id).call()[9] == "0x" + "00" * 20
     _revert(env, ts.claimForce(job_id), env.actors.outsider, "NoForce")
+
+
+def test_on_chain_checks_of_a_running_job_use_the_drafters_salt(chain, env):
+    """A running transcript job's market record has no salt yet (it is in the Drafts): the force moves' rule checks
+    must take it from the Drafts. Pick a salt for which salt 0 would give cycle 1 another accept count."""
+    job_id = transcript_job(env)
+    for salt in range(1, 200):
+        t = Transcript(env, job_id, salt=salt)
+        v = t.verifications[1]
+        if P.count_accepted(v.reveal, v.draft_root, t.drafts[1].q, v.p, 0) != v.accepted:
+            break
+    else:
+        raise AssertionError("no salt separates the counts")
+    ts = env.system.transcript.functions
+    transact(env.w3, _force_by_drafter(env, t, 1), env.actors.drafter)
+    transact(env.w3, ts.answerForce(job_id, TX.verification_answer(t.cycles[1], t.reveals[1])), env.actors.verifier)
+    transact(env.w3, ts.forceMove(job_id, _evidence_of_verifier(t, 1), [t.cycles[0].as_tuple()]), env.actors.verifier)
+    assert ts.forceOf(job_id).call()[5] == 2
