@@ -16,7 +16,7 @@ from node.cli_context import CHAIN, CliError, CommandGroup, JobArg, JsonOpt, ses
 from node.console import console, emit_json, err
 
 MODES = ("onchain", "transcript")
-DEFAULT_MODE = "onchain"  # until the market's transcript job mode (TranscriptSettlement) is deployed
+DEFAULT_MODE = "onchain"  # until the serving nodes run transcript jobs (check_mode)
 
 transcript_app = typer.Typer(
     cls=CommandGroup, no_args_is_help=True, help="Transcript-mode jobs over the verifier's link endpoint."
@@ -159,9 +159,8 @@ def fetch(
     transcript = _run(fetch_transcript(url, job))
     tokenizer = load_tokenizer(target_model)
     w3, deployment, _ = ctx.obj.connect()
-    market = deployment.system(w3).market
     try:
-        spec = transcript_spec(w3, market, job, tokenizer, from_block=deployment.start_block)
+        spec = transcript_spec(w3, deployment.system(w3), job, tokenizer, from_block=deployment.start_block)
         checked = check_transcript(spec, transcript)
     except (LinkRefused, chaindata.ChainDataError, ValueError) as exc:
         raise CliError(f"job {job}'s transcript is refused: {exc}") from None

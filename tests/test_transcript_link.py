@@ -25,14 +25,14 @@ from node.chain import transcript_messages as tm
 from node.chain.enums import NO_EOS
 from node.decoding.messages import DecodingJob
 from node.link import wire
-from node.link.drafter import DrafterLink, settlement_package
+from node.link.drafter import DrafterLink
 from node.link.job import TranscriptJob
 from node.link.requester import check_transcript, fetch_transcript, stream_tokens
 from node.link.verifier import LinkServer
 from node.roles import chaindata
 from node.roles.jobs import chain_head, verifier_seed
 from node.store import NodeStore
-from tests.chainutil import VOCAB, env, submit_job, transact  # noqa: F401 (env is a fixture)
+from tests.chainutil import VOCAB, advance, env, escrow_for, events, job_request, submit_job, transact  # noqa: F401
 
 DRAFTER_KEY = "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d"  # anvil's accounts 1 and 2
 VERIFIER_KEY = "0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdee365a"
@@ -161,11 +161,12 @@ def test_honest_job_equals_the_engine_every_message_stored_and_the_stream_equals
                 tm.recover(DOMAIN, msg, row.signature)
                 == {"drafter": spec.drafter, "verifier": spec.verifier}[row.signer]
             )
-    # what settlement posts folds to the state both signed
-    package = settlement_package(link.ledger)
-    genesis = P.transcript_genesis(7, package["salt"])
-    assert P.state_chain(genesis, [P.cycle_record_hash(*r) for r in package["records"]])[-1] == checked.state
-    assert package["settlement"].state == checked.state and set(package["signatures"]) == {"drafter", "verifier"}
+    # the cycles settlement posts fold, from the genesis of the salt, to the state both signed
+    from node.chain import transcript as TX
+
+    cycles = [TX.Cycle.of(link.ledger.drafts[c][0], link.ledger.verifications[c][0]) for c in range(checked.cycles)]
+    genesis = P.transcript_genesis(7, link.ledger.salt)
+    assert P.state_chain(genesis, TX.record_hashes(7, cycles))[-1] == checked.state == link.ledger.settlement.state
 
 
 def test_one_verifier_serves_four_concurrent_jobs_each_equal_to_the_engine(models, tmp_path):
@@ -211,38 +212,65 @@ def test_a_wrong_guess_of_the_next_draft_puts_the_session_back_exactly(models):
 # ------------------------------------------------------------------ on anvil: the job, head and endpoint from chain
 
 
-def test_a_job_accepted_on_anvil_runs_over_the_endpoint_the_verifier_published(models, tmp_path, chain, env):
+def test_a_transcript_job_on_anvil_submit_accept_link_settle_finalize_in_four_transactions(
+    models, tmp_path, chain, env
+):
+    from node.chain import transcript as TX
     from node.chain.keys import dev_account
     from node.decoding import loading
-    from node.link.chain import EndpointError, endpoint_of, transcript_spec
+    from node.link.chain import EndpointError, endpoint_of, settle_call, transcript_spec
 
-    a, w3 = env.actors, env.w3
+    a, w3, market = env.actors, env.w3, env.market
     drafter_key, verifier_key = dev_account(2).key, dev_account(3).key  # anvil's accounts 2 and 3: env's actors
     assert (Account.from_key(drafter_key).address, Account.from_key(verifier_key).address) == (a.drafter, a.verifier)
-    job_id = submit_job(env, prompt=PROMPT.encode(), maxTokens=16, eosToken=NO_EOS)
+    tokenizer = loading.load_tokenizer(str(BUNDLED_TARGET))
+    per_cycle = submit_job(env, prompt=PROMPT.encode(), maxTokens=16, eosToken=NO_EOS)
+    with pytest.raises(chaindata.ChainDataError, match="not a transcript-mode job"):
+        transcript_spec(w3, env.system, per_cycle, tokenizer)
+    req = job_request(env, maxTokens=16, eosToken=NO_EOS)
+    sent = [transact(w3, market.functions.submitTranscriptJob(req, PROMPT.encode()), a.requester, escrow_for(req))]
+    job_id = market.functions.jobCount().call()
     with pytest.raises(chaindata.ChainDataError, match="not been accepted"):
-        transcript_spec(w3, env.market, job_id, loading.load_tokenizer(str(BUNDLED_TARGET)))
-    transact(w3, env.market.functions.acceptJob(job_id, chain_head(verifier_key, job_id, 16)), a.verifier)
+        transcript_spec(w3, env.system, job_id, tokenizer)
+    sent.append(transact(w3, market.functions.acceptJob(job_id, chain_head(verifier_key, job_id, 16)), a.verifier))
     with pytest.raises(EndpointError, match="no endpoint"):
         endpoint_of(env.registry, a.verifier)
-    spec = transcript_spec(w3, env.market, job_id, loading.load_tokenizer(str(BUNDLED_TARGET)))
-    assert spec.domain == tm.Domain(w3.eth.chain_id, env.market.address) and spec.vocab_size == VOCAB
+    spec = transcript_spec(w3, env.system, job_id, tokenizer)
+    assert spec.domain == tm.Domain(w3.eth.chain_id, env.system.transcript.address) and spec.vocab_size == VOCAB
     assert (spec.drafter, spec.verifier, spec.job.prompt) == (a.drafter, a.verifier, tuple(models[2]))
 
     async def main():
         server = serve_jobs(tmp_path / "v.db", models, [spec], key=verifier_key)
         host, port = await server.start()
-        transact(w3, env.registry.functions.setEndpoint(f"ws://{host}:{port}"), a.verifier)
+        transact(w3, env.registry.functions.setEndpoint(f"ws://{host}:{port}"), a.verifier)  # once per verifier
         uri = endpoint_of(env.registry, a.verifier)
-        result = await drafter_link(tmp_path / "d.db", models, spec, uri, key=drafter_key).run()
-        transcript = await fetch_transcript(uri, job_id)
+        stream = asyncio.create_task(stream_tokens(uri, job_id))
+        link = drafter_link(tmp_path / "d.db", models, spec, uri, key=drafter_key)
+        result = await link.run()
+        streamed = await stream
         await server.stop()
-        return result, transcript
+        return result, link, streamed
 
-    result, transcript = asyncio.run(main())
-    assert result.settled and check_transcript(spec, transcript).tokens == result.tokens
-    salt = NodeStore(tmp_path / "d.db").link_messages(job_id, "drafter")[0].message["salt"]
-    assert result.tokens == engine_tokens(models, spec, salt, key=verifier_key)
+    result, link, streamed = asyncio.run(main())
+    assert result.settled and streamed == result.tokens
+    assert result.tokens == engine_tokens(models, spec, link.ledger.salt, key=verifier_key)
+    sent.append(transact(w3, settle_call(env.system.transcript, link.ledger), a.drafter))  # either party may
+    advance(w3, env.params.challenge_window + 1)
+    sent.append(transact(w3, market.functions.finalize(job_id), a.requester))
+    # what the chain holds: the settled output is the streamed one, token for token, rebuilt from calldata alone
+    settled = TX.read_settlement(w3, env.system.transcript, job_id)
+    assert settled.output(NO_EOS, 16) == streamed and settled.salt == link.ledger.salt
+    (paid,) = events(market, sent[-1], "JobFinalized")
+    accepted = sum(
+        min(v.accepted, len(out))  # the accepted proposals it emitted
+        for (v, _), out in zip(link.ledger.verifications.values(), link.ledger.outputs.values())
+    )
+    assert paid.args.drafterPay == accepted * req["pricePerAcceptedToken"]
+    fees = sum(e.args.amount for e in events(market, sent[-1], "AlphaFeePaid"))
+    total = paid.args.drafterPay + paid.args.verifierPay + fees + paid.args.refund
+    assert paid.args.verifierPay > 0 and total == escrow_for(req)
+    # the job's own transactions: submit, accept, settle, finalize, whatever its length (per cycle: 2 a cycle more)
+    assert len(sent) == 4 and all(r.status == 1 for r in sent)
 
 
 # ------------------------------------------------------------------ a verifier that breaks the accept rule
@@ -456,7 +484,7 @@ def test_cli_serve_verifier_listen_publishes_its_endpoint_and_bad_link_options_g
             clean_error(cli("transcript", "fetch", "99", "--endpoint", "http://x", home=home), "not a ws://")
             clean_error(cli("transcript", "stream", "99", home=home), "no JobSubmitted event for job 99")
             submit = ("submit", "hello", "--max-tokens", "4", "--dev-account", REQUESTER)
-            clean_error(cli(*submit, "--mode", "transcript", home=home), "no transcript job mode")
+            clean_error(cli(*submit, "--mode", "transcript", home=home), "do not run transcript jobs yet")
             clean_error(cli(*submit, "--mode", "both", home=home), "--mode must be one of onchain, transcript")
             # a second verifier on the same port: one line, not a hang
             clean_error(

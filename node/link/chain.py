@@ -2,18 +2,17 @@
 
 The link itself never reads the chain; what both parties must agree on before cycle 0 (the job, the market's
 domain, the parties, the verifier's committed head, the vocabulary) comes from here, read as hostile input like
-every chain read of the nodes. Settlement is the settlement contract's: `settle_on_chain` is the one call the
-integrator wires to it (`TranscriptSettlement`, built beside this branch).
+every chain read of the nodes. The settlement transaction is built from a settled ledger (`settle_call`) with the
+calldata helpers of node/chain/transcript.py.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 from eth_utils import to_checksum_address
 
+from node.chain import transcript as T
 from node.chain import transcript_messages as tm
-from node.link.job import TranscriptJob
+from node.link.job import Ledger, TranscriptJob
 from node.roles import chaindata
 from node.roles.jobs import job_from_record
 
@@ -60,18 +59,24 @@ def endpoint_of(registry, verifier: str) -> str:
     return check_endpoint(url)
 
 
-def transcript_spec(w3, market, job_id: int, tokenizer, from_block: int | None = None, max_positions=None):
-    """The TranscriptJob of an accepted job, from chain data: its request, the head of `JobAccepted` and the
-    vocabulary the market recorded, under the domain (this chain, this market) every message is signed for."""
+def transcript_spec(w3, system, job_id: int, tokenizer, from_block: int | None = None, max_positions=None):
+    """The TranscriptJob of an accepted transcript-mode job, from chain data: its request, the head of `JobAccepted`
+    and the vocabulary the market recorded, under the domain every message of it is signed for (this chain, the
+    deployment's TranscriptSettlement)."""
+    if system.transcript is None:
+        raise chaindata.ChainDataError("this deployment has no TranscriptSettlement: no transcript-mode jobs")
+    market = system.market
+    view = chaindata.job_view(market, job_id)
+    if not view.get("transcript"):
+        raise chaindata.ChainDataError(f"job {job_id} is not a transcript-mode job")
     record = chaindata.job_request(market, job_id, from_block=from_block)
     job = job_from_record(record, tokenizer, max_positions)
     accepted = market.events.JobAccepted.get_logs(argument_filters={"jobId": job_id}, from_block=from_block or 0)
     if not accepted:
         raise chaindata.ChainDataError(f"job {job_id} has not been accepted: no verifier head yet")
-    view = chaindata.job_view(market, job_id)
     return TranscriptJob(
         job=job,
-        domain=tm.Domain(w3.eth.chain_id, market.address),
+        domain=tm.Domain(w3.eth.chain_id, system.transcript.address),
         drafter=to_checksum_address(record.drafter),
         verifier=to_checksum_address(record.verifier),
         head=bytes(accepted[-1].args["chainHead"]),
@@ -79,23 +84,18 @@ def transcript_spec(w3, market, job_id: int, tokenizer, from_block: int | None =
     )
 
 
-def settle_on_chain(node, package: dict[str, Any]) -> int:
-    """Post a co-signed Settlement (`drafter.settlement_package`) from `node`: the settlement contract's one call.
+def settle_call(transcript, ledger: Ledger):
+    """`TranscriptSettlement.settle` of a job both parties settled over the link (`ledger` holds both signatures of
+    its Settlement): the Settlement, the signatures, the salt, the last reveal and every cycle (data availability)."""
+    s = ledger.settlement
+    if s is None or set(ledger.settlement_sigs) != {"drafter", "verifier"}:
+        raise ValueError(f"job {ledger.spec.job_id} is not settled by both parties yet")
+    cycles = [T.Cycle.of(ledger.drafts[c][0], ledger.verifications[c][0]) for c in range(s.cycles)]
+    sigs = ledger.settlement_sigs
+    last_reveal = ledger.verifications[s.cycles - 1][0].reveal
+    return T.settle_call(transcript, s, sigs["drafter"], sigs["verifier"], ledger.salt, last_reveal, cycles)
 
-    Not wired yet: the transcript settlement contract is built beside this branch; the integrator binds this to its
-    settle function (settlement, both signatures, the records, tokens and q, the salt)."""
-    settle = getattr(node.system, "transcript", None)
-    if settle is None or not _has_function(settle, "settle"):
-        raise NotImplementedError("this deployment has no transcript settlement contract (TranscriptSettlement)")
-    s = package["settlement"]
-    sigs = package["signatures"]
-    call = settle.functions.settle(
-        s.as_tuple(),
-        sigs["drafter"],
-        sigs["verifier"],
-        package["records"],
-        package["tokens"],
-        package["q"],
-        package["salt"],
-    )
-    return node.transact(f"job:{s.job_id}:settle", call)
+
+def settle_on_chain(node, ledger: Ledger) -> int:
+    """Send the settlement from `node` (either party) once, under `job:{id}:settle`."""
+    return node.transact(f"job:{ledger.spec.job_id}:settle", settle_call(node.system.transcript, ledger))

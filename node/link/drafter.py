@@ -238,18 +238,3 @@ class DrafterLink:
         self.session, self.proposed = s, c
         draft = s.propose(c)
         return [int(t) for t in draft.tokens], [int(x) for x in draft.q]
-
-
-def settlement_package(ledger: Ledger) -> dict:
-    """What the settlement transaction posts (docs/protocol.md, "What settlement posts beyond the records"): the
-    co-signed Settlement, both signatures, each cycle's record, tokens and q, and the salt. The call itself is the
-    settlement contract's (`TranscriptSettlement`), wired by the chain side of the roles."""
-    cycles = range(ledger.settlement.cycles) if ledger.settlement is not None else range(0)
-    return {
-        "settlement": ledger.settlement,
-        "signatures": dict(ledger.settlement_sigs),
-        "records": [ledger.verifications[c][0].record for c in cycles],
-        "tokens": [list(ledger.drafts[c][0].tokens) for c in cycles],
-        "q": [list(ledger.drafts[c][0].q) for c in cycles],
-        "salt": ledger.salt,
-    }
