@@ -367,6 +367,26 @@ async def _raw(uri, frames, read=2):
         return got, ws.close_code, ws.close_reason
 
 
+async def _half_frame(host, port):
+    """A WebSocket handshake, then a text frame header announcing 200 bytes and only 10 of them: (seconds until the
+    server closed the connection, what it sent)."""
+    import base64
+
+    reader, writer = await asyncio.open_connection(host, port)
+    key = base64.b64encode(os.urandom(16)).decode()
+    writer.write(
+        f"GET / HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n".encode()
+    )
+    assert b" 101 " in await reader.readuntil(b"\r\n\r\n")
+    writer.write(bytes([0x81, 0x80 | 126]) + (200).to_bytes(2, "big") + os.urandom(4) + b"x" * 10)
+    await writer.drain()
+    start = time.monotonic()
+    data = await asyncio.wait_for(reader.read(), 30)  # to the end of the stream: the server closed it
+    writer.close()
+    return time.monotonic() - start, data
+
+
 def _draft0(spec, key=DRAFTER_KEY, domain=DOMAIN, job_id=7, salt=11):
     draft = tm.Draft.build(job_id, 0, P.transcript_genesis(job_id, salt), [1, 2, 3, 4], [P.WAD // 2] * 4, salt)
     return draft, tm.sign(domain, draft, key)
@@ -413,8 +433,11 @@ def test_forged_replayed_malformed_and_oversize_messages_are_refused_and_the_ser
         async with connect(uri) as ws:  # slowloris: connects, never says hello
             await asyncio.wait_for(ws.wait_closed(), 10)
             out["silent"] = (ws.close_code, ws.close_reason, time.monotonic() - start)
-        # after all that, an honest drafter's job goes through on the same server
-        result = await drafter_link(tmp_path / "d.db", models, spec, uri).run()
+        # after all that, an honest drafter's job goes through on the same server, while a slowloris peer sends
+        # half a frame and then nothing
+        result, out["half frame"] = await asyncio.gather(
+            drafter_link(tmp_path / "d.db", models, spec, uri).run(), _half_frame(host, port)
+        )
         await server.stop()
         return out, result, server.refused
 
@@ -437,6 +460,8 @@ def test_forged_replayed_malformed_and_oversize_messages_are_refused_and_the_ser
     code, reason, waited = out["silent"]
     assert code == wire.CLOSE_POLICY and "no hello within 1 s" in reason and waited < 5
     assert result.settled and len(result.tokens) == 16
+    waited, data = out["half frame"]
+    assert b"no hello within 1 s" in data and waited < 15  # its connection closed; the honest job was not stalled
     assert not any(
         r.kind == "Draft" and r.message["salt"] == 11 for r in NodeStore(tmp_path / "v.db").link_messages(7, "verifier")
     )

@@ -131,7 +131,7 @@ class LinkServer:
         return self.address
 
     async def _handle(self, ws) -> None:
-        peer = ws.remote_address
+        peer, writer = ws.remote_address, None
         try:
             try:
                 first = await asyncio.wait_for(ws.recv(), self.limits.hello_timeout_s)
@@ -146,10 +146,9 @@ class LinkServer:
             if hello.get("role") not in wire.ROLES:
                 raise LinkRefused(f"hello: role must be one of {', '.join(wire.ROLES)}", wire.CLOSE_INVALID)
             await ws.send(wire.encode(self._welcome(served)))
-            writer = None
             while True:
-                try:
-                    text = await asyncio.wait_for(ws.recv(), self.limits.idle_timeout_s)
+                try:  # a subscriber only listens: it is not idle while its stream runs
+                    text = await asyncio.wait_for(ws.recv(), None if writer else self.limits.idle_timeout_s)
                 except TimeoutError:
                     raise LinkRefused(f"idle for {self.limits.idle_timeout_s:g} s") from None
                 frame = wire.decode(text, self.limits)
@@ -170,6 +169,9 @@ class LinkServer:
             log.exception("link peer %s: internal error", peer)
             with contextlib.suppress(ConnectionClosed):
                 await ws.close(1011, "internal error")
+        finally:
+            if writer is not None:  # the peer is gone: its stream with it
+                writer.cancel()
 
     async def _dispatch(self, served: ServedJob, frame: dict) -> list[dict]:
         kind = frame["type"]
