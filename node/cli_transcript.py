@@ -50,11 +50,15 @@ def parse_listen(listen: str | None, role: str) -> tuple[str, int] | None:
 
 
 def check_mode(mode: str, market) -> str:
-    """`submit --mode`: transcript needs the market's transcript job mode, which this deployment may lack."""
+    """`submit --mode`. Transcript mode needs the market's transcript job mode and serving nodes that run such jobs
+    over the link: the contracts and the link exist, but the drafter and verifier nodes do not take transcript jobs
+    from chain events yet, so a transcript job submitted here would find nobody to run it."""
     if mode not in MODES:
         raise CliError(f"--mode must be one of {', '.join(MODES)}, got {mode!r}")
-    if mode == "transcript" and not any(e.get("name") == "submitTranscriptJob" for e in market.abi):
-        raise CliError("--mode transcript: this deployment's market has no transcript job mode yet; use --mode onchain")
+    if mode == "transcript":
+        if not any(e.get("name") == "submitTranscriptJob" for e in market.abi):
+            raise CliError("--mode transcript: this deployment's market has no transcript job mode; use --mode onchain")
+        raise CliError("--mode transcript: the serving nodes do not run transcript jobs yet; use --mode onchain")
     return mode
 
 

@@ -508,7 +508,7 @@ def test_cli_serve_verifier_listen_publishes_its_endpoint_and_bad_link_options_g
             clean_error(cli("transcript", "stream", "99", "--endpoint", url, home=home), "job 99 is not served here")
             clean_error(cli("transcript", "fetch", "99", "--endpoint", "http://x", home=home), "not a ws://")
             clean_error(cli("transcript", "stream", "99", home=home), "no JobSubmitted event for job 99")
-            submit = ("submit", "hello", "--max-tokens", "4", "--dev-account", REQUESTER)
+            submit = ("submit", "hello", "--max-tokens", "4", "--no-wait", "--dev-account", REQUESTER)
             clean_error(cli(*submit, "--mode", "transcript", home=home), "do not run transcript jobs yet")
             clean_error(cli(*submit, "--mode", "both", home=home), "--mode must be one of onchain, transcript")
             # a second verifier on the same port: one line, not a hang
