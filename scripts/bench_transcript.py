@@ -5,7 +5,7 @@
 
 * Per-cycle: `scripts/bench_e2e.py --nodes threads --no-dispute --repeats 1` (its own anvil): the chain's tokens/s
   from submission to the last `CycleVerified`, the engine's beside it, and the job's transactions (submit, accept,
-  a commit and a verification a cycle, finalize).
+  a commit and a verification a cycle, finalize). bench_e2e.py has no block time: this row is at 0 s blocks.
 * Transcript: on a fresh anvil (`--block-time` as given; 0 = a block per transaction), the job is submitted
   (`submitTranscriptJob`) and accepted on chain, then runs over the link on loopback (node/link: `LinkServer` for
   the verifier, `DrafterLink` for the drafter, a requester subscribed to the stream), all real: models, WebSocket,
