@@ -549,3 +549,32 @@ def test_on_chain_checks_of_a_running_job_use_the_drafters_salt(chain, env):
     transact(env.w3, ts.answerForce(job_id, TX.verification_answer(t.cycles[1], t.reveals[1])), env.actors.verifier)
     transact(env.w3, ts.forceMove(job_id, _evidence_of_verifier(t, 1), [t.cycles[0].as_tuple()]), env.actors.verifier)
     assert ts.forceOf(job_id).call()[5] == 2
+
+
+def test_the_market_hooks_take_only_the_settlement_contract_and_wiring_is_once(chain, env):
+    job_id = transcript_job(env)
+    m, a = env.market.functions, env.actors
+    outcome = (1, 1, 0, False, SALT, 0, "0x" + "00" * 20, False)
+    for fn in (m.transcriptFinish(job_id, outcome), m.storeTranscriptRecord(job_id, 0, b"\x01" * 32),
+               m.transcriptConvict(job_id, a.outsider, 1, 1)):  # fmt: skip
+        expect_revert(env, fn, a.outsider, "NotTranscriptSettlement", (a.outsider,))
+    expect_revert(env, m.setTranscriptSettlement(a.outsider), a.outsider, "MarketNotDeployer", (a.outsider,))
+    expect_revert(env, m.setTranscriptSettlement(a.outsider), a.deployer, "MarketAlreadyWired")
+    assert m.transcriptSettlement().call() == env.system.transcript.address
+    # a per-cycle job is not the settlement contract's to end
+    v1 = submit_job(env)
+    _revert(env, Transcript(env, v1).settle_call(), a.drafter, "NotTranscriptJob")
+
+
+def test_an_unaccepted_transcript_job_times_out_as_v1(chain, env):
+    req = job_request(env, maxTokens=MAX_TOKENS)
+    receipt = transact(
+        env.w3, env.market.functions.submitTranscriptJob(req, b"\x00"), env.actors.requester, escrow_for(req)
+    )
+    job_id = env.market.functions.jobCount().call()
+    assert events(env.market, receipt, "TranscriptJobSubmitted")[0].args.jobId == job_id
+    advance(env.w3, env.params.accept_timeout + 1)
+    transact(env.w3, env.market.functions.claimTimeout(job_id), env.actors.outsider)
+    view = job_view(env, job_id)
+    assert view["status"] == STATUS_FINALIZED and view["transcript"]
+    assert owed(env, env.actors.requester) == escrow_for(req)
