@@ -30,6 +30,7 @@ from chainutil import (  # noqa: F401  (env is a fixture)
     realistic_p,
     submit_job,
     transact,
+    unpack_output,
 )
 from node import protocol as P
 from node.chain import transcript as TX
@@ -128,8 +129,10 @@ def test_honest_settlement_pays_exactly_what_per_cycle_mode_pays(chain, env):
     v1 = submit_job(env, maxTokens=MAX_TOKENS)
     runner = JobRunner(env, v1)
     runner.accept()
+    v1_output = []
     for c, a in enumerate(ACCEPTS):
-        runner.cycle(c, accept=a, out_token=OUT, realistic=True)
+        _, verify, _ = runner.cycle(c, accept=a, out_token=OUT, realistic=True)
+        v1_output += unpack_output(events(env.market, verify, "CycleVerified")[0].args.output)
     assert job_view(env, v1)["status"] == STATUS_FINISHED
     v1_pay, v1_alpha = finalize(env, v1)
 
@@ -148,6 +151,7 @@ def test_honest_settlement_pays_exactly_what_per_cycle_mode_pays(chain, env):
     # chain data alone rebuilds the transcript and its output
     read = TX.read_settlement(env.w3, env.system.transcript, job_id)
     assert read.cycles == t.cycles and read.reveals() == t.reveals[:3]
+    assert read.output(view["eosToken"], MAX_TOKENS) == v1_output and len(v1_output) == MAX_TOKENS
     pay, alpha = finalize(env, job_id)
     assert pay == v1_pay and alpha == v1_alpha and alpha[0] == 3
     assert job_view(env, job_id)["status"] == STATUS_FINALIZED
@@ -372,6 +376,8 @@ def test_silent_verifier_is_slashed_and_the_job_settles_at_the_co_signed_state(c
     assert owed(env, a.requester) == p.timeout_slash
     view = job_view(env, job_id)
     assert (view["cycle"], view["emitted"], view["status"]) == (2, 8, STATUS_FINISHED) and not view["alphaEligible"]
+    read = TX.read_settlement(env.w3, env.system.transcript, job_id)
+    assert read.cycles == t.cycles[:2] and read.reveals() == t.reveals[:2]
     (drafter_pay, verifier_pay, refund, _), _ = finalize(env, job_id)
     # paid for the two co-signed cycles only; the unsigned third is nobody's
     assert drafter_pay == (4 + 2) * 10**12 and verifier_pay == 2 * 3 * 10**12
@@ -418,6 +424,8 @@ def test_silent_drafter_after_the_verifiers_force(chain, env):
     view = job_view(env, job_id)
     # the verifier's checked verification of cycle 1 counts (the drafter signed that draft): as a v1 draft timeout
     assert (view["cycle"], view["emitted"]) == (2, 8) and view["alphaEligible"]
+    read = TX.read_settlement(env.w3, env.system.transcript, job_id)  # rebuilt from chain data alone
+    assert read.cycles == t.cycles[:2] and read.reveals() == t.reveals[:2] and read.salt == SALT
 
 
 def test_a_drafter_answers_the_verifiers_force_with_its_next_draft(chain, env):
@@ -502,6 +510,8 @@ def test_a_force_whose_pending_verification_ends_the_job_settles_at_once(chain, 
     view = job_view(env, job_id)
     assert (view["cycle"], view["emitted"], view["status"]) == (3, MAX_TOKENS, STATUS_FINISHED)
     assert ts.settled(job_id).call()[0] == P.records_root(TX.record_hashes(job_id, t.cycles))
+    read = TX.read_settlement(env.w3, env.system.transcript, job_id)
+    assert read.cycles == t.cycles and read.reveals() == t.reveals[:3]
     # its records are challengeable and pullable as a settlement's
     transact(env.w3, TX.pull_call(env.system.transcript, job_id, t.cycles, 2), a.outsider)
 
