@@ -31,6 +31,15 @@ contract TranscriptSettlement is TranscriptSigner {
         uint32 outToken;
     }
 
+    /// @notice What settlement posts beside the cycles: the Settlement, both signatures, the salt, the last reveal.
+    struct Signed {
+        TranscriptTypes.Settlement settlement;
+        bytes drafterSig;
+        bytes verifierSig;
+        uint64 salt; // the drafter's salt (its Draft of cycle 0)
+        bytes32 lastReveal; // the verifier's reveal of the last cycle: H^cycles(lastReveal) is its chain head
+    }
+
     /// @notice A force move's evidence: the latest co-signed state S(k-1), shown by the drafter's Draft of cycle k
     /// (its prevState) and, for k ≥ 1, the verifier's Verification of cycle k-1 (its state); when the verifier
     /// forces, also its own Verification of cycle k (`pending`), the move it is owed an answer to.
@@ -192,15 +201,6 @@ contract TranscriptSettlement is TranscriptSigner {
     }
 
     // ------------------------------------------------------------------ settlement
-
-    /// @notice What settlement posts beside the cycles: the Settlement, both signatures, the salt, the last reveal.
-    struct Signed {
-        TranscriptTypes.Settlement settlement;
-        bytes drafterSig;
-        bytes verifierSig;
-        uint64 salt; // the drafter's salt (its Draft of cycle 0)
-        bytes32 lastReveal; // the verifier's reveal of the last cycle: H^cycles(lastReveal) is its chain head
-    }
 
     /// @notice Settles running transcript job `a.settlement.jobId` in one transaction (either party, or anyone holding
     /// the signatures): both parties' signatures of the Settlement, the drafter's salt, the verifier's last reveal
