@@ -119,6 +119,9 @@ contract TranscriptSettlement is TranscriptSigner {
 
     mapping(uint256 jobId => Settled) private _settled;
     mapping(uint256 jobId => Force) private _forces;
+    // 1 + the cycle count of the last force by `forcer` that was answered: its next force must reach further (an
+    // answered party is not made to answer the same move twice)
+    mapping(uint256 jobId => mapping(address forcer => uint256)) private _answeredLevel;
 
     /// @notice `jobId` settled by both parties' Settlement: `cycles` cycles, `tokensOut` tokens, `recordsRoot`; the
     /// verifier's last reveal `lastReveal` (earlier reveals follow by hashing it).
@@ -175,6 +178,8 @@ contract TranscriptSettlement is TranscriptSigner {
     error NotParty(address caller);
     /// @dev A drafter holding the verification of its Draft of cycle `cycle` (which did not end the job) drafts next.
     error NothingToForce(uint256 cycle);
+    /// @dev The caller's force at `cycles` cycles was answered: a new one must reach further.
+    error ForceAlreadyAnswered(uint256 jobId, uint256 cycles);
     /// @dev A force move is already pending at the same or a later state.
     error ForcePending(uint256 jobId, address silent);
     /// @dev No force move is pending on the job.
@@ -311,6 +316,11 @@ contract TranscriptSettlement is TranscriptSigner {
                 revert ForcePending(jobId, pending.silent);
             }
         }
+        {
+            uint256 level = k + (e.pendingSig.length != 0 ? 1 : 0);
+            uint256 answered = _answeredLevel[jobId][msg.sender];
+            if (answered != 0 && level < answered) revert ForceAlreadyAnswered(jobId, answered - 1);
+        }
         if (!byDrafter && e.draftSig.length == 0) {
             _forceWithoutDraft(jobId, job, k);
             return;
@@ -369,6 +379,8 @@ contract TranscriptSettlement is TranscriptSigner {
         if (block.timestamp > f.deadline) revert ForceDeadline(f.deadline);
         InferenceMarket.JobView memory job = _runningJob(jobId);
         uint256 k = f.cycles;
+        address forcer = f.silent == job.verifier ? job.drafter : job.verifier;
+        _answeredLevel[jobId][forcer] = k + 1; // its next force needs more than k cycles
         if (f.silent == job.verifier) {
             bytes32 draftRoot = SpecMath.draftRootCalldata(jobId, uint32(k), a.tokens, a.q);
             if (draftRoot != f.pendingRoot) revert DraftRootMismatch(k);

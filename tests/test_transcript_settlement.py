@@ -588,3 +588,16 @@ def test_an_unaccepted_transcript_job_times_out_as_v1(chain, env):
     view = job_view(env, job_id)
     assert view["status"] == STATUS_FINALIZED and view["transcript"]
     assert owed(env, env.actors.requester) == escrow_for(req)
+
+
+def test_an_answered_force_cannot_be_repeated(chain, env):
+    """Griefing by re-posting an answered force: the forcer's next force must reach a later state."""
+    job_id = transcript_job(env)
+    t = Transcript(env, job_id)
+    a = env.actors
+    ts = env.system.transcript.functions
+    transact(env.w3, _force_by_drafter(env, t, 1), a.drafter)
+    transact(env.w3, ts.answerForce(job_id, TX.verification_answer(t.cycles[1], t.reveals[1])), a.verifier)
+    _revert(env, _force_by_drafter(env, t, 1), a.drafter, "ForceAlreadyAnswered")
+    transact(env.w3, _force_by_drafter(env, t, 2), a.drafter)  # the next cycle's draft: a new move to answer
+    assert ts.forceOf(job_id).call()[5] == 2
