@@ -309,18 +309,7 @@ contract TranscriptSettlement is TranscriptSigner {
         bool byDrafter = msg.sender == job.drafter;
         if (!byDrafter && msg.sender != job.verifier) revert NotParty(msg.sender);
         uint256 k = cycles.length;
-        {
-            // only a later state supersedes a pending force (a stale force is answered by a force at a later one)
-            Force storage pending = _forces[jobId];
-            if (pending.silent != address(0) && pending.cycles >= k + (e.pendingSig.length != 0 ? 1 : 0)) {
-                revert ForcePending(jobId, pending.silent);
-            }
-        }
-        {
-            uint256 level = k + (e.pendingSig.length != 0 ? 1 : 0);
-            uint256 answered = _answeredLevel[jobId][msg.sender];
-            if (answered != 0 && level < answered) revert ForceAlreadyAnswered(jobId, answered - 1);
-        }
+        _checkLevel(jobId, k + (e.pendingSig.length != 0 ? 1 : 0));
         if (!byDrafter && e.draftSig.length == 0) {
             _forceWithoutDraft(jobId, job, k);
             return;
@@ -438,6 +427,15 @@ contract TranscriptSettlement is TranscriptSigner {
     }
 
     // ------------------------------------------------------------------ internals
+
+    /// @dev A new force reaching `level` cycles: only a later state supersedes a pending force (a stale force is
+    /// answered by a force at a later one), and a forcer whose force was answered must reach further than it did.
+    function _checkLevel(uint256 jobId, uint256 level) private view {
+        Force storage pending = _forces[jobId];
+        if (pending.silent != address(0) && pending.cycles >= level) revert ForcePending(jobId, pending.silent);
+        uint256 answered = _answeredLevel[jobId][msg.sender];
+        if (answered != 0 && level < answered) revert ForceAlreadyAnswered(jobId, answered - 1);
+    }
 
     /// @dev The verifier's force when the drafter never sent Draft 0: nothing is co-signed and the drafter never
     /// consented, so it is not slashed if it stays silent (v1: the first commit is the drafter's consent).
