@@ -31,6 +31,15 @@ contract TranscriptSettlement is TranscriptSigner {
         uint32 outToken;
     }
 
+    /// @notice What settlement posts beside the cycles: the Settlement, both signatures, the salt, the last reveal.
+    struct Signed {
+        TranscriptTypes.Settlement settlement;
+        bytes drafterSig;
+        bytes verifierSig;
+        uint64 salt; // the drafter's salt (its Draft of cycle 0)
+        bytes32 lastReveal; // the verifier's reveal of the last cycle: H^cycles(lastReveal) is its chain head
+    }
+
     /// @notice A force move's evidence: the latest co-signed state S(k-1), shown by the drafter's Draft of cycle k
     /// (its prevState) and, for k ≥ 1, the verifier's Verification of cycle k-1 (its state); when the verifier
     /// forces, also its own Verification of cycle k (`pending`), the move it is owed an answer to.
@@ -110,6 +119,9 @@ contract TranscriptSettlement is TranscriptSigner {
 
     mapping(uint256 jobId => Settled) private _settled;
     mapping(uint256 jobId => Force) private _forces;
+    // 1 + the cycle count of the last force by `forcer` that was answered: its next force must reach further (an
+    // answered party is not made to answer the same move twice)
+    mapping(uint256 jobId => mapping(address forcer => uint256)) private _answeredLevel;
 
     /// @notice `jobId` settled by both parties' Settlement: `cycles` cycles, `tokensOut` tokens, `recordsRoot`; the
     /// verifier's last reveal `lastReveal` (earlier reveals follow by hashing it).
@@ -166,6 +178,8 @@ contract TranscriptSettlement is TranscriptSigner {
     error NotParty(address caller);
     /// @dev A drafter holding the verification of its Draft of cycle `cycle` (which did not end the job) drafts next.
     error NothingToForce(uint256 cycle);
+    /// @dev The caller's force at `cycles` cycles was answered: a new one must reach further.
+    error ForceAlreadyAnswered(uint256 jobId, uint256 cycles);
     /// @dev A force move is already pending at the same or a later state.
     error ForcePending(uint256 jobId, address silent);
     /// @dev No force move is pending on the job.
@@ -192,15 +206,6 @@ contract TranscriptSettlement is TranscriptSigner {
     }
 
     // ------------------------------------------------------------------ settlement
-
-    /// @notice What settlement posts beside the cycles: the Settlement, both signatures, the salt, the last reveal.
-    struct Signed {
-        TranscriptTypes.Settlement settlement;
-        bytes drafterSig;
-        bytes verifierSig;
-        uint64 salt; // the drafter's salt (its Draft of cycle 0)
-        bytes32 lastReveal; // the verifier's reveal of the last cycle: H^cycles(lastReveal) is its chain head
-    }
 
     /// @notice Settles running transcript job `a.settlement.jobId` in one transaction (either party, or anyone holding
     /// the signatures): both parties' signatures of the Settlement, the drafter's salt, the verifier's last reveal
@@ -304,13 +309,7 @@ contract TranscriptSettlement is TranscriptSigner {
         bool byDrafter = msg.sender == job.drafter;
         if (!byDrafter && msg.sender != job.verifier) revert NotParty(msg.sender);
         uint256 k = cycles.length;
-        {
-            // only a later state supersedes a pending force (a stale force is answered by a force at a later one)
-            Force storage pending = _forces[jobId];
-            if (pending.silent != address(0) && pending.cycles >= k + (e.pendingSig.length != 0 ? 1 : 0)) {
-                revert ForcePending(jobId, pending.silent);
-            }
-        }
+        _checkLevel(jobId, k + (e.pendingSig.length != 0 ? 1 : 0));
         if (!byDrafter && e.draftSig.length == 0) {
             _forceWithoutDraft(jobId, job, k);
             return;
@@ -369,6 +368,8 @@ contract TranscriptSettlement is TranscriptSigner {
         if (block.timestamp > f.deadline) revert ForceDeadline(f.deadline);
         InferenceMarket.JobView memory job = _runningJob(jobId);
         uint256 k = f.cycles;
+        address forcer = f.silent == job.verifier ? job.drafter : job.verifier;
+        _answeredLevel[jobId][forcer] = k + 1; // its next force needs more than k cycles
         if (f.silent == job.verifier) {
             bytes32 draftRoot = SpecMath.draftRootCalldata(jobId, uint32(k), a.tokens, a.q);
             if (draftRoot != f.pendingRoot) revert DraftRootMismatch(k);
@@ -426,6 +427,15 @@ contract TranscriptSettlement is TranscriptSigner {
     }
 
     // ------------------------------------------------------------------ internals
+
+    /// @dev A new force reaching `level` cycles: only a later state supersedes a pending force (a stale force is
+    /// answered by a force at a later one), and a forcer whose force was answered must reach further than it did.
+    function _checkLevel(uint256 jobId, uint256 level) private view {
+        Force storage pending = _forces[jobId];
+        if (pending.silent != address(0) && pending.cycles >= level) revert ForcePending(jobId, pending.silent);
+        uint256 answered = _answeredLevel[jobId][msg.sender];
+        if (answered != 0 && level < answered) revert ForceAlreadyAnswered(jobId, answered - 1);
+    }
 
     /// @dev The verifier's force when the drafter never sent Draft 0: nothing is co-signed and the drafter never
     /// consented, so it is not slashed if it stays silent (v1: the first commit is the drafter's consent).

@@ -5,14 +5,18 @@ from node/protocol.py, and every payment is compared with a per-cycle job of the
 from __future__ import annotations
 
 import pytest
+from eth_hash.auto import keccak
 
 from chainutil import (  # noqa: F401  (env is a fixture)
     DRAFT_MODEL,
+    ROLE_REFEREE,
     SALT,
     SEED,
     STATUS_FINALIZED,
     STATUS_FINISHED,
     STATUS_RUNNING,
+    TARGET_MODEL,
+    VOCAB,
     JobRunner,
     advance,
     env,
@@ -26,16 +30,20 @@ from chainutil import (  # noqa: F401  (env is a fixture)
     realistic_p,
     submit_job,
     transact,
+    unpack_output,
 )
 from node import protocol as P
 from node.chain import transcript as TX
 from node.chain import transcript_messages as T
+from node.chain.enums import Verdict
 from node.chain.keys import dev_account
+from node.chain.params import WAD
 
 DRAFTER_KEY, VERIFIER_KEY, OUTSIDER_KEY = dev_account(2).key, dev_account(3).key, dev_account(7).key
 OUT = 777
 ACCEPTS = [4, 2, 3]  # γ = 4: 5 + 3 + 4 = 12 tokens, the job's maxTokens, so the last cycle ends it
 MAX_TOKENS = 12
+CHEATED = Verdict.AccusedCheated
 
 
 class Transcript:
@@ -121,8 +129,10 @@ def test_honest_settlement_pays_exactly_what_per_cycle_mode_pays(chain, env):
     v1 = submit_job(env, maxTokens=MAX_TOKENS)
     runner = JobRunner(env, v1)
     runner.accept()
+    v1_output = []
     for c, a in enumerate(ACCEPTS):
-        runner.cycle(c, accept=a, out_token=OUT, realistic=True)
+        _, verify, _ = runner.cycle(c, accept=a, out_token=OUT, realistic=True)
+        v1_output += unpack_output(events(env.market, verify, "CycleVerified")[0].args.output)
     assert job_view(env, v1)["status"] == STATUS_FINISHED
     v1_pay, v1_alpha = finalize(env, v1)
 
@@ -141,6 +151,7 @@ def test_honest_settlement_pays_exactly_what_per_cycle_mode_pays(chain, env):
     # chain data alone rebuilds the transcript and its output
     read = TX.read_settlement(env.w3, env.system.transcript, job_id)
     assert read.cycles == t.cycles and read.reveals() == t.reveals[:3]
+    assert read.output(view["eosToken"], MAX_TOKENS) == v1_output and len(v1_output) == MAX_TOKENS
     pay, alpha = finalize(env, job_id)
     assert pay == v1_pay and alpha == v1_alpha and alpha[0] == 3
     assert job_view(env, job_id)["status"] == STATUS_FINALIZED
@@ -294,29 +305,45 @@ def test_a_pulled_cycle_is_disputable_through_the_referee_flow(chain, env):
         env.actors.outsider,
         "InvalidRecordProof",
     )
-    # DraftReplay on proposal 1 of cycle 1, through the unchanged dispute manager
+    # DraftReplay on proposal 1 of cycle 1, through the unchanged dispute manager and its referees (enough of them
+    # that a panel of 3 is never short: the draw is by stake and skips repeats)
+    for extra in env.actors.spare[2:7]:
+        reg = env.registry.functions.register(ROLE_REFEREE, [DRAFT_MODEL, TARGET_MODEL], [VOCAB, VOCAB])
+        transact(env.w3, reg, extra, env.params.min_referee_stake)
     draft = t.drafts[1]
     leaves = [P.leaf(job_id, 1, i, tok, q) for i, (tok, q) in enumerate(zip(draft.tokens, draft.q))]
     record = t.cycles[1].record(job_id, 1)
-    fn = dm.functions.openDispute(job_id, 1, 1, 0, record, (draft.tokens[1], draft.q[1], P.proof(leaves, 1)))
-    bond = env.params.dispute_bond
-    gas = int(fn.estimate_gas({"from": env.actors.outsider, "value": bond}, block_identifier="pending") * 1.2)
-    transact_gas = env.w3.eth.wait_for_transaction_receipt(
-        fn.transact({"from": env.actors.outsider, "value": bond, "gas": gas})
-    )
-    assert transact_gas.status == 1
+    challenger = env.actors.outsider
+    leaf = (draft.tokens[1], draft.q[1], P.proof(leaves, 1))
+    _send(env, dm.functions.openDispute(job_id, 1, 1, 0, record, leaf), challenger, env.params.dispute_bond)
     dispute_id = dm.functions.disputeCount().call()
     assert job_view(env, job_id)["openDisputes"] == 1
-    draw = dm.functions.drawReferees(dispute_id)
-    gas = int(draw.estimate_gas({"from": env.actors.outsider}, block_identifier="pending") * 1.2)
-    assert env.w3.eth.wait_for_transaction_receipt(draw.transact({"from": env.actors.outsider, "gas": gas})).status == 1
-    # the accused drafter stays silent: the referee flow convicts it as in v1, and it forfeits its pay
-    advance(env.w3, env.params.answer_period + 10)
-    transact(env.w3, dm.functions.claimAnswerTimeout(dispute_id), env.actors.outsider)
+    _send(env, dm.functions.drawReferees(dispute_id), challenger)
+    panel = dm.functions.refereesOf(dispute_id).call()
+    assert len(panel) == 3
+    _send(env, dm.functions.answer(dispute_id, WAD // 3, [12, 40], [WAD // 3, WAD // 4]), env.actors.drafter)
+    for referee in panel:
+        salt = keccak(b"salt" + bytes.fromhex(referee[2:]))
+        _send(env, dm.functions.commitVote(dispute_id, P.vote_commitment(dispute_id, referee, CHEATED, salt)), referee)
+    for referee in panel:
+        _send(env, dm.functions.revealVote(dispute_id, CHEATED, keccak(b"salt" + bytes.fromhex(referee[2:]))), referee)
+    _send(env, dm.functions.resolve(dispute_id), challenger)
+    advance(env.w3, env.params.appeal_period + 1)
+    _send(env, dm.functions.resolve(dispute_id), challenger)
+    stake = env.registry.functions.stakeOf(env.actors.drafter).call()
+    assert stake == env.params.min_drafter_stake - env.params.accused_slash
     view = job_view(env, job_id)
     assert view["drafterForfeited"] and view["openDisputes"] == 0 and not view["verifierForfeited"]
     (drafter_pay, verifier_pay, _, _), _ = finalize(env, job_id)
     assert drafter_pay == 0 and verifier_pay > 0
+
+
+def _send(env, fn, sender, value=0):
+    """Estimated against the pending block (the draw reads the opening block's hash: docs/TEAM_NOTES.md)."""
+    gas = int(fn.estimate_gas({"from": sender, "value": value}, block_identifier="pending") * 1.2)
+    receipt = env.w3.eth.wait_for_transaction_receipt(fn.transact({"from": sender, "value": value, "gas": gas}))
+    assert receipt.status == 1
+    return receipt
 
 
 # ---------------------------------------------------------------- force moves
@@ -349,6 +376,8 @@ def test_silent_verifier_is_slashed_and_the_job_settles_at_the_co_signed_state(c
     assert owed(env, a.requester) == p.timeout_slash
     view = job_view(env, job_id)
     assert (view["cycle"], view["emitted"], view["status"]) == (2, 8, STATUS_FINISHED) and not view["alphaEligible"]
+    read = TX.read_settlement(env.w3, env.system.transcript, job_id)
+    assert read.cycles == t.cycles[:2] and read.reveals() == t.reveals[:2]
     (drafter_pay, verifier_pay, refund, _), _ = finalize(env, job_id)
     # paid for the two co-signed cycles only; the unsigned third is nobody's
     assert drafter_pay == (4 + 2) * 10**12 and verifier_pay == 2 * 3 * 10**12
@@ -395,6 +424,8 @@ def test_silent_drafter_after_the_verifiers_force(chain, env):
     view = job_view(env, job_id)
     # the verifier's checked verification of cycle 1 counts (the drafter signed that draft): as a v1 draft timeout
     assert (view["cycle"], view["emitted"]) == (2, 8) and view["alphaEligible"]
+    read = TX.read_settlement(env.w3, env.system.transcript, job_id)  # rebuilt from chain data alone
+    assert read.cycles == t.cycles[:2] and read.reveals() == t.reveals[:2] and read.salt == SALT
 
 
 def test_a_drafter_answers_the_verifiers_force_with_its_next_draft(chain, env):
@@ -479,6 +510,8 @@ def test_a_force_whose_pending_verification_ends_the_job_settles_at_once(chain, 
     view = job_view(env, job_id)
     assert (view["cycle"], view["emitted"], view["status"]) == (3, MAX_TOKENS, STATUS_FINISHED)
     assert ts.settled(job_id).call()[0] == P.records_root(TX.record_hashes(job_id, t.cycles))
+    read = TX.read_settlement(env.w3, env.system.transcript, job_id)
+    assert read.cycles == t.cycles and read.reveals() == t.reveals[:3]
     # its records are challengeable and pullable as a settlement's
     transact(env.w3, TX.pull_call(env.system.transcript, job_id, t.cycles, 2), a.outsider)
 
@@ -525,4 +558,46 @@ def test_on_chain_checks_of_a_running_job_use_the_drafters_salt(chain, env):
     transact(env.w3, _force_by_drafter(env, t, 1), env.actors.drafter)
     transact(env.w3, ts.answerForce(job_id, TX.verification_answer(t.cycles[1], t.reveals[1])), env.actors.verifier)
     transact(env.w3, ts.forceMove(job_id, _evidence_of_verifier(t, 1), [t.cycles[0].as_tuple()]), env.actors.verifier)
+    assert ts.forceOf(job_id).call()[5] == 2
+
+
+def test_the_market_hooks_take_only_the_settlement_contract_and_wiring_is_once(chain, env):
+    job_id = transcript_job(env)
+    m, a = env.market.functions, env.actors
+    outcome = (1, 1, 0, False, SALT, 0, "0x" + "00" * 20, False)
+    for fn in (m.transcriptFinish(job_id, outcome), m.storeTranscriptRecord(job_id, 0, b"\x01" * 32),
+               m.transcriptConvict(job_id, a.outsider, 1, 1)):  # fmt: skip
+        expect_revert(env, fn, a.outsider, "NotTranscriptSettlement", (a.outsider,))
+    expect_revert(env, m.setTranscriptSettlement(a.outsider), a.outsider, "MarketNotDeployer", (a.outsider,))
+    expect_revert(env, m.setTranscriptSettlement(a.outsider), a.deployer, "MarketAlreadyWired")
+    assert m.transcriptSettlement().call() == env.system.transcript.address
+    # a per-cycle job is not the settlement contract's to end
+    v1 = submit_job(env)
+    _revert(env, Transcript(env, v1).settle_call(), a.drafter, "NotTranscriptJob")
+
+
+def test_an_unaccepted_transcript_job_times_out_as_v1(chain, env):
+    req = job_request(env, maxTokens=MAX_TOKENS)
+    receipt = transact(
+        env.w3, env.market.functions.submitTranscriptJob(req, b"\x00"), env.actors.requester, escrow_for(req)
+    )
+    job_id = env.market.functions.jobCount().call()
+    assert events(env.market, receipt, "TranscriptJobSubmitted")[0].args.jobId == job_id
+    advance(env.w3, env.params.accept_timeout + 1)
+    transact(env.w3, env.market.functions.claimTimeout(job_id), env.actors.outsider)
+    view = job_view(env, job_id)
+    assert view["status"] == STATUS_FINALIZED and view["transcript"]
+    assert owed(env, env.actors.requester) == escrow_for(req)
+
+
+def test_an_answered_force_cannot_be_repeated(chain, env):
+    """Griefing by re-posting an answered force: the forcer's next force must reach a later state."""
+    job_id = transcript_job(env)
+    t = Transcript(env, job_id)
+    a = env.actors
+    ts = env.system.transcript.functions
+    transact(env.w3, _force_by_drafter(env, t, 1), a.drafter)
+    transact(env.w3, ts.answerForce(job_id, TX.verification_answer(t.cycles[1], t.reveals[1])), a.verifier)
+    _revert(env, _force_by_drafter(env, t, 1), a.drafter, "ForceAlreadyAnswered")
+    transact(env.w3, _force_by_drafter(env, t, 2), a.drafter)  # the next cycle's draft: a new move to answer
     assert ts.forceOf(job_id).call()[5] == 2

@@ -141,18 +141,50 @@ class SettledTranscript:
         return tokens
 
 
+def _cycles(raw) -> list[Cycle]:
+    return [Cycle(tuple(c["tokens"]), tuple(c["q"]), tuple(c["p"]), c["accepted"], c["outToken"]) for c in raw]
+
+
+def _decode(w3: Web3, transcript: Contract, tx_hash) -> tuple[str, dict]:
+    fn, args = transcript.decode_function_input(w3.eth.get_transaction(tx_hash)["input"])
+    return fn.fn_name, args
+
+
 def read_settlement(w3: Web3, transcript: Contract, job_id: int, from_block: int = 0) -> SettledTranscript:
-    """The settled transcript of `job_id`, decoded from its `settle` transaction (found by its TranscriptSettled
-    event); raises LookupError when the job was not settled by a Settlement."""
-    logs = transcript.events.TranscriptSettled().get_logs(from_block=from_block, argument_filters={"jobId": job_id})
-    if not logs:
-        raise LookupError(f"job {job_id} has no TranscriptSettled event")
-    tx = w3.eth.get_transaction(logs[-1].transactionHash)
-    fn, args = transcript.decode_function_input(tx["input"])
-    if fn.fn_name != "settle":
-        raise LookupError(f"job {job_id} was settled by {fn.fn_name}, not settle")
-    signed = args["a"]
-    cycles = [
-        Cycle(tuple(c["tokens"]), tuple(c["q"]), tuple(c["p"]), c["accepted"], c["outToken"]) for c in args["cycles"]
-    ]
-    return SettledTranscript(job_id, dict(signed["settlement"]), signed["salt"], bytes(signed["lastReveal"]), cycles)
+    """The settled transcript of `job_id` from chain data alone: decoded from its `settle` transaction, or, for a job
+    that a force move ended, from the `forceMove` whose state it settled at (the co-signed cycles, plus the
+    verifier's on-chain-checked verification when the drafter was the silent party or the job completed).
+    Raises LookupError when the job was not settled by either."""
+    flt = {"jobId": job_id}
+    settled = transcript.events.TranscriptSettled().get_logs(from_block=from_block, argument_filters=flt)
+    if settled:
+        name, args = _decode(w3, transcript, settled[-1].transactionHash)
+        if name != "settle":
+            raise LookupError(f"job {job_id}'s TranscriptSettled came from {name}, not settle")
+        signed = args["a"]
+        return SettledTranscript(
+            job_id, dict(signed["settlement"]), signed["salt"], bytes(signed["lastReveal"]), _cycles(args["cycles"])
+        )
+    ended = transcript.events.ForceSettled().get_logs(from_block=from_block, argument_filters=flt)
+    completed = transcript.events.ForceCompleted().get_logs(from_block=from_block, argument_filters=flt)
+    if completed:
+        source = completed[-1].transactionHash
+    elif ended:
+        moved = transcript.events.ForceMoved().get_logs(from_block=from_block, argument_filters=flt)
+        if not moved:
+            raise LookupError(f"job {job_id} was force-settled without a ForceMoved event")
+        source = moved[-1].transactionHash
+    else:
+        raise LookupError(f"job {job_id} has not been settled")
+    name, args = _decode(w3, transcript, source)
+    if name != "forceMove":
+        raise LookupError(f"job {job_id}'s force came from {name}, not forceMove")
+    e, cycles = args["e"], _cycles(args["cycles"])
+    draft, last, pending = e["draft"], e["last"], e["pending"]
+    reveal = bytes(last["reveal"])
+    if e["pendingSig"]:
+        cycles.append(Cycle(tuple(draft["tokens"]), tuple(draft["q"]), tuple(pending["p"]), pending["accepted"],
+                            pending["outToken"]))  # fmt: skip
+        reveal = bytes(pending["reveal"])
+    settlement = {"jobId": job_id, "cycles": len(cycles), "state": None, "tokensOut": None}
+    return SettledTranscript(job_id, settlement, draft["salt"], reveal, cycles)

@@ -1,6 +1,7 @@
 """The signed messages of transcript mode (docs/protocol.md, "Transcript mode (v2): messages and state").
 
-`Draft`, `Verification` and `Settlement` are EIP-712 typed data under the market's domain. They are built,
+`Draft`, `Verification` and `Settlement` are EIP-712 typed data under the domain of the market's
+TranscriptSettlement (`market.transcriptSettlement()`, `System.transcript`). They are built,
 hashed, signed and recovered with eth-account (`encode_typed_data`, `Account.sign_message`,
 `Account.recover_message`); nothing here hashes typed data by hand, so the digests are eth-account's, which
 the tests pin to the contracts' `_hashTypedDataV4` (contracts/lib/TranscriptSigner.sol). The state chain the
@@ -75,7 +76,7 @@ def _uints(name: str, values: Any, upper: int, lower: int = 0) -> tuple[int, ...
 
 @dataclass(frozen=True)
 class Domain:
-    """The EIP-712 domain: this chain and the market (the contract that inherits TranscriptSigner)."""
+    """The EIP-712 domain: this chain and the market's TranscriptSettlement (which inherits TranscriptSigner)."""
 
     chain_id: int
     verifying_contract: str
