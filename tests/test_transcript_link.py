@@ -143,6 +143,14 @@ def test_honest_job_equals_the_engine_every_message_stored_and_the_stream_equals
     assert result.settled and result.refused is None and result.connections == 1
     checked = check_transcript(spec, transcript)
     assert checked.settled and checked.tokens == result.tokens and len(result.tokens) == 24
+    # a transcript tampered with on the way is refused: a changed out token, a cycle left out
+    tampered = json.loads(json.dumps(transcript))
+    tampered["verifications"][1]["typed"]["message"]["outToken"] += 1
+    with pytest.raises(wire.LinkRefused, match="state does not chain its record"):
+        check_transcript(spec, tampered)
+    shortened = {**transcript, "drafts": transcript["drafts"][:-1], "verifications": transcript["verifications"][:-1]}
+    with pytest.raises(wire.LinkRefused, match=r"Settlement is for cycles \d+, expected"):
+        check_transcript(spec, shortened)
     # the same job id, reveals and salt through the per-cycle engine: the same tokens, token for token, although
     # the verifier answered every cycle after the first from its guess of the draft (node/link/ahead.py)
     assert result.tokens == engine_tokens(models, spec, link.ledger.salt)
