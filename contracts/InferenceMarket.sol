@@ -81,9 +81,15 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         bytes32 commitment;
         uint64 salt; // the drafter's salt (committed with the cycle-0 draft; 0 before it)
         uint32 vocabSize; // the job's vocabulary size
+        bool transcript; // a transcript-mode job (submitTranscriptJob)
     }
 
     uint8 private constant _STATUS_MASK = uint8(JobSlot.STATUS_MASK);
+    // Transcript mode (docs/protocol.md "Transcript mode (v2)"): bit 3 of the status nibble, which a JobStatus (0..4)
+    // never uses. The per-cycle entries read the whole nibble (JobSlot.status), so a transcript job is never Running
+    // for them at no gas on their path; every other reader takes the status from the low 3 bits.
+    uint8 private constant _TRANSCRIPT = 0x08;
+    uint8 private constant _STATUS_BITS = 0x07;
     uint8 private constant _ELIGIBLE = 0x10; // the job's cycles count toward the drafter's α window
     uint8 private constant _OUT_CUT = 0x20; // the last cycle's outToken was not emitted (EOS / maxTokens first)
     uint8 private constant _DRAFTER_FORFEIT = 0x40;
@@ -115,6 +121,8 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
 
     /// @notice The dispute manager; zero until wired.
     address public disputeManager;
+    /// @notice The transcript-mode settlement contract (TranscriptSettlement); zero until wired.
+    address public transcriptSettlement;
     /// @notice Id of the last job submitted (ids start at 1).
     uint256 public jobCount;
     /// @notice Wei each account can `withdraw`.
@@ -176,6 +184,16 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         emit DisputeManagerSet(disputeManager_);
     }
 
+    /// @notice Wires the transcript-mode settlement contract; callable once, by the deployer.
+    /// @param transcriptSettlement_ The TranscriptSettlement that settles, challenges and force-moves transcript jobs.
+    function setTranscriptSettlement(address transcriptSettlement_) external {
+        if (msg.sender != deployer) revert MarketNotDeployer(msg.sender);
+        if (transcriptSettlement != address(0)) revert MarketAlreadyWired();
+        if (transcriptSettlement_ == address(0)) revert BadParams();
+        transcriptSettlement = transcriptSettlement_;
+        emit TranscriptSettlementSet(transcriptSettlement_);
+    }
+
     // ------------------------------------------------------------------ job lifecycle
 
     /// @notice Submits a job with escrow `msg.value` ≥ maxTokens × (pricePerAcceptedToken + pricePerPass);
@@ -185,6 +203,25 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
     /// when pricePerPass ≥ alphaPriceFloor; the treasury cannot be a party.
     /// @return jobId The new job's id.
     function submitJob(JobRequest calldata request, bytes calldata prompt) external payable returns (uint256 jobId) {
+        jobId = _submit(request, prompt, 0);
+    }
+
+    /// @notice Submits a transcript-mode job (docs/protocol.md "Transcript mode (v2)"): as {submitJob}, but its cycles
+    /// run off chain between drafter and verifier and the job ends through the TranscriptSettlement contract
+    /// (settlement, force moves); `commitDraft`/`submitVerification` and `claimTimeout` refuse it while it runs.
+    /// @param request The job, as for {submitJob}.
+    /// @param prompt The prompt bytes, as for {submitJob}.
+    /// @return jobId The new job's id.
+    function submitTranscriptJob(JobRequest calldata request, bytes calldata prompt)
+        external
+        payable
+        returns (uint256 jobId)
+    {
+        if (transcriptSettlement == address(0)) revert TranscriptNotWired();
+        jobId = _submit(request, prompt, _TRANSCRIPT);
+    }
+
+    function _submit(JobRequest calldata request, bytes calldata prompt, uint8 mode) private returns (uint256 jobId) {
         if (request.gamma == 0 || request.gamma > MAX_GAMMA) revert BadGamma(request.gamma);
         if (request.maxTokens == 0) revert BadMaxTokens();
         if (request.topP == 0 || request.topP > _WAD) revert BadTopP(request.topP);
@@ -209,7 +246,7 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         bool eligible = request.temperature == _WAD && request.topK == 0 && request.topP == _WAD
             && request.pricePerPass >= alphaPriceFloor;
         job.drafter = drafter;
-        job.state = uint8(JobStatus.Open) | (eligible ? _ELIGIBLE : 0);
+        job.state = uint8(JobStatus.Open) | (eligible ? _ELIGIBLE : 0) | mode;
         job.gamma = request.gamma;
         job.deadline = uint32(block.timestamp + acceptTimeout);
         job.verifier = verifier;
@@ -223,6 +260,7 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         job.draftModel = request.draftModel;
         job.targetModel = request.targetModel;
         emit JobSubmitted(jobId, msg.sender, request, prompt, msg.value);
+        if (mode != 0) emit TranscriptJobSubmitted(jobId);
         registry.lock(drafter);
         registry.lock(verifier);
     }
@@ -348,6 +386,7 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         if (status == JobStatus.Open) {
             reason = FinishReason.AcceptTimeout;
         } else if (status == JobStatus.Running) {
+            if (job.state & _TRANSCRIPT != 0) revert TranscriptJob(jobId); // its liveness: force moves
             if (uint256(job.commitment) & _PHASE_BIT == 0) {
                 reason = FinishReason.DraftTimeout;
                 if (job.cycle > 0) party = job.drafter; // its first commit is the drafter's consent
@@ -430,6 +469,79 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         }
     }
 
+    // ------------------------------------------------------------------ transcript hooks
+
+    /// @inheritdoc IInferenceMarket
+    function transcriptFinish(uint256 jobId, TranscriptOutcome calldata o) external nonReentrant {
+        Job storage job = _transcriptJob(jobId, JobStatus.Running);
+        uint256 head;
+        assembly ("memory-safe") {
+            head := sload(job.slot)
+        }
+        uint256 state = (JobSlot.state(head) & ~uint256(_STATUS_BITS)) | uint8(JobStatus.Finished)
+            | (o.outCut ? _OUT_CUT : 0);
+        if (o.silent != address(0) && o.silent == job.verifier) state &= ~uint256(_ELIGIBLE); // as a verify timeout
+        uint256 next = JobSlot.pack(
+            JobSlot.drafter(head), state, JobSlot.gamma(head), o.cycles, o.emitted, o.rejected,
+            block.timestamp + challengeWindow
+        );
+        assembly ("memory-safe") {
+            sstore(job.slot, next)
+        }
+        // the salt where per-cycle jobs keep it (getJob.salt, SaltCommitted): referees replay pulled cycles with it
+        job.commitment = bytes32((uint256(job.commitment) & _HIGH_BITS) | (uint256(o.salt) << _SALT_AT));
+        emit SaltCommitted(jobId, o.salt);
+        uint256 taken = 0;
+        if (o.silent != address(0) && o.slash) {
+            // slither-disable-next-line reentrancy-benign,reentrancy-no-eth (nonReentrant; the protocol's registry pays in)
+            taken = registry.slash(o.silent, timeoutSlash);
+            owed[job.requester] += taken;
+        }
+        emit JobFinished(jobId, o.reason, o.silent, taken);
+        // slither-disable-next-line reentrancy-no-eth (nonReentrant; the calls go only to the protocol's own registry)
+        if (o.cycles == 0) _settle(jobId, job);
+    }
+
+    /// @inheritdoc IInferenceMarket
+    /// @dev Named for its selector: the dispatcher reaches commitDraft and submitVerification in no more steps than
+    /// before transcript mode (docs/contracts.md, "Transcript mode").
+    function storeTranscriptRecord(uint256 jobId, uint32 cycle, bytes32 recordHash) external {
+        _transcriptJob(jobId, JobStatus.Finished);
+        _records[jobId][cycle] = recordHash;
+        emit TranscriptRecordStored(jobId, cycle, recordHash);
+    }
+
+    /// @inheritdoc IInferenceMarket
+    function transcriptConvict(uint256 jobId, address challenger, uint256 amount, uint256 rewardBps)
+        external
+        nonReentrant
+    {
+        Job storage job = _transcriptJob(jobId, JobStatus.Finished);
+        // both signed a cycle the rule refutes: both forfeit (the requester's escrow comes back whole at finalize),
+        // and the job's cycles never enter the drafter's α window
+        job.state = (job.state | _DRAFTER_FORFEIT | _VERIFIER_FORFEIT) & ~_ELIGIBLE;
+        address drafter = job.drafter;
+        address verifier = job.verifier;
+        // slither-disable-next-line reentrancy-benign,reentrancy-no-eth (nonReentrant; the protocol's registry pays in)
+        uint256 fromDrafter = registry.slash(drafter, amount);
+        // slither-disable-next-line reentrancy-benign,reentrancy-no-eth (nonReentrant; the protocol's registry pays in)
+        uint256 fromVerifier = registry.slash(verifier, amount);
+        // The reward is a share of the smaller of the two slashes, so a challenger allied with either signer (or
+        // with both, or with the requester) gets back less than that signer lost: nobody profits from provoking it.
+        uint256 reward = (fromDrafter < fromVerifier ? fromDrafter : fromVerifier) * rewardBps / 10_000;
+        owed[challenger] += reward;
+        owed[treasury] += fromDrafter + fromVerifier - reward;
+        emit TranscriptConvicted(jobId, challenger, fromDrafter, fromVerifier, reward);
+    }
+
+    /// @dev The transcript job `jobId` in `status`, called by the transcript settlement contract.
+    function _transcriptJob(uint256 jobId, JobStatus status) private view returns (Job storage job) {
+        if (msg.sender != transcriptSettlement || msg.sender == address(0)) revert NotTranscriptSettlement(msg.sender);
+        job = _jobs[jobId];
+        JobStatus current = _status(job);
+        if (job.state & _TRANSCRIPT == 0 || current != status) revert JobWrongStatus(jobId, current);
+    }
+
     // ------------------------------------------------------------------ views
 
     /// @inheritdoc IInferenceMarket
@@ -458,7 +570,7 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         v.verifier = job.verifier;
         v.draftModel = job.draftModel;
         v.targetModel = job.targetModel;
-        v.status = JobStatus(state & _STATUS_MASK);
+        v.status = JobStatus(state & _STATUS_BITS);
         v.phase = uint256(job.commitment) & _PHASE_BIT == 0 ? Phase.AwaitDraft : Phase.AwaitVerify;
         v.gamma = job.gamma;
         v.alphaEligible = state & _ELIGIBLE != 0;
@@ -480,6 +592,7 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         v.commitment = job.commitment;
         v.salt = uint64(uint256(v.commitment) >> _SALT_AT);
         v.vocabSize = job.vocabSize;
+        v.transcript = state & _TRANSCRIPT != 0;
     }
 
     // ------------------------------------------------------------------ internals
@@ -489,11 +602,11 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
     }
 
     function _status(Job storage job) private view returns (JobStatus) {
-        return JobStatus(job.state & _STATUS_MASK);
+        return JobStatus(job.state & _STATUS_BITS);
     }
 
     function _setStatus(Job storage job, JobStatus status) private {
-        job.state = (job.state & ~_STATUS_MASK) | uint8(status);
+        job.state = (job.state & ~_STATUS_BITS) | uint8(status); // the mode bit stays
     }
 
     /// @dev Loads slot 0 of `job` and requires the job to be Running.
@@ -503,7 +616,13 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         }
         uint256 status = JobSlot.status(head);
         // (the status bits only ever hold a JobStatus, so the conversion is needed on the revert path alone)
-        if (status != uint256(JobStatus.Running)) revert JobWrongStatus(jobId, JobStatus(status));
+        if (status != uint256(JobStatus.Running)) _revertNotRunning(jobId, status);
+    }
+
+    /// @dev The revert of `_runningSlot0` (off the cycle path): a transcript job's nibble has bit 3 set.
+    function _revertNotRunning(uint256 jobId, uint256 nibble) private pure {
+        if (nibble & _TRANSCRIPT != 0) revert TranscriptJob(jobId);
+        revert JobWrongStatus(jobId, JobStatus(nibble));
     }
 
     /// @dev All checks of a verification, in this order: status, caller, phase, deadline, cycle, lengths, then

@@ -24,6 +24,9 @@ contract StakingRegistry is IStakingRegistry, ReentrancyGuardTransient {
     /// @notice Largest vocabulary size a model id can be registered with (token ids are uint32).
     uint256 public constant MAX_VOCAB = type(uint32).max;
 
+    /// @notice Longest endpoint (bytes) a verifier may publish with `setEndpoint`.
+    uint256 public constant MAX_ENDPOINT = 256;
+
     struct Account {
         uint128 stake; // wei, slashes deducted
         Role role;
@@ -65,6 +68,7 @@ contract StakingRegistry is IStakingRegistry, ReentrancyGuardTransient {
     mapping(bytes32 modelId => mapping(uint256 slot => address)) private _slotReferee;
     mapping(address referee => uint256) private _treeWeight; // the weight it holds in each of its models' trees
     mapping(bytes32 modelId => uint256) private _treeChangedAt; // block of the tree's last change
+    mapping(address account => string) private _endpoints; // verifiers' transcript-mode link URLs
 
     modifier onlyProtocol() {
         if (msg.sender == address(0) || (msg.sender != market && msg.sender != disputes)) {
@@ -193,6 +197,18 @@ contract StakingRegistry is IStakingRegistry, ReentrancyGuardTransient {
         IAlphaWindow(market).alphaClaimSet(msg.sender, alphaStar);
     }
 
+    /// @notice Publishes the caller's (a verifier's) transcript-mode link endpoint, a URL of at most MAX_ENDPOINT
+    /// bytes (docs/protocol.md, "Transcript mode (v2)"); an empty string withdraws it. Kept across unbonding
+    /// until `withdrawUnbonded` deletes the registration. The contract does not parse it: nodes validate what they read.
+    /// @param endpoint The URL drafters and requesters connect to (e.g. ws://host:port).
+    function setEndpoint(string calldata endpoint) external {
+        if (_accounts[msg.sender].role != Role.Verifier) revert NotVerifier(msg.sender);
+        uint256 length = bytes(endpoint).length;
+        if (length > MAX_ENDPOINT) revert EndpointTooLong(length, MAX_ENDPOINT);
+        _endpoints[msg.sender] = endpoint;
+        emit EndpointSet(msg.sender, endpoint);
+    }
+
     /// @notice Starts unbonding the caller's whole stake: the account stops being active at once (a referee
     /// also leaves the referee lists) and may withdraw after `unbondingPeriod` once no obligation is open.
     function requestUnbond() external {
@@ -230,6 +246,7 @@ contract StakingRegistry is IStakingRegistry, ReentrancyGuardTransient {
         delete _models[msg.sender];
         delete _accounts[msg.sender];
         delete _registeredBlock[msg.sender];
+        delete _endpoints[msg.sender];
         emit Unbonded(msg.sender, amount);
         if (amount != 0) {
             // slither-disable-next-line low-level-calls (pays out the caller's own stake, deleted first; nonReentrant)
@@ -310,6 +327,11 @@ contract StakingRegistry is IStakingRegistry, ReentrancyGuardTransient {
     /// @inheritdoc IStakingRegistry
     function stakeOf(address account) external view returns (uint256) {
         return _accounts[account].stake;
+    }
+
+    /// @notice The transcript-mode link endpoint verifier `account` published (empty when none).
+    function endpointOf(address account) external view returns (string memory) {
+        return _endpoints[account];
     }
 
     /// @notice The whole registration of `account`.

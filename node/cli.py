@@ -23,6 +23,7 @@ from node.chain.enums import DisputeKind
 from node.cli_chain import chain_app
 from node.cli_context import CHAIN, KEY, KINDS, ROLES, CliError, CommandGroup, JobArg, JsonOpt, Session, session_options
 from node.cli_serve import serve
+from node.cli_transcript import DEFAULT_MODE, check_mode, transcript_app
 from node.console import (
     console,
     emit_json,
@@ -57,6 +58,7 @@ app = typer.Typer(
     rich_markup_mode="rich",
 )
 app.add_typer(chain_app, name="chain")
+app.add_typer(transcript_app, name="transcript")  # node/cli_transcript.py
 
 
 @app.callback()
@@ -205,6 +207,9 @@ def submit(
         float, typer.Option("--accept-timeout", help="Seconds to wait for a verifier to accept.")
     ] = 120.0,
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait for the job to finish.")] = 1800.0,
+    mode: Annotated[
+        str, typer.Option("--mode", help="onchain (a transaction a cycle) | transcript (off chain).")
+    ] = DEFAULT_MODE,
     as_json: JsonOpt = False,
 ):
     """Submit a job with escrow, wait for it with a progress bar, and print the text, cycles, α, gas and cost."""
@@ -212,6 +217,7 @@ def submit(
     from node.roles.units import parse_amount
 
     with closing(ctx.obj.requester()) as requester:
+        check_mode(mode, requester.market)  # node/cli_transcript.py
         job = requester.submit(
             prompt,
             draft_model=draft_model,

@@ -129,11 +129,22 @@ def serve(
             "--bond-budget", help="Watchdog: most wei (or e.g. 0.5eth) locked in its open disputes' bonds at once."
         ),
     ] = "1eth",
+    listen: Annotated[
+        str | None,
+        typer.Option(
+            "--listen",
+            help="Verifier: serve transcript jobs on HOST:PORT (published in the registry).",
+            show_default=False,
+        ),
+    ] = None,
 ):
     """Run a drafter, verifier, referee or watchdog node until Ctrl-C / SIGTERM (register a staked role first with
     `register`; a watchdog needs only funds for its bonds)."""
     behavior = _behavior(role, behavior)
     watchdog = _watchdog_options(role, jobs, draft_rate, audit_rate, weighting, bond_budget)
+    from node.cli_transcript import parse_listen, start_link
+
+    listen_at = parse_listen(listen, role)  # node/cli_transcript.py
     from node.roles.errors import RequesterError
     from node.roles.units import parse_amount
 
@@ -189,6 +200,7 @@ def serve(
         )
     except ValueError as exc:  # e.g. a bond budget below one bond, a deployment without disputes
         raise CliError(str(exc)) from None
+    link = f"; transcript link on {start_link(node, listen_at)}" if listen_at else ""
     stop = stop_on_signals()
     price = f", declining jobs below {min_price_wei} wei per accepted token" if min_price_wei else ""
     if role == "watchdog":
@@ -197,7 +209,7 @@ def serve(
             f"{watchdog['bond_budget_wei']} wei, {'jobs ' + str(jobs) if jobs else 'every job'}"
         )
     err.print(
-        f"{role} node {account.address} ({behavior}{price}) serving on {deployment.rpc_url}; store {store}. "
+        f"{role} node {account.address} ({behavior}{price}) serving on {deployment.rpc_url}{link}; store {store}. "
         "Ctrl-C to stop."
     )
     try:

@@ -411,3 +411,50 @@ def answer_hash(claimed_prob: int, top_tokens: Sequence[int], top_probs: Sequenc
     tail = _word(len(top_tokens)) + b"".join(_word(t) for t in top_tokens)
     tail += _word(len(top_probs)) + b"".join(_word(q) for q in top_probs)
     return keccak(_word(claimed_prob) + _word(first) + _word(second) + tail)
+
+
+# ------------------------------------------ transcript mode (v2): the state chain (docs/protocol.md, "Transcript mode")
+
+MAX_GAMMA = 16  # InferenceMarket.MAX_GAMMA: proposals per cycle
+TRANSCRIPT_TAG = keccak(b"verispec.transcript")
+
+
+def transcript_genesis(job_id: int, salt: int) -> bytes:
+    """S(-1) = keccak256(abi.encode(TRANSCRIPT_TAG, uint256 jobId, uint64 salt)), as `TranscriptTypes.genesisState`."""
+    _check_range("job_id", job_id, 2**256 - 1)
+    _check_range("salt", salt, UINT64_MAX)
+    return keccak(TRANSCRIPT_TAG + _word(job_id) + _word(salt))
+
+
+def next_state(prev_state: bytes, record_hash: bytes) -> bytes:
+    """S(c) = keccak256(S(c-1) ‖ recordHash_c), as `TranscriptTypes.nextState`."""
+    return keccak(_bytes32(prev_state) + _bytes32(record_hash))
+
+
+def state_chain(genesis: bytes, record_hashes: Sequence[bytes]) -> list[bytes]:
+    """[S(0), ..., S(n-1)] from S(-1) = genesis; the last is what `TranscriptTypes.finalState` returns."""
+    states, state = [], _bytes32(genesis)
+    for record_hash in record_hashes:
+        state = next_state(state, record_hash)
+        states.append(state)
+    return states
+
+
+def record_leaf(cycle: int, record_hash: bytes) -> bytes:
+    """keccak256(bytes.concat(keccak256(abi.encode(uint32 cycle, recordHash)))), as `TranscriptTypes.recordLeaf`."""
+    _check_range("cycle", cycle, UINT32_MAX)
+    return keccak(keccak(_word(cycle) + _bytes32(record_hash)))
+
+
+def records_root(record_hashes: Sequence[bytes]) -> bytes:
+    """The records root that settlement stores: `root` over the record leaves of cycles 0..n-1."""
+    if not record_hashes:
+        raise ValueError("a records root needs at least one record")
+    return root([record_leaf(c, h) for c, h in enumerate(record_hashes)])
+
+
+def record_proof(record_hashes: Sequence[bytes], cycle: int) -> list[bytes]:
+    """Proof of cycle `cycle`'s record against `records_root(record_hashes)`, for `MerkleProof.verify`."""
+    if not 0 <= cycle < len(record_hashes):
+        raise ValueError(f"cycle {cycle} out of range 0..{len(record_hashes) - 1}")
+    return proof([record_leaf(c, h) for c, h in enumerate(record_hashes)], cycle)

@@ -109,6 +109,20 @@ class StoredCycle:
     tx_hashes: dict[str, str] = field(default_factory=dict)  # action -> tx hash
 
 
+@dataclass(frozen=True)
+class StoredLinkMessage:
+    """One signed message of a transcript-mode job (`link_messages`): sent or received by this node."""
+
+    job_id: int
+    role: str
+    kind: str  # Draft | Verification | Settlement
+    position: int  # the cycle; a Settlement's cycle count
+    signer: str
+    message: dict[str, Any]  # the EIP-712 message, bytes as 0x-hex
+    signature: bytes
+    direction: str  # sent | received
+
+
 def _int64(value: int, what: str) -> int:
     if not 0 <= value < 2**63:
         raise ValueError(f"{what} {value} does not fit the store's INTEGER column")
@@ -520,3 +534,31 @@ class NodeStore:
             emitted_tokens=_loads_or_none(emitted),
             tx_hashes=json.loads(tx_hashes),
         )
+
+    # --- transcript-mode signed messages (node/link) ---------------------------------------------------
+
+    def save_link_message(self, m: StoredLinkMessage) -> bool:
+        """Record a signed message; False when the same one is there already. Another message under the same
+        (job, role, kind, position, signer) raises: nobody honest signs two for one position, so the first stays."""
+        text, signature = json.dumps(m.message, sort_keys=True), "0x" + bytes(m.signature).hex()
+        key = (_int64(m.job_id, "job id"), m.role, m.kind, _int64(m.position, "position"), m.signer)
+        with self.transaction():
+            where = "job_id = ? AND role = ? AND kind = ? AND position = ? AND signer = ?"
+            rows = self._query(f"SELECT message, signature FROM link_messages WHERE {where}", key)
+            if rows and rows[0] != (text, signature):
+                raise IdempotencyConflict(f"job {m.job_id}: another {m.kind} {m.position} by {m.signer} is stored")
+            if not rows:
+                self._write(
+                    "INSERT INTO link_messages VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    key + (text, signature, m.direction, time.time()),
+                )
+            return not rows
+
+    def link_messages(self, job_id: int, role: str) -> list[StoredLinkMessage]:
+        """A job's signed messages as this node stored them, in (kind, position) order."""
+        rows = self._query(
+            "SELECT job_id, role, kind, position, signer, message, signature, direction FROM link_messages "
+            "WHERE job_id = ? AND role = ? ORDER BY kind, position, signer",
+            (job_id, role),
+        )
+        return [StoredLinkMessage(*r[:5], json.loads(r[5]), bytes.fromhex(r[6][2:]), r[7]) for r in rows]

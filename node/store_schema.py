@@ -7,8 +7,8 @@ Every table is created by `_SCHEMA` in a new store; an older store gets the tabl
 from __future__ import annotations
 
 # v2: disputes have their own table (v1 kept them in `jobs` as role "<role>-dispute"); v3: the chain binding;
-# v4: secrets
-SCHEMA_VERSION = 4
+# v4: secrets; v5: `link_messages`, the signed messages of transcript-mode jobs (node/link)
+SCHEMA_VERSION = 5
 # PRAGMA application_id marks the file as ours, so a foreign SQLite file is refused instead of mutated.
 APPLICATION_ID = 0x76737063  # "vspc"
 
@@ -85,6 +85,23 @@ CREATE TABLE secrets (
     value      BLOB NOT NULL,
     created_at REAL NOT NULL
 );
+
+-- The signed messages of a transcript-mode job (docs/node.md, "Transcript link"), every one a node received or
+-- sent, written before the node acts on it. `position` is the cycle (Draft, Verification) or the cycle count
+-- (Settlement), `signer` tells the two signatures of one Settlement apart, `message` is the EIP-712 message as JSON.
+-- (No semicolon in these comments: _SCHEMA is split into statements at each one.)
+CREATE TABLE link_messages (
+    job_id     INTEGER NOT NULL,
+    role       TEXT NOT NULL,
+    kind       TEXT NOT NULL,
+    position   INTEGER NOT NULL,
+    signer     TEXT NOT NULL,
+    message    TEXT NOT NULL,
+    signature  TEXT NOT NULL,
+    direction  TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    PRIMARY KEY (job_id, role, kind, position, signer)
+);
 """
 
 
@@ -103,4 +120,5 @@ _MIGRATIONS = {
     ],
     2: [_create_table("chain_binding")],  # v2 -> v3: unbound (bound when next opened with a binding)
     3: [_create_table("secrets")],  # v3 -> v4: a node's private values that never leave the store (audit seeds)
+    4: [_create_table("link_messages")],  # v4 -> v5: transcript-mode jobs' signed messages (node/link)
 }

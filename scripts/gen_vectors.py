@@ -1,7 +1,10 @@
 """Generate the shared protocol-math vectors in tests/vectors/specmath.json from node/protocol.py.
 
 The contract tests replay every vector against the deployed SpecMath (through SpecMathHarness),
-so the Python and Solidity implementations cannot drift apart silently.
+so the Python and Solidity implementations cannot drift apart silently. tests/vectors/transcript.json holds
+transcript mode's (docs/protocol.md, "Transcript mode (v2)"): the state chain, the records root, and the
+EIP-712 struct hashes, digests and signatures of every message type (eth-account's), replayed against
+TranscriptTypesHarness by tests/test_transcript_messages.py.
 Usage: python scripts/gen_vectors.py [--check]   (--check: fail if the committed file is stale)
 """
 
@@ -13,12 +16,17 @@ import random
 import sys
 from pathlib import Path
 
+from eth_account import Account
 from eth_hash.auto import keccak
 
 from node import protocol as P
+from node.chain import transcript_messages as T
 
 OUT = Path(__file__).resolve().parents[1] / "tests" / "vectors" / "specmath.json"
+TRANSCRIPT_OUT = OUT.with_name("transcript.json")
 SEED = 20261129
+# the key that signs the message vectors: derived from a public string, it guards nothing
+VECTOR_KEY = keccak(b"verispec.vectors.signer")
 
 
 def _hex(b: bytes) -> str:
@@ -196,20 +204,116 @@ def build(rng: random.Random) -> dict:
     return vectors
 
 
+def _json(value):
+    """A message value as JSON: bytes32 as 0x-hex, tuples as lists."""
+    return _hex(value) if isinstance(value, bytes) else list(value) if isinstance(value, tuple) else value
+
+
+def _random_record(rng: random.Random, gamma: int) -> tuple[bytes, list[int], int, int]:
+    p = [rng.choice((0, P.WAD, rng.randint(0, P.WAD))) for _ in range(gamma)]
+    return _rand_hash(rng), p, rng.randint(0, gamma), rng.getrandbits(32)
+
+
+def _messages(rng: random.Random) -> list:
+    """Messages of every type, the extremes of every field included."""
+    extremes_job, extremes_cycle = (0, 1, 2**256 - 1), (0, 1, P.UINT32_MAX)
+    out: list = []
+    for i in range(8):
+        job = extremes_job[i] if i < 3 else rng.getrandbits(256)
+        cycle = extremes_cycle[i] if i < 3 else rng.getrandbits(32)
+        gamma = (1, P.MAX_GAMMA, 4)[i] if i < 3 else rng.randint(1, P.MAX_GAMMA)
+        tokens = [rng.choice((0, P.UINT32_MAX, rng.getrandbits(16))) for _ in range(gamma)]
+        q = [rng.choice((1, P.WAD, rng.randint(1, P.WAD))) for _ in range(gamma)]
+        salt = (0, P.UINT64_MAX, 7)[i] if i < 3 else rng.getrandbits(64)
+        prev = P.transcript_genesis(job, salt) if cycle == 0 else _rand_hash(rng)
+        draft = T.Draft.build(job, cycle, prev, tokens, q, salt)
+        _, p, accepted, out_token = _random_record(rng, gamma)
+        record = P.cycle_record_hash(draft.draft_root, p, accepted, out_token)
+        out.append(draft)
+        out.append(
+            T.Verification(
+                job, cycle, draft.draft_root, p, _rand_hash(rng), accepted, out_token, P.next_state(prev, record)
+            )
+        )
+        out.append(T.Settlement(job, rng.choice((0, cycle)), _rand_hash(rng), rng.getrandbits(32)))
+    return out
+
+
+def build_transcript(rng: random.Random) -> dict:
+    vectors: dict = {
+        "typeStrings": {cls.PRIMARY: cls.type_string() for cls in T.MESSAGE_TYPES.values()},
+        "genesis": [],
+        "recordLeaf": [],
+        "stateChain": [],
+        "messages": [],
+    }
+    for job, salt in [(0, 0), (2**256 - 1, P.UINT64_MAX)] + [(rng.getrandbits(256), _rand_salt(rng)) for _ in range(6)]:
+        vectors["genesis"].append({"jobId": job, "salt": salt, "expected": _hex(P.transcript_genesis(job, salt))})
+    for cycle in (0, 1, P.UINT32_MAX, rng.getrandbits(32)):
+        record = _rand_hash(rng)
+        vectors["recordLeaf"].append(
+            {"cycle": cycle, "recordHash": _hex(record), "expected": _hex(P.record_leaf(cycle, record))}
+        )
+    for length in (1, 2, 3, 5, 8, 13):
+        job, salt = rng.getrandbits(64), _rand_salt(rng)
+        genesis = P.transcript_genesis(job, salt)
+        records = [_random_record(rng, rng.randint(1, P.MAX_GAMMA)) for _ in range(length)]
+        hashes = [P.cycle_record_hash(*r) for r in records]
+        vectors["stateChain"].append(
+            {
+                "jobId": job,
+                "salt": salt,
+                "genesis": _hex(genesis),
+                "records": [{"draftRoot": _hex(r[0]), "p": r[1], "accepted": r[2], "outToken": r[3]} for r in records],
+                "recordHashes": [_hex(h) for h in hashes],
+                "states": [_hex(s) for s in P.state_chain(genesis, hashes)],
+                "root": _hex(P.records_root(hashes)),
+                "proofs": [[_hex(x) for x in P.record_proof(hashes, c)] for c in range(length)],
+            }
+        )
+    signer = Account.from_key(VECTOR_KEY)
+    domains = [
+        T.Domain(31337, "0x" + "5f" * 20),
+        T.Domain(1, "0x" + "00" * 19 + "01"),
+        T.Domain(2**256 - 1, "0x" + "ff" * 20),
+    ]
+    for k, msg in enumerate(_messages(rng)):
+        domain = domains[(k // len(T.MESSAGE_TYPES)) % len(domains)]  # every type under every domain
+        vectors["messages"].append(
+            {
+                "type": msg.PRIMARY,
+                "domain": domain.as_dict(),
+                "message": {name: _json(value) for name, value in msg.message().items()},
+                "structHash": _hex(T.struct_hash(domain, msg)),
+                "domainSeparator": _hex(bytes(T.signable(domain, msg).header)),
+                "digest": _hex(T.digest(domain, msg)),
+                "signer": signer.address,
+                "signature": _hex(T.sign(domain, msg, VECTOR_KEY)),
+            }
+        )
+    return vectors
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="fail if the committed vectors are stale")
     args = parser.parse_args()
-    text = json.dumps(build(random.Random(SEED)), indent=1) + "\n"
+    # the transcript vectors draw from their own generator, so adding them left specmath.json unchanged
+    files = {
+        OUT: json.dumps(build(random.Random(SEED)), indent=1) + "\n",
+        TRANSCRIPT_OUT: json.dumps(build_transcript(random.Random(SEED + 1)), indent=1) + "\n",
+    }
     if args.check:
-        if OUT.read_text() != text:
-            print(f"{OUT} is stale: run python scripts/gen_vectors.py", file=sys.stderr)
-            return 1
-        print(f"{OUT} is up to date")
-        return 0
+        stale = [path for path, text in files.items() if not path.exists() or path.read_text() != text]
+        for path in stale:
+            print(f"{path} is stale: run python scripts/gen_vectors.py", file=sys.stderr)
+        if not stale:
+            print("the vectors are up to date")
+        return 1 if stale else 0
     OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(text)
-    print(f"wrote {OUT}")
+    for path, text in files.items():
+        path.write_text(text)
+        print(f"wrote {path}")
     return 0
 
 

@@ -232,7 +232,12 @@ def test_chain_up_and_down_with_a_pid_file(tmp_path):
         w3 = Web3(Web3.HTTPProvider(info["rpc_url"]))
         deployment = Deployment.load(home / "deployment.json")
         assert deployment.anvil_pid == pid and w3.eth.get_code(deployment.addresses["InferenceMarket"])
-        assert set(deployment.addresses) == {"StakingRegistry", "InferenceMarket", "DisputeManager"}
+        assert set(deployment.addresses) == {
+            "StakingRegistry",
+            "InferenceMarket",
+            "DisputeManager",
+            "TranscriptSettlement",
+        }
         # a second chain for the same home is refused, and the first keeps running
         clean_error(cli("chain", "up", home=home), "already running", str(pid))
         os.kill(pid, 0)

@@ -240,6 +240,7 @@ def test_a_v1_store_is_migrated_with_its_disputes_in_their_own_table(path):
     raw = sqlite3.connect(path)
     raw.execute("DROP TABLE chain_binding")
     raw.execute("DROP TABLE secrets")
+    raw.execute("DROP TABLE link_messages")
     raw.execute("DROP TABLE disputes")
     raw.execute("DROP TABLE jobs")
     raw.execute(V1_JOBS_TABLE)
@@ -367,10 +368,11 @@ def test_a_store_of_another_chain_is_moved_aside_and_a_fresh_one_started(path, o
 
 
 def test_a_v2_store_is_migrated_and_bound_keeping_its_data(path):
-    NodeStore(path).close()  # a current store, taken back to v2: no chain_binding or secrets table
+    NodeStore(path).close()  # a current store, taken back to v2: no chain_binding, secrets or link_messages table
     raw = sqlite3.connect(path)
     raw.execute("DROP TABLE chain_binding")
     raw.execute("DROP TABLE secrets")
+    raw.execute("DROP TABLE link_messages")
     raw.execute("PRAGMA user_version=2")
     raw.execute("INSERT INTO event_cursors VALUES ('verifier-events', 12)")
     raw.commit()
@@ -379,5 +381,5 @@ def test_a_v2_store_is_migrated_and_bound_keeping_its_data(path):
         assert store.replaced is None and store.cursor("verifier-events") == 12
         assert store.binding() == _binding(CHAIN_A)
     raw = sqlite3.connect(path)
-    assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
+    assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
     raw.close()

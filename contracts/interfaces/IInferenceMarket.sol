@@ -44,6 +44,19 @@ interface IInferenceMarket {
         uint128 pricePerPass; // wei to the verifier per verified cycle (target pass)
     }
 
+    /// @notice How a transcript job ends (TranscriptSettlement → market.transcriptFinish): the counts a v1 job would
+    /// hold after the same verified cycles, and who (if anyone) missed a force move's deadline.
+    struct TranscriptOutcome {
+        uint16 cycles; // cycles settled (target passes)
+        uint16 emitted; // output tokens
+        uint16 rejected; // cycles with a counted rejection (α window)
+        bool outCut; // the last cycle's outToken was cut (EOS / maxTokens first)
+        uint64 salt; // the drafter's salt
+        FinishReason reason; // Completed (settlement) or the silent party's timeout
+        address silent; // the party that missed a force move's deadline (zero: none)
+        bool slash; // slash `silent` timeoutSlash (false for a drafter that never signed a draft)
+    }
+
     struct JobParties {
         address requester;
         address drafter;
@@ -54,6 +67,17 @@ interface IInferenceMarket {
 
     /// @notice The deployer wired the dispute manager.
     event DisputeManagerSet(address indexed disputeManager);
+    /// @notice The deployer wired the transcript settlement contract.
+    event TranscriptSettlementSet(address indexed transcriptSettlement);
+    /// @notice `jobId` (just submitted, see JobSubmitted) runs in transcript mode.
+    event TranscriptJobSubmitted(uint256 indexed jobId);
+    /// @notice A pulled cycle of transcript job `jobId`: its record hash is now what `cycleRecordHash` serves.
+    event TranscriptRecordStored(uint256 indexed jobId, uint32 cycle, bytes32 recordHash);
+    /// @notice A rule challenge convicted both signers of `jobId`: slashed `fromDrafter` and `fromVerifier` wei,
+    /// `reward` of it owed to `challenger`, the rest to the treasury.
+    event TranscriptConvicted(
+        uint256 indexed jobId, address indexed challenger, uint256 fromDrafter, uint256 fromVerifier, uint256 reward
+    );
     /// @notice A job was submitted with `escrow` wei; `prompt` is the token-id input, as the node encodes it.
     event JobSubmitted(
         uint256 indexed jobId, address indexed requester, JobRequest request, bytes prompt, uint256 escrow
@@ -92,6 +116,12 @@ interface IInferenceMarket {
     error BadParams();
     /// @dev Only the dispute manager.
     error NotDisputeManager(address caller);
+    /// @dev Only the transcript settlement contract.
+    error NotTranscriptSettlement(address caller);
+    /// @dev No transcript settlement contract is wired.
+    error TranscriptNotWired();
+    /// @dev A running transcript job takes no per-cycle move and no claimTimeout (its liveness is force moves).
+    error TranscriptJob(uint256 jobId);
     /// @dev ETH arrived from someone other than the registry.
     error UnexpectedSender(address sender);
     /// @dev γ must be in 1..16.
@@ -169,4 +199,20 @@ interface IInferenceMarket {
     /// running) and the losing party's unpaid earnings on the job are forfeited to the requester.
     /// @dev Only the dispute manager.
     function disputeClosed(uint256 jobId, address accused, bool accusedLost) external;
+
+    /// @notice Ends running transcript job `jobId` with outcome `o`: Finished with the v1 counts (so `finalize` pays
+    /// exactly as a per-cycle job), the challenge window from now, the salt recorded; slashes `o.silent`
+    /// timeoutSlash to the requester when `o.slash`. A job with no cycle settles at once.
+    /// @dev Only the transcript settlement contract.
+    function transcriptFinish(uint256 jobId, TranscriptOutcome calldata o) external;
+
+    /// @notice Stores the record hash of a pulled cycle of finished transcript job `jobId`, which `cycleRecordHash`
+    /// then serves to the dispute manager.
+    /// @dev Only the transcript settlement contract.
+    function storeTranscriptRecord(uint256 jobId, uint32 cycle, bytes32 recordHash) external;
+
+    /// @notice A rule challenge refuted a co-signed cycle of finished transcript job `jobId`: both signers forfeit
+    /// their pay and lose up to `amount` of stake each; `challenger` is owed `rewardBps` of the smaller slash.
+    /// @dev Only the transcript settlement contract.
+    function transcriptConvict(uint256 jobId, address challenger, uint256 amount, uint256 rewardBps) external;
 }

@@ -35,6 +35,9 @@ interface IStakingRegistry {
     /// @notice Protocol contract `by` took `amount` wei of `account`'s stake.
     event Slashed(address indexed account, address indexed by, uint256 amount);
 
+    /// @notice Verifier `account` serves its transcript-mode link at `endpoint` (a URL; empty: none).
+    event EndpointSet(address indexed account, string endpoint);
+
     /// @notice Referee `account`'s weight in the stake trees of its model ids is now `weight` (its active stake).
     event RefereeWeightSet(address indexed account, uint256 weight);
 
@@ -84,6 +87,10 @@ interface IStakingRegistry {
     error StakeLocked(uint256 locks);
     /// @dev `unlock` without a matching `lock`.
     error NotLocked(address account);
+    /// @dev The caller is not a registered verifier.
+    error NotVerifier(address account);
+    /// @dev An endpoint longer than MAX_ENDPOINT bytes.
+    error EndpointTooLong(uint256 length, uint256 maximum);
     /// @dev Sending ETH (an unbonded stake, or slash proceeds to a protocol contract) failed.
     error RegistryTransferFailed();
 

@@ -1,9 +1,11 @@
 """Deploy and wire the protocol: StakingRegistry, InferenceMarket (also the α window) and, when its
-artifact exists, DisputeManager, with the parameters of node/chain/params.py.
+artifact exists, DisputeManager, and TranscriptSettlement (transcript mode), with the parameters of
+node/chain/params.py.
 
 The market's α parameters include its `treasury` (α slashes and fees; the burn address by default).
 Wiring order: registry → market(registry) → disputes(registry, market) →
-registry.setProtocolContracts(market, disputes) → market.setDisputeManager(disputes).
+registry.setProtocolContracts(market, disputes) → market.setDisputeManager(disputes) →
+transcript(market) → market.setTranscriptSettlement(transcript).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ class System:
     disputes: Contract | None
     params: DeploymentParams
     deployer: str
+    transcript: Contract | None = None  # TranscriptSettlement: ends the market's transcript-mode jobs
 
 
 def _transact(w3: Web3, fn, sender: str) -> None:
@@ -71,6 +74,18 @@ def deploy_system(
     _transact(w3, registry.functions.setProtocolContracts(market.address, disputes_address), deployer)
     if disputes is not None:
         _transact(w3, market.functions.setDisputeManager(disputes.address), deployer)
+    transcript = None
+    if "TranscriptSettlement" in artifacts:
+        transcript = deploy_contract(
+            w3, "TranscriptSettlement", market.address, *p.transcript_args(), sender=deployer, artifacts=artifacts
+        )
+        _transact(w3, market.functions.setTranscriptSettlement(transcript.address), deployer)
     return System(
-        registry=registry, market=market, alpha_window=market, disputes=disputes, params=params, deployer=deployer
+        registry=registry,
+        market=market,
+        alpha_window=market,
+        disputes=disputes,
+        params=params,
+        deployer=deployer,
+        transcript=transcript,
     )

@@ -18,7 +18,7 @@ from node.chain.compile import compile_contracts
 from node.chain.deploy import System
 from node.chain.params import DeploymentParams
 
-CONTRACT_NAMES = ("StakingRegistry", "InferenceMarket", "DisputeManager")
+CONTRACT_NAMES = ("StakingRegistry", "InferenceMarket", "DisputeManager", "TranscriptSettlement")
 
 
 class DeploymentFileError(RuntimeError):
@@ -49,6 +49,8 @@ class Deployment:
         addresses = {"StakingRegistry": system.registry.address, "InferenceMarket": system.market.address}
         if system.disputes is not None:
             addresses["DisputeManager"] = system.disputes.address
+        if system.transcript is not None:
+            addresses["TranscriptSettlement"] = system.transcript.address
         return cls(
             rpc_url=rpc_url,
             chain_id=w3.eth.chain_id,
@@ -102,6 +104,8 @@ class Deployment:
         artifacts = artifacts or compile_contracts()
         market = self.contract(w3, "InferenceMarket", artifacts)
         disputes = self.contract(w3, "DisputeManager", artifacts) if "DisputeManager" in self.addresses else None
+        has_transcript = "TranscriptSettlement" in self.addresses
+        transcript = self.contract(w3, "TranscriptSettlement", artifacts) if has_transcript else None
         return System(
             registry=self.contract(w3, "StakingRegistry", artifacts),
             market=market,
@@ -109,4 +113,5 @@ class Deployment:
             disputes=disputes,
             params=self.deployment_params,
             deployer="",
+            transcript=transcript,
         )

@@ -61,6 +61,11 @@ class DeploymentParams:
     escalation_period: int = 1 * HOUR
     max_appeals: int = 1
     max_escalations: int = 2
+    # TranscriptSettlement (transcript mode, docs/protocol.md "Transcript mode (v2)"): a rule challenge slashes each
+    # signer of a refuted cycle rule_slash; the challenger gets rule_reward_bps of the smaller of the two slashes
+    # (< 100 %: an ally of either signer gets back less than that signer lost), the rest goes to the treasury.
+    rule_slash: int = ETHER // 2
+    rule_reward_bps: int = 5_000
 
     @property
     def alpha_window_cycles(self) -> int:
@@ -95,6 +100,8 @@ class DeploymentParams:
             raise ValueError("alpha_price_floor must fit in uint128")
         if not 0 <= self.alpha_fee_bps <= 10_000 or not 0 <= self.alpha_slash_bps <= 10_000:
             raise ValueError("alpha_fee_bps and alpha_slash_bps must be in 0..10000")
+        if not 0 <= self.rule_reward_bps < 10_000:
+            raise ValueError("rule_reward_bps must be in 0..9999 (a challenger allied with a signer must not profit)")
         if int(self.treasury, 16) == 0:
             raise ValueError("treasury must not be the zero address (the burn address 0x…dEaD burns)")
 
@@ -135,6 +142,10 @@ class DeploymentParams:
                 self.max_escalations,
             ),
         )
+
+    def transcript_args(self) -> tuple[int, int]:
+        """TranscriptSettlement's constructor arguments after the market address."""
+        return (self.rule_slash, self.rule_reward_bps)
 
     def with_(self, **changes) -> DeploymentParams:
         return replace(self, **changes)

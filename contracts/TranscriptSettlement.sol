@@ -1,0 +1,688 @@
+// SPDX-License-Identifier: MIT
+pragma solidity 0.8.28;
+
+import {MerkleProof} from "@openzeppelin/contracts/utils/cryptography/MerkleProof.sol";
+import {IInferenceMarket} from "./interfaces/IInferenceMarket.sol";
+import {InferenceMarket} from "./InferenceMarket.sol";
+import {CycleRecord} from "./lib/CycleRecord.sol";
+import {SpecMath} from "./lib/SpecMath.sol";
+import {TranscriptSigner} from "./lib/TranscriptSigner.sol";
+import {TranscriptTypes} from "./lib/TranscriptTypes.sol";
+
+/// @title TranscriptSettlement
+/// @notice Ends transcript-mode jobs of the market (docs/protocol.md "Transcript mode (v2)"): one-transaction
+/// settlement of a transcript both parties signed, rule challenges that re-run the v1 accept rule on one pulled
+/// cycle and slash both signers, pulls that hand a cycle's record to the dispute manager's referee flow, and force
+/// moves against a silent party. It is the EIP-712 verifying contract of the transcript messages.
+/// @dev Holds no ETH: every payment, slash and refund goes through the market's hooks (`transcriptFinish`,
+/// `storeTranscriptRecord`, `transcriptConvict`), which keep v1's pull payments, so `finalize` pays a settled transcript
+/// job exactly as a per-cycle job with the same cycles. Loops run over posted cycles (at most maxTokens: each cycle
+/// emits a token, and a cycle after the job's end reverts) and over a cycle's γ ≤ 16 proposals. No reentrancy guard:
+/// the only contract it calls is the market (views, and the hooks, which are nonReentrant themselves), and every
+/// function writes its own state before that call.
+contract TranscriptSettlement is TranscriptSigner {
+    /// @notice One cycle as settlement posts it: the draft (tokens, q), the verifier's p and the v1 record fields.
+    /// The record's draft root is recomputed from (tokens, q), so the posting is the job's data availability.
+    struct Cycle {
+        uint32[] tokens;
+        uint64[] q;
+        uint64[] p;
+        uint32 accepted;
+        uint32 outToken;
+    }
+
+    /// @notice What settlement posts beside the cycles: the Settlement, both signatures, the salt, the last reveal.
+    struct Signed {
+        TranscriptTypes.Settlement settlement;
+        bytes drafterSig;
+        bytes verifierSig;
+        uint64 salt; // the drafter's salt (its Draft of cycle 0)
+        bytes32 lastReveal; // the verifier's reveal of the last cycle: H^cycles(lastReveal) is its chain head
+    }
+
+    /// @notice A force move's evidence: the latest co-signed state S(k-1), shown by the drafter's Draft of cycle k
+    /// (its prevState) and, for k ≥ 1, the verifier's Verification of cycle k-1 (its state); when the verifier
+    /// forces, also its own Verification of cycle k (`pending`), the move it is owed an answer to.
+    struct Evidence {
+        TranscriptTypes.Draft draft;
+        bytes draftSig;
+        TranscriptTypes.Verification last;
+        bytes lastSig;
+        TranscriptTypes.Verification pending;
+        bytes pendingSig;
+    }
+
+    /// @notice The silent party's on-chain answer: the verifier's verification of the pending draft (checked by
+    /// the v1 rule here), or the drafter's signed Draft of the next cycle.
+    struct Answer {
+        uint32[] tokens;
+        uint64[] q;
+        uint64[] p;
+        bytes32 reveal;
+        uint32 accepted;
+        uint32 outToken;
+        TranscriptTypes.Draft draft;
+        bytes draftSig;
+    }
+
+    /// @notice What a settled (or force-settled) job keeps: the records root challenges prove against.
+    struct Settled {
+        bytes32 recordsRoot; // zero: no cycle was settled
+        uint32 cycles;
+        bool convicted; // a rule challenge succeeded (once per job)
+    }
+
+    /// @notice A pending force move.
+    struct Force {
+        bytes32 state; // the state the answer must extend: S(k-1) (verifier silent) or S(k) (drafter silent)
+        bytes32 pendingRoot; // verifier silent: the draft root of the Draft it must verify
+        bytes32 recordsRoot; // of the cycles the job settles at if nobody answers
+        uint64 salt;
+        uint64 deadline;
+        uint16 cycles;
+        uint16 emitted;
+        uint16 rejected;
+        bool outCut;
+        address silent; // the party that must answer (zero: no force pending)
+        bool slash; // false only for a drafter forced before it signed any Draft
+    }
+
+    /// @dev One cycle's scalars for the accept rule (kept in memory: the legacy code generator's stack is short).
+    struct Rule {
+        bytes32 draftRoot;
+        bytes32 reveal;
+        uint256 accepted;
+        uint256 outToken;
+        uint256 salt;
+        uint256 vocab;
+    }
+
+    /// @dev The running totals of a fold over posted cycles (what v1 would hold in the job's slot 0).
+    struct Tally {
+        bytes32 state;
+        uint256 emitted;
+        uint256 rejected;
+        bool finished;
+        bool outCut;
+    }
+
+    uint256 private constant _BPS = 10_000;
+    /// @dev The reveal part of the market's commitment word (bits 255..65): InferenceMarket._HIGH_BITS.
+    uint256 private constant _HIGH_BITS = ~((uint256(type(uint64).max) << 1) | 1);
+
+    /// @notice The market whose transcript jobs this contract ends.
+    InferenceMarket public immutable market;
+    /// @notice Stake (wei) slashed from each signer of a cycle a rule challenge refutes.
+    uint256 public immutable ruleSlash;
+    /// @notice The challenger's share (basis points, < 10,000) of the smaller of the two rule-challenge slashes.
+    uint256 public immutable ruleRewardBps;
+
+    mapping(uint256 jobId => Settled) private _settled;
+    mapping(uint256 jobId => Force) private _forces;
+    // 1 + the cycle count of the last force by `forcer` that was answered: its next force must reach further (an
+    // answered party is not made to answer the same move twice)
+    mapping(uint256 jobId => mapping(address forcer => uint256)) private _answeredLevel;
+
+    /// @notice `jobId` settled by both parties' Settlement: `cycles` cycles, `tokensOut` tokens, `recordsRoot`; the
+    /// verifier's last reveal `lastReveal` (earlier reveals follow by hashing it).
+    event TranscriptSettled(
+        uint256 indexed jobId, uint32 cycles, uint32 tokensOut, bytes32 recordsRoot, bytes32 lastReveal
+    );
+    /// @notice `forcer` posted the co-signed state after `cycles` cycles of `jobId`; `silent` must answer by
+    /// `deadline`. `reveal` is the verifier's latest reveal in the evidence (zero when none).
+    event ForceMoved(
+        uint256 indexed jobId, address indexed forcer, address indexed silent, uint256 cycles, uint256 deadline,
+        bytes32 reveal
+    );
+    /// @notice The verifier answered a force move of `jobId` with its verification of cycle `cycle`.
+    event ForceAnsweredVerification(
+        uint256 indexed jobId, uint32 cycle, uint64[] p, bytes32 reveal, uint32 accepted, uint32 outToken
+    );
+    /// @notice The drafter answered a force move of `jobId` with its signed Draft of cycle `cycle`.
+    event ForceAnsweredDraft(
+        uint256 indexed jobId, uint32 cycle, bytes32 prevState, uint32[] tokens, uint64[] q, uint64 salt,
+        bytes signature
+    );
+    /// @notice Nobody answered the force move of `jobId`: it settled at `cycles` cycles, `silent` slashed.
+    event ForceSettled(uint256 indexed jobId, address indexed silent, uint256 cycles);
+    /// @notice A force move's pending verification (or the answer) ended `jobId` at `cycles` cycles.
+    event ForceCompleted(uint256 indexed jobId, uint256 cycles);
+    /// @notice Cycle `cycle` of `jobId` was pulled: its record hash is in the market for the dispute manager.
+    event CyclePulled(uint256 indexed jobId, uint32 cycle, bytes32 recordHash);
+    /// @notice `challenger` proved that cycle `cycle` of `jobId` breaks the v1 accept rule.
+    event RuleChallengeWon(uint256 indexed jobId, uint32 cycle, address indexed challenger);
+
+    /// @dev A constructor parameter is out of range.
+    error TranscriptBadParams();
+    /// @dev The job is not a running (or finished, for challenges) transcript job of the market.
+    error NotTranscriptJob(uint256 jobId);
+    /// @dev A message names another job.
+    error WrongJob(uint256 expected, uint256 got);
+    /// @dev A message or the posting names another cycle count.
+    error WrongCycles(uint256 expected, uint256 got);
+    /// @dev Cycle `cycle` has arrays of other than γ entries, or accepted above γ.
+    error BadCycle(uint256 cycle);
+    /// @dev Cycle `cycle` was posted after the job had already ended (EOS or maxTokens).
+    error CycleAfterEnd(uint256 cycle);
+    /// @dev The posted records do not end the job (a Settlement is the job's end; otherwise force-move).
+    error TranscriptNotEnded();
+    /// @dev The posted records fold to `computed`, not the state that was signed.
+    error StateMismatch(bytes32 signed, bytes32 computed);
+    /// @dev The tokens derived from the records differ from the Settlement's tokensOut.
+    error TokensOutMismatch(uint256 signed, uint256 derived);
+    /// @dev A reveal that does not hash to the verifier's chain head in the right number of steps.
+    error RevealMismatch(uint256 cycle);
+    /// @dev A Draft's draftRoot is not the root of its tokens and q.
+    error DraftRootMismatch(uint256 cycle);
+    /// @dev The caller is neither the job's drafter nor its verifier, or not the party this needs.
+    error NotParty(address caller);
+    /// @dev A drafter holding the verification of its Draft of cycle `cycle` (which did not end the job) drafts next.
+    error NothingToForce(uint256 cycle);
+    /// @dev The caller's force at `cycles` cycles was answered: a new one must reach further.
+    error ForceAlreadyAnswered(uint256 jobId, uint256 cycles);
+    /// @dev A force move is already pending at the same or a later state.
+    error ForcePending(uint256 jobId, address silent);
+    /// @dev No force move is pending on the job.
+    error NoForce(uint256 jobId);
+    /// @dev The force move's answer deadline has passed (answer) or not yet (claim).
+    error ForceDeadline(uint256 deadline);
+    /// @dev A verification posted on chain breaks the v1 accept rule.
+    error RuleViolated(uint256 cycle);
+    /// @dev The job has no settled records, or already lost a rule challenge.
+    error NotChallengeable(uint256 jobId);
+    /// @dev The proof does not show the record under the stored records root.
+    error InvalidRecordProof(uint256 cycle);
+    /// @dev The pulled record follows the v1 rule: the challenge fails.
+    error RecordFollowsRule(uint256 jobId, uint256 cycle);
+
+    /// @param market_ The market (wires this contract with `setTranscriptSettlement`).
+    /// @param ruleSlash_ Wei slashed from each signer of a refuted cycle.
+    /// @param ruleRewardBps_ The challenger's share of the smaller slash, basis points, below 10,000.
+    constructor(address market_, uint256 ruleSlash_, uint256 ruleRewardBps_) {
+        if (market_ == address(0) || ruleRewardBps_ >= _BPS) revert TranscriptBadParams();
+        market = InferenceMarket(payable(market_));
+        ruleSlash = ruleSlash_;
+        ruleRewardBps = ruleRewardBps_;
+    }
+
+    // ------------------------------------------------------------------ settlement
+
+    /// @notice Settles running transcript job `a.settlement.jobId` in one transaction (either party, or anyone holding
+    /// the signatures): both parties' signatures of the Settlement, the drafter's salt, the verifier's last reveal
+    /// and every cycle in calldata. The cycles must fold from the genesis of the salt to the signed state, number
+    /// `cycles`, end the job (EOS or maxTokens at the last cycle, never before) and emit `tokensOut` tokens. The job
+    /// becomes Finished with v1's counts, so `finalize` after the challenge window pays as v1.
+    /// @dev The accept rule is not re-run here (rule challenges do). Supersedes a pending force move.
+    /// @param a The Settlement, its two signatures, the salt and the last reveal.
+    /// @param cycles The cycles 0..n-1.
+    function settle(Signed calldata a, Cycle[] calldata cycles) external {
+        TranscriptTypes.Settlement calldata s = a.settlement;
+        uint256 jobId = s.jobId;
+        InferenceMarket.JobView memory job = _runningJob(jobId);
+        if (cycles.length != s.cycles) revert WrongCycles(s.cycles, cycles.length);
+        {
+            bytes32 digest = _settlementDigest(s);
+            _requireSigner(digest, a.drafterSig, job.drafter);
+            _requireSigner(digest, a.verifierSig, job.verifier);
+        }
+        bytes32[] memory leaves = new bytes32[](cycles.length);
+        Tally memory t = _fold(jobId, job, TranscriptTypes.genesisState(jobId, a.salt), cycles, leaves);
+        if (t.state != s.state) revert StateMismatch(s.state, t.state);
+        if (t.emitted != s.tokensOut) revert TokensOutMismatch(s.tokensOut, t.emitted);
+        bytes32 root = bytes32(0);
+        if (cycles.length != 0) {
+            if (!t.finished) revert TranscriptNotEnded();
+            _checkReveal(job, cycles.length - 1, a.lastReveal);
+            root = SpecMath.root(leaves);
+        }
+        delete _forces[jobId];
+        _settled[jobId] = Settled(root, s.cycles, false);
+        emit TranscriptSettled(jobId, s.cycles, s.tokensOut, root, a.lastReveal);
+        market.transcriptFinish(jobId, _outcome(cycles.length, t, a.salt, IInferenceMarket.FinishReason.Completed));
+    }
+
+    // ------------------------------------------------------------------ challenges and pulls
+
+    /// @notice A rule challenge (anyone, before finalize): cycle `cycle` of settled job `jobId`, its data `c` with
+    /// a Merkle proof against the stored records root, and the verifier's reveal of that cycle. The contract re-runs
+    /// the v1 accept rule (draft root from tokens and q, probability ranges, the accept count with the job's salt,
+    /// capped at the first out-of-range proposal, outToken below the vocabulary); when the record disagrees, both
+    /// signers forfeit their pay and are slashed `ruleSlash` each, the requester's escrow comes back whole at
+    /// finalize, and the caller is owed `ruleRewardBps` of the smaller slash (the rest goes to the treasury).
+    /// @dev Reverts {RecordFollowsRule} on a good record. One successful challenge per job.
+    /// @param jobId The job.
+    /// @param cycle The cycle.
+    /// @param c The cycle's data, as settlement posted it.
+    /// @param reveal The verifier's reveal of `cycle` (H^(cycle+1)(reveal) is its chain head).
+    /// @param proof The record's proof (`protocol.record_proof`).
+    function challengeRule(uint256 jobId, uint32 cycle, Cycle calldata c, bytes32 reveal, bytes32[] calldata proof)
+        external
+    {
+        Settled storage record = _settled[jobId];
+        if (record.recordsRoot == bytes32(0) || record.convicted) revert NotChallengeable(jobId);
+        InferenceMarket.JobView memory job = market.getJob(jobId);
+        bytes32 draftRoot = SpecMath.draftRootCalldata(jobId, cycle, c.tokens, c.q);
+        _proveRecord(record.recordsRoot, cycle, CycleRecord.hashCalldata(draftRoot, c.p, c.accepted, c.outToken), proof);
+        _checkReveal(job, cycle, reveal);
+        if (_followsRule(_rule(job, job.salt, draftRoot, reveal, c.accepted, c.outToken), c.tokens, c.q, c.p)) {
+            revert RecordFollowsRule(jobId, cycle);
+        }
+        record.convicted = true;
+        emit RuleChallengeWon(jobId, cycle, msg.sender);
+        market.transcriptConvict(jobId, msg.sender, ruleSlash, ruleRewardBps);
+    }
+
+    /// @notice Pulls cycle `cycle` of settled job `jobId` (anyone, before finalize): proves its record against the
+    /// stored records root and stores the record hash in the market, where the dispute manager reads it, so a
+    /// DraftReplay / TargetReplay dispute on it runs through the v1 referee flow unchanged.
+    /// @param jobId The job.
+    /// @param cycle The cycle.
+    /// @param r The cycle's v1 record (draft root, p, accepted, outToken).
+    /// @param proof The record's proof (`protocol.record_proof`).
+    function pullCycle(uint256 jobId, uint32 cycle, TranscriptTypes.Record calldata r, bytes32[] calldata proof)
+        external
+    {
+        bytes32 root = _settled[jobId].recordsRoot;
+        // slither-disable-next-line incorrect-equality (a root, not a balance: zero means nothing was settled)
+        if (root == bytes32(0)) revert NotChallengeable(jobId);
+        bytes32 recordHash = CycleRecord.hashCalldata(r.draftRoot, r.p, r.accepted, r.outToken);
+        _proveRecord(root, cycle, recordHash, proof);
+        emit CyclePulled(jobId, cycle, recordHash);
+        market.storeTranscriptRecord(jobId, cycle, recordHash);
+    }
+
+    // ------------------------------------------------------------------ force moves
+
+    /// @notice A party of running transcript job `jobId` whose counterparty went silent posts the latest state both
+    /// signed, S(k-1) (k = `cycles.length`): the drafter's Draft of cycle k (prevState S(k-1)) and, for k ≥ 1, the
+    /// verifier's Verification of cycle k-1 (state S(k-1)), with the k cycles folding to it. A drafter forcing
+    /// waits for the verifier's verification of that Draft (verifyTimeout); a verifier forcing also posts its own
+    /// Verification of cycle k, checked here by the v1 rule, and waits for the drafter's next Draft (commitTimeout);
+    /// if that verification ends the job, the job settles at once. A verifier whose drafter never sent a Draft
+    /// forces with an empty `e.draftSig` and no cycles: the drafter is then not slashed (v1: the first commit is
+    /// its consent). Without an answer, `claimForce` settles at the co-signed state and slashes the silent party.
+    /// @param jobId The job.
+    /// @param e The evidence.
+    /// @param cycles The cycles 0..k-1 (their data: the job's data availability, as at settlement).
+    function forceMove(uint256 jobId, Evidence calldata e, Cycle[] calldata cycles) external {
+        InferenceMarket.JobView memory job = _runningJob(jobId);
+        bool byDrafter = msg.sender == job.drafter;
+        if (!byDrafter && msg.sender != job.verifier) revert NotParty(msg.sender);
+        uint256 k = cycles.length;
+        _checkLevel(jobId, k + (e.pendingSig.length != 0 ? 1 : 0));
+        if (!byDrafter && e.draftSig.length == 0) {
+            _forceWithoutDraft(jobId, job, k);
+            return;
+        }
+        bool withPending = e.pendingSig.length != 0;
+        if (!byDrafter && !withPending) revert NotParty(msg.sender); // a verifier forcing posts its verification
+        bytes32[] memory leaves = new bytes32[](k + (withPending ? 1 : 0));
+        (Tally memory t, bytes32 reveal) = _coSigned(jobId, job, e, cycles, leaves);
+        Force memory f = Force(bytes32(0), bytes32(0), bytes32(0), e.draft.salt, 0, 0, 0, 0, false, address(0), true);
+        if (withPending) {
+            _applyPending(jobId, job, e, t, leaves, k);
+            ++k;
+            reveal = e.pending.reveal;
+            // a drafter holding the verifier's verification of its draft has nothing to wait for unless the job ended
+            if (byDrafter && !t.finished) revert NothingToForce(k);
+        }
+        if (byDrafter) {
+            f.pendingRoot = e.draft.draftRoot;
+            f.silent = job.verifier;
+            f.deadline = uint64(block.timestamp + market.verifyTimeout());
+        } else {
+            f.silent = job.drafter;
+            f.deadline = uint64(block.timestamp + market.commitTimeout());
+        }
+        f.state = t.state;
+        if (k != 0) f.recordsRoot = SpecMath.root(leaves);
+        f.cycles = uint16(k);
+        f.emitted = uint16(t.emitted);
+        f.rejected = uint16(t.rejected);
+        f.outCut = t.outCut;
+        _openOrComplete(jobId, f, t.finished, reveal);
+    }
+
+    /// @dev Stores the force `f` and its deadline, or, when its pending verification ended the job, settles it.
+    function _openOrComplete(uint256 jobId, Force memory f, bool finished, bytes32 reveal) private {
+        if (finished) {
+            emit ForceCompleted(jobId, f.cycles);
+            _finishForce(jobId, f, IInferenceMarket.FinishReason.Completed, address(0));
+            return;
+        }
+        _forces[jobId] = f;
+        emit ForceMoved(jobId, msg.sender, f.silent, f.cycles, f.deadline, reveal);
+    }
+
+    /// @notice The silent party answers a pending force move of `jobId` before its deadline, which cancels it (the
+    /// job goes on off chain). The verifier answers with its verification of the pending Draft (`a.tokens`, `a.q`
+    /// hashing to its root, `a.p`, `a.reveal`, `a.accepted`, `a.outToken`), which must follow the v1 rule (if it ends the
+    /// job, the parties sign the Settlement, or the drafter force-moves with it, which completes the job). The drafter answers with its signed Draft of the next cycle (`a.draft`,
+    /// `a.draftSig`) on the posted state. A settlement also answers (it supersedes the force).
+    /// @param jobId The job.
+    /// @param a The answer.
+    function answerForce(uint256 jobId, Answer calldata a) external {
+        Force memory f = _forces[jobId];
+        if (f.silent == address(0)) revert NoForce(jobId);
+        if (msg.sender != f.silent) revert NotParty(msg.sender);
+        if (block.timestamp > f.deadline) revert ForceDeadline(f.deadline);
+        InferenceMarket.JobView memory job = _runningJob(jobId);
+        uint256 k = f.cycles;
+        address forcer = f.silent == job.verifier ? job.drafter : job.verifier;
+        _answeredLevel[jobId][forcer] = k + 1; // its next force needs more than k cycles
+        if (f.silent == job.verifier) {
+            bytes32 draftRoot = SpecMath.draftRootCalldata(jobId, uint32(k), a.tokens, a.q);
+            if (draftRoot != f.pendingRoot) revert DraftRootMismatch(k);
+            _checkReveal(job, k, a.reveal);
+            _verifyOnChain(_rule(job, f.salt, draftRoot, a.reveal, a.accepted, a.outToken), k, a.tokens, a.q, a.p);
+            delete _forces[jobId];
+            emit ForceAnsweredVerification(jobId, uint32(k), a.p, a.reveal, a.accepted, a.outToken);
+        } else {
+            TranscriptTypes.Draft calldata d = a.draft;
+            if (f.slash && d.salt != f.salt) revert StateMismatch(bytes32(uint256(f.salt)), bytes32(uint256(d.salt)));
+            bytes32 expected = f.slash ? f.state : TranscriptTypes.genesisState(jobId, d.salt);
+            _checkDraft(jobId, job, d, a.draftSig, k, expected);
+            delete _forces[jobId];
+            emit ForceAnsweredDraft(jobId, d.cycle, d.prevState, d.tokens, d.q, d.salt, a.draftSig);
+        }
+    }
+
+    /// @notice Settles a force move of `jobId` nobody answered by its deadline (anyone): the job ends at the posted
+    /// co-signed state (and, when the drafter was silent, the verifier's checked verification after it), the silent
+    /// party is slashed as for a v1 timeout, and the rest of the escrow goes back to the requester at finalize.
+    /// @param jobId The job.
+    function claimForce(uint256 jobId) external {
+        Force memory f = _forces[jobId];
+        if (f.silent == address(0)) revert NoForce(jobId);
+        if (block.timestamp <= f.deadline) revert ForceDeadline(f.deadline);
+        InferenceMarket.JobView memory job = _runningJob(jobId);
+        IInferenceMarket.FinishReason reason = f.silent == job.verifier
+            ? IInferenceMarket.FinishReason.VerifyTimeout
+            : IInferenceMarket.FinishReason.DraftTimeout;
+        delete _forces[jobId];
+        emit ForceSettled(jobId, f.silent, f.cycles);
+        _finishForce(jobId, f, reason, f.silent);
+    }
+
+    // ------------------------------------------------------------------ views
+
+    /// @notice The settled records root of `jobId`, its cycle count and whether a rule challenge convicted it.
+    /// @param jobId The job.
+    /// @return The job's settlement record.
+    function settled(uint256 jobId) external view returns (Settled memory) {
+        return _settled[jobId];
+    }
+
+    /// @notice The pending force move of `jobId` (`silent` zero: none).
+    /// @param jobId The job.
+    /// @return The force move.
+    function forceOf(uint256 jobId) external view returns (Force memory) {
+        return _forces[jobId];
+    }
+
+    /// @notice This contract's EIP-712 domain separator (transcript messages are signed under it).
+    /// @return The separator.
+    function domainSeparator() external view returns (bytes32) {
+        return _domainSeparatorV4();
+    }
+
+    // ------------------------------------------------------------------ internals
+
+    /// @dev A new force reaching `level` cycles: only a later state supersedes a pending force (a stale force is
+    /// answered by a force at a later one), and a forcer whose force was answered must reach further than it did.
+    function _checkLevel(uint256 jobId, uint256 level) private view {
+        Force storage pending = _forces[jobId];
+        if (pending.silent != address(0) && pending.cycles >= level) revert ForcePending(jobId, pending.silent);
+        uint256 answered = _answeredLevel[jobId][msg.sender];
+        if (answered != 0 && level < answered) revert ForceAlreadyAnswered(jobId, answered - 1);
+    }
+
+    /// @dev The verifier's force when the drafter never sent Draft 0: nothing is co-signed and the drafter never
+    /// consented, so it is not slashed if it stays silent (v1: the first commit is the drafter's consent).
+    function _forceWithoutDraft(uint256 jobId, InferenceMarket.JobView memory job, uint256 k) private {
+        if (k != 0) revert WrongCycles(0, k);
+        uint64 deadline = uint64(block.timestamp + market.commitTimeout());
+        _forces[jobId] = Force(bytes32(0), bytes32(0), bytes32(0), 0, deadline, 0, 0, 0, false, job.drafter, false);
+        emit ForceMoved(jobId, msg.sender, job.drafter, 0, deadline, bytes32(0));
+    }
+
+    /// @dev A force move's co-signed state S(k-1): the k cycles fold to it from the genesis of the Draft's salt, the
+    /// drafter's Draft of cycle k is on it, and (k ≥ 1) so is the verifier's Verification of cycle k-1. Returns the
+    /// fold and the verifier's latest reveal in the evidence.
+    function _coSigned(
+        uint256 jobId,
+        InferenceMarket.JobView memory job,
+        Evidence calldata e,
+        Cycle[] calldata cycles,
+        bytes32[] memory leaves
+    ) private view returns (Tally memory t, bytes32 reveal) {
+        uint256 k = cycles.length;
+        t = _fold(jobId, job, TranscriptTypes.genesisState(jobId, e.draft.salt), cycles, leaves);
+        if (t.finished) revert CycleAfterEnd(k); // the job ended at cycle k-1: that is a Settlement
+        _checkDraft(jobId, job, e.draft, e.draftSig, k, t.state);
+        if (k != 0) {
+            _checkCoSigned(jobId, job, e.last, e.lastSig, k, t.state);
+            reveal = e.last.reveal;
+        }
+    }
+
+    /// @dev The force mover's pending Verification of cycle k (the verifier's, on the Draft in the evidence): signed
+    /// by the verifier, checked by the v1 rule, folded into `t` and `leaves`.
+    function _applyPending(
+        uint256 jobId,
+        InferenceMarket.JobView memory job,
+        Evidence calldata e,
+        Tally memory t,
+        bytes32[] memory leaves,
+        uint256 k
+    ) private view {
+        TranscriptTypes.Verification calldata v = e.pending;
+        if (v.jobId != jobId) revert WrongJob(jobId, v.jobId);
+        if (v.cycle != k) revert WrongCycles(k, v.cycle);
+        if (v.draftRoot != e.draft.draftRoot) revert DraftRootMismatch(k);
+        _requireSigner(_verificationDigest(v), e.pendingSig, job.verifier);
+        _checkReveal(job, k, v.reveal);
+        _verifyOnChain(
+            _rule(job, e.draft.salt, v.draftRoot, v.reveal, v.accepted, v.outToken), k, e.draft.tokens, e.draft.q, v.p
+        );
+        bytes32 recordHash = CycleRecord.hashCalldata(v.draftRoot, v.p, v.accepted, v.outToken);
+        bytes32 next = TranscriptTypes.nextState(t.state, recordHash);
+        if (next != v.state) revert StateMismatch(v.state, next);
+        _step(t, job, k, e.draft.tokens, v.accepted, v.outToken);
+        t.state = next;
+        leaves[k] = TranscriptTypes.recordLeaf(uint32(k), recordHash);
+    }
+
+    function _runningJob(uint256 jobId) private view returns (InferenceMarket.JobView memory job) {
+        job = market.getJob(jobId);
+        if (!job.transcript || job.status != IInferenceMarket.JobStatus.Running) revert NotTranscriptJob(jobId);
+    }
+
+    /// @dev Folds `cycles` from `genesis`: per cycle the lengths (γ), the draft root from (tokens, q), the record hash,
+    /// the state step, the leaf (into `leaves`) and v1's emission and α counts. A cycle after the job's end reverts.
+    function _fold(
+        uint256 jobId,
+        InferenceMarket.JobView memory job,
+        bytes32 genesis,
+        Cycle[] calldata cycles,
+        bytes32[] memory leaves
+    ) private pure returns (Tally memory t) {
+        t.state = genesis;
+        uint256 n = cycles.length;
+        for (uint256 c; c < n; ++c) {
+            if (t.finished) revert CycleAfterEnd(c);
+            Cycle calldata cy = cycles[c];
+            uint256 gamma = job.gamma;
+            if (cy.tokens.length != gamma || cy.p.length != gamma || cy.accepted > gamma) revert BadCycle(c);
+            bytes32 draftRoot = SpecMath.draftRootCalldata(jobId, uint32(c), cy.tokens, cy.q); // q's length: here
+            bytes32 recordHash = CycleRecord.hashCalldata(draftRoot, cy.p, cy.accepted, cy.outToken);
+            t.state = TranscriptTypes.nextState(t.state, recordHash);
+            leaves[c] = TranscriptTypes.recordLeaf(uint32(c), recordHash);
+            _step(t, job, c, cy.tokens, cy.accepted, cy.outToken);
+        }
+    }
+
+    /// @dev v1's emission of one verified cycle (InferenceMarket._emitOutput and _nextSlot0): the accepted proposals
+    /// then outToken, cut after EOS and at maxTokens; a rejection counts unless the cut came before the outToken.
+    function _step(
+        Tally memory t,
+        InferenceMarket.JobView memory job,
+        uint256 c,
+        uint32[] calldata tokens,
+        uint256 accepted,
+        uint256 outToken
+    ) private pure {
+        if (t.finished) revert CycleAfterEnd(c);
+        uint256 room = uint256(job.maxTokens) - t.emitted;
+        uint256 count = accepted + 1;
+        bool finished = false;
+        if (count >= room) {
+            count = room;
+            finished = true;
+        }
+        for (uint256 i; i < count; ++i) {
+            uint256 token = i < accepted ? tokens[i] : outToken;
+            if (token == job.eosToken) {
+                count = i + 1;
+                finished = true;
+                break;
+            }
+        }
+        t.emitted += count;
+        bool cut = finished && count <= accepted;
+        if (accepted < tokens.length && !cut) ++t.rejected;
+        t.finished = finished;
+        t.outCut = cut;
+    }
+
+    /// @dev Reverts unless `d` is the drafter's signed Draft of cycle `cycle` of `jobId` on `prevState`, with the job's
+    /// γ proposals and a consistent draft root.
+    function _checkDraft(
+        uint256 jobId,
+        InferenceMarket.JobView memory job,
+        TranscriptTypes.Draft calldata d,
+        bytes calldata signature,
+        uint256 cycle,
+        bytes32 prevState
+    ) private view {
+        if (d.jobId != jobId) revert WrongJob(jobId, d.jobId);
+        if (d.cycle != cycle) revert WrongCycles(cycle, d.cycle);
+        if (d.prevState != prevState) revert StateMismatch(d.prevState, prevState);
+        if (d.tokens.length != job.gamma) revert BadCycle(cycle);
+        if (SpecMath.draftRootCalldata(jobId, d.cycle, d.tokens, d.q) != d.draftRoot) revert DraftRootMismatch(cycle);
+        _requireSigner(_draftDigest(d), signature, job.drafter);
+    }
+
+    /// @dev Reverts unless `v` is the verifier's signed Verification of cycle `k - 1` of `jobId` at `state`.
+    function _checkCoSigned(
+        uint256 jobId,
+        InferenceMarket.JobView memory job,
+        TranscriptTypes.Verification calldata v,
+        bytes calldata signature,
+        uint256 k,
+        bytes32 state
+    ) private view {
+        if (v.jobId != jobId) revert WrongJob(jobId, v.jobId);
+        if (v.cycle + 1 != k) revert WrongCycles(k - 1, v.cycle);
+        if (v.state != state) revert StateMismatch(v.state, state);
+        _requireSigner(_verificationDigest(v), signature, job.verifier);
+        _checkReveal(job, k - 1, v.reveal);
+    }
+
+    /// @dev A verification posted on chain (a force move's): the reveal against the head and the v1 rule.
+    function _verifyOnChain(
+        Rule memory r,
+        uint256 cycle,
+        uint32[] calldata tokens,
+        uint64[] calldata q,
+        uint64[] calldata p
+    ) private pure {
+        if (p.length != tokens.length || r.accepted > tokens.length) revert BadCycle(cycle);
+        if (!_followsRule(r, tokens, q, p)) revert RuleViolated(cycle);
+    }
+
+    /// @dev `salt`: a settled job's is in the market (getJob.salt); a running job's only in its Drafts.
+    function _rule(
+        InferenceMarket.JobView memory job,
+        uint64 salt,
+        bytes32 draftRoot,
+        bytes32 reveal,
+        uint256 accepted,
+        uint256 outToken
+    ) private pure returns (Rule memory) {
+        return Rule(draftRoot, reveal, accepted, outToken, salt, job.vocabSize);
+    }
+
+    /// @dev Reverts unless H^(cycle+1)(reveal) is the verifier's chain head (its high 191 bits, as the market keeps it).
+    function _checkReveal(InferenceMarket.JobView memory job, uint256 cycle, bytes32 reveal) private pure {
+        bytes32 h = reveal;
+        for (uint256 i; i <= cycle; ++i) {
+            h = SpecMath.chainHash(h);
+        }
+        if ((uint256(h) ^ uint256(job.commitment)) & _HIGH_BITS != 0) revert RevealMismatch(cycle);
+    }
+
+    /// @dev The v1 accept rule on one cycle (InferenceMarket.submitVerification, docs/protocol.md §4): every q in
+    /// 1..WAD and p in 0..WAD, outToken below the vocabulary, and `accepted` equal to the count of the walk with the
+    /// job's salt, cut before the first proposal at or above the vocabulary.
+    function _followsRule(Rule memory r, uint32[] calldata tokens, uint64[] calldata q, uint64[] calldata p)
+        private
+        pure
+        returns (bool)
+    {
+        if (p.length != q.length || tokens.length != q.length) return false;
+        if (r.outToken >= r.vocab || !_inRange(q, p)) return false;
+        // slither-disable-next-line incorrect-equality (an accept count, not a balance)
+        return _capAtVocab(tokens, _count(r, q, p), r.vocab) == r.accepted;
+    }
+
+    function _count(Rule memory r, uint64[] calldata q, uint64[] calldata p) private pure returns (uint256) {
+        return SpecMath.countAcceptedCalldata(r.reveal, r.draftRoot, q, p, r.salt);
+    }
+
+    /// @dev Every q in 1..WAD and every p in 0..WAD (v1's commitDraft and submitVerification revert otherwise).
+    function _inRange(uint64[] calldata q, uint64[] calldata p) private pure returns (bool) {
+        uint256 k = q.length;
+        for (uint256 i; i < k; ++i) {
+            if (!SpecMath.isDraftProbability(q[i]) || !SpecMath.isTargetProbability(p[i])) return false;
+        }
+        return true;
+    }
+
+    /// @dev The accept count cut before the first proposal at or above the vocabulary (InferenceMarket._capAtVocab).
+    function _capAtVocab(uint32[] calldata tokens, uint256 count, uint256 vocab) private pure returns (uint256) {
+        for (uint256 i; i < count; ++i) {
+            if (tokens[i] >= vocab) return i;
+        }
+        return count;
+    }
+
+    /// @dev Reverts {InvalidRecordProof} unless `proof` shows cycle `cycle`'s `recordHash` under `root`.
+    function _proveRecord(bytes32 root, uint32 cycle, bytes32 recordHash, bytes32[] calldata proof) private pure {
+        if (!MerkleProof.verifyCalldata(proof, root, TranscriptTypes.recordLeaf(cycle, recordHash))) {
+            revert InvalidRecordProof(cycle);
+        }
+    }
+
+    function _outcome(uint256 cycles, Tally memory t, uint64 salt, IInferenceMarket.FinishReason reason)
+        private
+        pure
+        returns (IInferenceMarket.TranscriptOutcome memory o)
+    {
+        o.cycles = uint16(cycles);
+        o.emitted = uint16(t.emitted);
+        o.rejected = uint16(t.rejected);
+        o.outCut = t.outCut;
+        o.salt = salt;
+        o.reason = reason;
+    }
+
+    /// @dev Ends a force-moved job at `f`'s cycles, slashing `silent` (when it consented) as for a v1 timeout.
+    function _finishForce(uint256 jobId, Force memory f, IInferenceMarket.FinishReason reason, address silent) private {
+        delete _forces[jobId];
+        _settled[jobId] = Settled(f.recordsRoot, f.cycles, false);
+        IInferenceMarket.TranscriptOutcome memory o =
+            IInferenceMarket.TranscriptOutcome(f.cycles, f.emitted, f.rejected, f.outCut, f.salt, reason, silent, f.slash);
+        market.transcriptFinish(jobId, o);
+    }
+}

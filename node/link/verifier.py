@@ -1,0 +1,393 @@
+"""The verifier's endpoint of the transcript link: an asyncio WebSocket server that serves transcript jobs.
+
+For each job it is given (`open_job`: the job, both parties, the hash-chain seed whose head is on chain) it takes
+the drafter's Drafts in cycle order, each checked with `check_draft` against the last state it signed (a forged,
+replayed, stale or out-of-order Draft is refused), stored, then verified by the engine's `VerifySession` (the
+target pass and the draft replay, the hash-chain reveal and the drafter's salt in the uniforms exactly as in
+per-cycle mode) and answered with a signed Verification, stored before it is sent. The cycle's tokens go to every
+subscribed requester; when the job ends it signs the Settlement, and takes the drafter's.
+
+A Draft the drafter resends after a reconnect gets the stored Verification again (the same bytes), so a restart of
+either side resumes from the store: nothing is verified twice into two answers, and nothing unsigned is served.
+Model forwards run in worker threads, so one job's verification never stalls another job's connections.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+from dataclasses import dataclass, field
+
+from websockets.asyncio.server import serve
+from websockets.exceptions import ConnectionClosed
+
+from node import protocol as P
+from node.chain import transcript_messages as tm
+from node.decoding.messages import Draft as EngineDraft
+from node.decoding.scorer import VerifySession
+from node.link import wire
+from node.link.ahead import VerifyAhead
+from node.link.job import Ledger, TranscriptJob
+from node.link.wire import Limits, LinkRefused
+from node.roles.jobs import resume_verify_session
+from node.store import NodeStore
+
+log = logging.getLogger("verispec.link.verifier")
+ROLE = "verifier"  # the role's rows in the store
+
+
+@dataclass
+class ServedJob:
+    spec: TranscriptJob
+    seed: bytes
+    ledger: Ledger
+    session: VerifySession | None = None
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    subscribers: set[asyncio.Queue] = field(default_factory=set)
+    ahead: VerifyAhead | None = None  # verifies the next draft while the drafter drafts it (node/link/ahead.py)
+    ahead_task: asyncio.Future | None = None
+
+
+class LinkServer:
+    """Serves transcript jobs over one WebSocket endpoint (`serve verifier --listen HOST:PORT`)."""
+
+    def __init__(
+        self, account, store: NodeStore, target_model, draft_model, limits: Limits | None = None, ahead: bool = True
+    ):
+        self.account, self.store, self.limits, self.verify_ahead = account, store, limits or Limits(), ahead
+        self.target_model, self.draft_model = target_model, draft_model
+        self.jobs: dict[int, ServedJob] = {}
+        self.address: tuple[str, int] | None = None
+        self._server = None
+        self.refused: list[str] = []  # every refusal's reason, in order (for the log and the tests)
+
+    # ------------------------------------------------------------------ jobs
+
+    def open_job(self, spec: TranscriptJob, seed: bytes) -> ServedJob:
+        """Serve `spec` (restored from the store if it ran before); `seed` must be the one behind its head."""
+        if spec.verifier != self.account.address:
+            raise ValueError(f"job {spec.job_id}'s verifier is {spec.verifier}, not this node's {self.account.address}")
+        if P.hash_chain(seed, spec.job.chain_length) != spec.head:
+            raise ValueError(f"job {spec.job_id}: the seed is not the one behind the committed head")
+        if spec.job.max_new_tokens > self.limits.max_tokens or spec.job.gamma > self.limits.max_gamma:
+            raise ValueError(
+                f"job {spec.job_id}: {spec.job.max_new_tokens} tokens, γ {spec.job.gamma}: over this endpoint's "
+                f"limits ({self.limits.max_tokens} tokens, γ {self.limits.max_gamma})"
+            )
+        served = self.jobs.get(spec.job_id)
+        if served is None:
+            served = self.jobs[spec.job_id] = ServedJob(spec, seed, Ledger.load(spec, self.store, ROLE))
+            if self.verify_ahead and served.ledger.next_cycle == 0:  # a mirror of the drafter starts at cycle 0
+                served.ahead = VerifyAhead(self.draft_model, spec.job)
+            if served.ledger.done and "verifier" not in served.ledger.settlement_sigs:
+                self._sign_settlement(served)  # killed between the last Verification and the Settlement
+        return served
+
+    # ------------------------------------------------------------------ server
+
+    async def start(self, host: str = "127.0.0.1", port: int = 0) -> tuple[str, int]:
+        self._server = await serve(
+            self._handle,
+            host,
+            port,
+            max_size=self.limits.max_message_bytes,
+            open_timeout=self.limits.hello_timeout_s,
+            ping_interval=20,
+            ping_timeout=20,
+        )
+        self.address = self._server.sockets[0].getsockname()[:2]
+        log.info("transcript link listening on ws://%s:%d", *self.address)
+        return self.address
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+
+    def run_in_thread(self, host: str, port: int) -> tuple[str, int]:
+        """Serve from a daemon thread with its own event loop (beside a node's blocking chain loop); the error of a
+        failed start (an address in use) is raised here."""
+        started, loop, failed = threading.Event(), asyncio.new_event_loop(), []
+
+        def main():
+            asyncio.set_event_loop(loop)
+            try:
+                loop.run_until_complete(self.start(host, port))
+            except BaseException as exc:  # handed to the caller
+                failed.append(exc)
+                return
+            finally:
+                started.set()
+            loop.run_forever()
+
+        threading.Thread(target=main, name="transcript-link", daemon=True).start()
+        if not started.wait(30):
+            raise RuntimeError(f"the transcript link did not start on {host}:{port}")
+        if failed:
+            raise failed[0]
+        self.loop = loop
+        return self.address
+
+    async def _handle(self, ws) -> None:
+        peer, writer = ws.remote_address, None
+        try:
+            try:
+                first = await asyncio.wait_for(ws.recv(), self.limits.hello_timeout_s)
+            except TimeoutError:
+                raise LinkRefused(f"no hello within {self.limits.hello_timeout_s:g} s") from None
+            hello = wire.decode(first, self.limits)
+            if hello["type"] != "hello":
+                raise LinkRefused(f"the first frame must be a hello, not {hello['type']}", wire.CLOSE_INVALID)
+            served = self.jobs.get(wire.field(hello, "job"))
+            if served is None:
+                raise LinkRefused(f"job {hello['job']} is not served here")
+            if hello.get("role") not in wire.ROLES:
+                raise LinkRefused(f"hello: role must be one of {', '.join(wire.ROLES)}", wire.CLOSE_INVALID)
+            await ws.send(wire.encode(self._welcome(served)))
+            while True:
+                try:  # a subscriber only listens: it is not idle while its stream runs
+                    text = await asyncio.wait_for(ws.recv(), None if writer else self.limits.idle_timeout_s)
+                except TimeoutError:
+                    raise LinkRefused(f"idle for {self.limits.idle_timeout_s:g} s") from None
+                frame = wire.decode(text, self.limits)
+                if frame["type"] == "subscribe" and writer is None:
+                    writer = asyncio.create_task(self._feed(ws, served, wire.field(frame, "from")))
+                    continue
+                for reply in await self._dispatch(served, frame):
+                    await ws.send(wire.encode(reply))
+        except LinkRefused as exc:
+            self.refused.append(str(exc))
+            log.warning("link peer %s refused: %s", peer, exc)
+            with contextlib.suppress(ConnectionClosed):
+                await ws.send(wire.encode({"type": "error", "reason": str(exc)}))
+                await ws.close(exc.code, str(exc)[:120])  # a close reason is at most 123 bytes
+        except ConnectionClosed:
+            pass
+        except Exception:  # a bug here must not take the endpoint (and the other jobs) down with this connection
+            log.exception("link peer %s: internal error", peer)
+            with contextlib.suppress(ConnectionClosed):
+                await ws.close(1011, "internal error")
+        finally:
+            if writer is not None:  # the peer is gone: its stream with it
+                writer.cancel()
+
+    async def _dispatch(self, served: ServedJob, frame: dict) -> list[dict]:
+        kind = frame["type"]
+        if kind == "draft":
+            return await self._on_draft(served, frame)
+        if kind == "settlement":
+            return await self._on_settlement(served, frame)
+        if kind == "fetch":
+            return [self._transcript(served)]
+        raise LinkRefused(f"a verifier does not take {kind} frames", wire.CLOSE_INVALID)
+
+    def _welcome(self, served: ServedJob) -> dict:
+        """Where the job stands here: the next Draft awaited, and the latest signed answers to resend."""
+        ledger, domain = served.ledger, served.spec.domain
+        last = max(ledger.verifications, default=None)
+        frame = {"type": "welcome", "job": served.spec.job_id, "next_cycle": ledger.next_cycle}
+        frame["verification"] = (
+            wire.signed_frame("verification", domain, *ledger.verifications[last]) if last is not None else None
+        )
+        sig = ledger.settlement_sigs.get("verifier")
+        frame["settlement"] = wire.signed_frame("settlement", domain, ledger.settlement, sig) if sig else None
+        return frame
+
+    # ------------------------------------------------------------------ drafts
+
+    async def _on_draft(self, served: ServedJob, frame: dict) -> list[dict]:
+        spec, ledger = served.spec, served.ledger
+        msg, sig = wire.parse_signed(frame, spec.domain, tm.Draft, self.limits)
+        async with served.lock:
+            c = msg.cycle
+            if c in ledger.drafts and ledger.drafts[c] != (msg, sig):
+                raise LinkRefused(f"Draft of cycle {c}: another Draft of that cycle was taken in; it stands")
+            if c not in ledger.drafts:
+                if ledger.done:
+                    raise LinkRefused(f"job {spec.job_id} is finished; no Draft of cycle {c} is taken")
+                if c != ledger.next_cycle:
+                    raise LinkRefused(f"Draft of cycle {c} is stale or out of order: cycle {ledger.next_cycle} is next")
+                previous = {} if c == 0 else {"prev_state": ledger.state(c - 1), "salt": ledger.salt}
+                try:
+                    tm.check_draft(
+                        spec.domain,
+                        msg,
+                        sig,
+                        drafter=spec.drafter,
+                        job_id=spec.job_id,
+                        cycle=c,
+                        gamma=spec.job.gamma,
+                        **previous,
+                    )
+                except tm.MessageRejected as exc:
+                    raise LinkRefused(str(exc)) from None
+                if any(t >= spec.vocab_size for t in msg.tokens):
+                    raise LinkRefused(f"Draft of cycle {c} proposes a token outside the vocabulary ({spec.vocab_size})")
+                ledger.save(msg, sig, "drafter", "received")  # stored before it is acted on
+                ledger.drafts[c] = (msg, sig)
+            if c not in ledger.verifications:
+                if served.ahead_task is not None:  # the guess holds the session until it is done
+                    await served.ahead_task
+                    served.ahead_task = None
+                await asyncio.to_thread(self._verify, served, msg)
+                self._publish(served, c)
+                if served.ahead is not None and not ledger.done:
+                    served.ahead_task = asyncio.ensure_future(asyncio.to_thread(self._ahead, served))
+        replies = [wire.signed_frame("verification", spec.domain, *ledger.verifications[c])]
+        if ledger.settlement is not None and c == ledger.settlement.cycles - 1:
+            replies.append(
+                wire.signed_frame("settlement", spec.domain, ledger.settlement, ledger.settlement_sigs["verifier"])
+            )
+        return replies
+
+    def _verify(self, served: ServedJob, draft: tm.Draft) -> None:
+        """Verify cycle `draft.cycle` with the engine, sign the answer and store it (a worker thread)."""
+        spec, ledger, c = served.spec, served.ledger, draft.cycle
+        session = self._session_at(served, c)
+        result = served.ahead.take(session, c, draft.tokens, draft.q) if served.ahead is not None else None
+        if result is None:
+            result = session.verify(c, EngineDraft(spec.job_id, c, draft.tokens, draft.q, q_rows=None))
+        for fault in result.draft_faults:  # grounds for a DraftReplay dispute on the pulled cycle
+            log.warning(
+                "job %d cycle %d: the draft replay disagrees with proposal %d (%s)",
+                spec.job_id,
+                c,
+                fault.index,
+                fault.kind,
+            )
+        record = P.cycle_record_hash(result.root, result.p, result.accepted, result.out_token)
+        v = tm.Verification(
+            spec.job_id,
+            c,
+            result.root,
+            result.p,
+            result.reveal,
+            result.accepted,
+            result.out_token,
+            P.next_state(draft.prev_state, record),
+        )
+        output = ledger.checked_output(c, v)  # the one rule, also on my own answer: never sign what it refutes
+        if output != result.emitted:
+            raise RuntimeError(f"job {spec.job_id} cycle {c}: the engine emitted {result.emitted}, the rule {output}")
+        sig = tm.sign(spec.domain, v, self.account.key)
+        ledger.save(v, sig, "verifier", "sent")  # stored before it is sent
+        ledger.verifications[c], ledger.outputs[c] = (v, sig), output
+        session.advance(output)
+        if ledger.done:
+            self._sign_settlement(served)
+            served.session = None  # generation is over: free the caches
+
+    def _ahead(self, served: ServedJob) -> None:
+        try:
+            served.ahead.run(served.session, served.ledger.outputs)
+        except Exception:  # a guess that fails costs nothing but the guess
+            log.exception("job %d: verifying ahead failed; verifying each draft as it comes", served.spec.job_id)
+            served.ahead = None
+            served.session = None  # rebuilt from the ledger at the next draft
+
+    def _sign_settlement(self, served: ServedJob) -> None:
+        ledger = served.ledger
+        settlement = ledger.final_settlement()
+        sig = tm.sign(served.spec.domain, settlement, self.account.key)
+        ledger.save(settlement, sig, "verifier", "sent")
+        ledger.settlement, ledger.settlement_sigs["verifier"] = settlement, sig
+
+    def _session_at(self, served: ServedJob, c: int) -> VerifySession:
+        s = served.session
+        if s is not None and s.cycle == c:
+            return s
+        ledger, job = served.ledger, served.spec.job
+        s = VerifySession(self.target_model, job, served.seed, draft_model=self.draft_model, salt=ledger.salt)
+        served.session = resume_verify_session(s, list(job.prompt) + ledger.tokens, c, ledger.generated)
+        return served.session
+
+    async def _on_settlement(self, served: ServedJob, frame: dict) -> list[dict]:
+        spec, ledger = served.spec, served.ledger
+        msg, sig = wire.parse_signed(frame, spec.domain, tm.Settlement, self.limits)
+        async with served.lock:
+            if ledger.settlement is None:
+                raise LinkRefused(f"job {spec.job_id} has not ended; there is nothing to settle")
+            s = ledger.settlement
+            try:
+                tm.check_settlement(
+                    spec.domain,
+                    msg,
+                    sig,
+                    signer=spec.drafter,
+                    job_id=spec.job_id,
+                    cycles=s.cycles,
+                    state=s.state,
+                    tokens_out=s.tokens_out,
+                )
+            except tm.MessageRejected as exc:
+                raise LinkRefused(str(exc)) from None
+            if ledger.save(msg, sig, "drafter", "received"):
+                ledger.settlement_sigs["drafter"] = sig
+                self._publish(served, None)
+        return [{"type": "settled", "job": spec.job_id}]
+
+    # ------------------------------------------------------------------ requesters
+
+    def _token_frames(self, served: ServedJob, start: int) -> list[dict]:
+        ledger, job_id = served.ledger, served.spec.job_id
+        frames = [
+            {"type": "tokens", "job": job_id, "cycle": c, "tokens": list(ledger.outputs[c])}
+            for c in range(start, ledger.next_cycle)
+        ]
+        if len(ledger.settlement_sigs) == 2:
+            frames.append({"type": "end", "job": job_id, "tokens_out": ledger.settlement.tokens_out})
+        return frames
+
+    def _publish(self, served: ServedJob, cycle: int | None) -> None:
+        """Queue cycle `cycle`'s tokens (None: the end of the job) for every subscriber; drop one too slow to read."""
+        frames = self._token_frames(served, cycle if cycle is not None else served.ledger.next_cycle)
+        frames = frames[:1] if cycle is not None else frames
+        for queue in list(served.subscribers):
+            for frame in frames:
+                try:
+                    queue.put_nowait(frame)
+                except asyncio.QueueFull:  # its writer drains what is queued, then closes
+                    served.subscribers.discard(queue)
+                    break
+
+    async def _feed(self, ws, served: ServedJob, start: int) -> None:
+        """A subscriber's writer: the cycles so far from `start`, then each as it is verified, then the end."""
+        queue: asyncio.Queue = asyncio.Queue(self.limits.max_subscriber_backlog)
+        async with served.lock:  # no cycle lands between the backlog and the subscription
+            backlog = self._token_frames(served, start)
+            served.subscribers.add(queue)
+        try:
+            for frame in backlog:
+                await ws.send(wire.encode(frame))
+                if frame["type"] == "end":
+                    return
+            while True:
+                if queue not in served.subscribers and queue.empty():
+                    await ws.close(1013, "subscriber too slow")
+                    return
+                frame = await queue.get()
+                await ws.send(wire.encode(frame))
+                if frame["type"] == "end":
+                    return
+        except ConnectionClosed:
+            pass
+        finally:
+            served.subscribers.discard(queue)
+
+    def _transcript(self, served: ServedJob) -> dict:
+        ledger, domain = served.ledger, served.spec.domain
+        return {
+            "type": "transcript",
+            "job": served.spec.job_id,
+            "drafts": [wire.signed_frame("draft", domain, *ledger.drafts[c]) for c in sorted(ledger.drafts)],
+            "verifications": [
+                wire.signed_frame("verification", domain, *ledger.verifications[c])
+                for c in sorted(ledger.verifications)
+            ],
+            "settlements": {
+                who: wire.signed_frame("settlement", domain, ledger.settlement, sig)
+                for who, sig in ledger.settlement_sigs.items()
+            },
+        }

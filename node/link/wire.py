@@ -1,0 +1,126 @@
+"""The link's wire format: one JSON object per WebSocket text frame, with explicit limits.
+
+A frame is `{"type": T, ...}`. The signed messages travel as their full EIP-712 typed data (so the receiver checks
+the domain, chain id and market included, with `transcript_messages.from_typed_data`) plus the 65-byte signature:
+
+    drafter   -> verifier   hello {job, role}, draft {typed, signature}, settlement {typed, signature}
+    requester -> verifier   hello {job, role}, subscribe {job, from}, fetch {job}
+    verifier  -> peer       welcome {job, next_cycle, verification, settlement}, verification {typed, signature},
+                            settlement {typed, signature}, settled {job}, tokens {job, cycle, tokens},
+                            end {job, tokens_out}, transcript {job, drafts, verifications, settlements},
+                            error {reason}
+
+Everything a peer sends is hostile: a frame that is not JSON, not an object, of an unknown type, or over the
+limits is refused with one `LinkRefused` line, which the server sends as an `error` frame and as the close reason.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from node import protocol as P
+from node.chain import transcript_messages as tm
+
+LINK_VERSION = 2  # the protocol version of the messages (transcript_messages.DOMAIN_VERSION)
+CLOSE_INVALID = 1007  # RFC 6455: a frame whose data is not what the protocol allows (not JSON, not a known frame)
+CLOSE_POLICY = 1008  # a refused message (bad signature, stale, wrong state)
+CLOSE_TOO_BIG = 1009  # over max_message_bytes (the websockets library closes with it on its own)
+ROLES = ("drafter", "requester")
+FRAME_TYPES = frozenset(
+    {"hello", "draft", "settlement", "subscribe", "fetch", "welcome", "verification", "settled", "tokens", "end"}
+    | {"transcript", "error"}
+)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What a link endpoint accepts; both sides refuse anything beyond, before parsing it further."""
+
+    max_message_bytes: int = 64 * 1024  # one frame from a peer (a γ = 16 Draft is about 3 KB)
+    max_gamma: int = P.MAX_GAMMA  # proposals per cycle
+    max_tokens: int = 4096  # per job: bounds a job's cycles, its store rows and its transcript
+    max_transcript_bytes: int = 64 * 1024 * 1024  # what a client takes in one `transcript` frame
+    hello_timeout_s: float = 10.0  # a connection that has not said who it is by then is closed (slowloris)
+    idle_timeout_s: float = 600.0  # a connection silent that long is closed
+    max_subscriber_backlog: int = 1024  # frames queued for one slow subscriber before it is dropped
+
+
+class LinkRefused(ValueError):
+    """A frame or message the receiver refuses; `code` is the WebSocket close code that goes with it."""
+
+    def __init__(self, reason: str, code: int = CLOSE_POLICY):
+        super().__init__(reason)
+        self.code = code
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, (bytes, bytearray)):
+        return "0x" + bytes(value).hex()
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    return value
+
+
+def message_json(msg) -> dict:
+    """A message's EIP-712 message dict with bytes as 0x-hex: what the store and the wire keep."""
+    return _jsonable(msg.message())
+
+
+def encode(frame: dict) -> str:
+    return json.dumps(_jsonable(frame), separators=(",", ":"))
+
+
+def decode(text: Any, limits: Limits) -> dict:
+    """A peer's frame as a dict, refused unless it is a JSON object of a known type within the size limit."""
+    if isinstance(text, bytes):
+        raise LinkRefused("binary frames are not part of the link; send JSON text", CLOSE_INVALID)
+    if len(text.encode()) > limits.max_message_bytes:
+        raise LinkRefused(f"frame of {len(text.encode())} bytes exceeds {limits.max_message_bytes}", CLOSE_TOO_BIG)
+    try:
+        frame = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise LinkRefused(f"malformed JSON: {exc}", CLOSE_INVALID) from None
+    if not isinstance(frame, dict) or not isinstance(frame.get("type"), str):
+        raise LinkRefused('a frame is a JSON object with a string "type"', CLOSE_INVALID)
+    if frame["type"] not in FRAME_TYPES:
+        raise LinkRefused(f"unknown frame type {frame['type'][:40]!r}", CLOSE_INVALID)
+    return frame
+
+
+def field(frame: dict, name: str, kind: type = int) -> Any:
+    """A required field of `kind` (an int: a non-negative integer, not a bool)."""
+    value = frame.get(name)
+    if kind is int and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+        raise LinkRefused(f"{frame['type']}: {name} must be a non-negative integer", CLOSE_INVALID)
+    if kind is not int and not isinstance(value, kind):
+        raise LinkRefused(f"{frame['type']}: {name} must be a {kind.__name__}", CLOSE_INVALID)
+    return value
+
+
+def signed_frame(kind: str, domain: tm.Domain, msg, signature: bytes) -> dict:
+    return {"type": kind, "typed": _jsonable(tm.typed_data(domain, msg)), "signature": signature}
+
+
+def parse_signed(frame: dict, domain: tm.Domain, cls, limits: Limits):
+    """(message, 65-byte signature) of a signed frame: typed data under `domain` of type `cls`, γ within limits."""
+    try:
+        msg = tm.from_typed_data(frame.get("typed"), domain)
+        signature = tm.canonical_signature(frame.get("signature"))
+    except tm.MessageRejected as exc:
+        raise LinkRefused(f"{frame['type']}: {exc}") from None
+    if not isinstance(msg, cls):
+        raise LinkRefused(f"a {frame['type']} frame carries a {msg.PRIMARY}, not a {cls.PRIMARY}")
+    width = len(getattr(msg, "tokens", getattr(msg, "p", ())))
+    if width > limits.max_gamma:
+        raise LinkRefused(f"{msg.PRIMARY} has {width} proposals, this endpoint takes at most {limits.max_gamma}")
+    return msg, signature
+
+
+def stored_frame(kind: str, domain: tm.Domain, stored) -> dict:
+    """The signed frame of a message kept in the store (`StoredLinkMessage`), to resend or serve it."""
+    cls = tm.MESSAGE_TYPES[stored.kind]
+    return signed_frame(kind, domain, cls.from_message(stored.message), stored.signature)
