@@ -221,7 +221,12 @@ def test_forged_and_malleated_signatures_are_refused(harness, domain):
     _reverts(recover(draft.as_tuple(), high_s), "ECDSAInvalidSignatureS(bytes32)")
     _reverts(recover(draft.as_tuple(), low_v), "ECDSAInvalidSignature()")
     _reverts(recover(draft.as_tuple(), signature[:64]), "ECDSAInvalidSignatureLength(uint256)", ["uint256"], [64])
-    for bad, why in [(high_s, "not canonical"), (low_v, "v=0"), (signature[:64], "65 bytes"), ("0xzz", "not hex")]:
+    for bad, why in [
+        (high_s, "not canonical"),
+        (low_v, "v=[01], not 27 or 28"),
+        (signature[:64], "65 bytes"),
+        ("0xzz", "not hex"),
+    ]:
         with pytest.raises(T.MessageRejected, match=why):
             T.recover(domain, draft, bad)
     zero_r = bytes(32) + signature[32:]
