@@ -231,8 +231,22 @@ def open_dispute(world, cyc=None, index=1, kind=DRAFT, sender=None, draw=True, *
     receipt = send(world.w3, fn, sender or world.challenger, value=PARAMS.dispute_bond)
     dispute_id = world.dm.functions.disputeCount().call()
     if draw:
-        draw_referees(world, dispute_id)
+        draw_panel(world, dispute_id)
     return dispute_id, receipt
+
+
+def draw_panel(world, dispute_id):
+    """Draws the round's panel. A draw makes at most 4n + 8 tries, so with few eligible referees (3 for 3 seats
+    among 5 stake points: 3.4 % of seeds) it can escalate by chance; then the next seed is drawn after the
+    escalation period, while escalations are left. Tests about escalation itself draw with `draw_referees`."""
+    receipt = draw_referees(world, dispute_id)
+    for _ in range(PARAMS.max_escalations):
+        if not events(world, receipt, "DrawEscalated"):
+            break
+        advance(world.w3, max(0, dispute(world, dispute_id)["drawAfter"] - now(world.w3)) + 1)
+        draw_referees(world, dispute_id)  # schedules a fresh seed block
+        receipt = draw_referees(world, dispute_id)
+    return receipt
 
 
 def draw_referees(world, dispute_id, sender=None):
