@@ -8,12 +8,14 @@ import json
 import os
 import signal
 import sqlite3
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 from web3 import Web3
 
-from node import BUNDLED_TARGET
+from node import BUNDLED_TARGET, PROJECT_ROOT
 from node.chain.anvil import free_port
 from node.chain.deployment import Deployment
 from node.chain.transcript import read_settlement
@@ -134,11 +136,26 @@ def test_kill_9_of_the_drafter_mid_job_the_restarted_node_settles_it(tmp_path):
         try:
             url = f"ws://127.0.0.1:{port}"
             _wait_for(lambda: system.registry.functions.endpointOf(address(VERIFIER)).call() == url, 180, "endpoint")
-            ok(_submit(home, "--no-wait", max_tokens=64))
-            job_id = system.market.functions.jobCount().call()
+            env = dict(os.environ, VERISPEC_HOME=str(home), VERISPEC_RPC_WAIT="1")
+            submit = (
+                "submit",
+                "def fibonacci(n):\n",
+                "--max-tokens",
+                "128",
+                "--no-eos",
+                "--no-wait",
+                "--dev-account",
+                REQUESTER,
+            )
+            submitter = subprocess.Popen(
+                [sys.executable, "-m", "node.cli", *map(str, submit)], env=env, cwd=PROJECT_ROOT
+            )
+            # watched while the submitter is still exiting: the job runs at the engine's speed, not the chain's
             _wait_for(lambda: _link_rows(tmp_path / "d.db", "Verification") >= 3, 300, "3 cycles", [verifier, drafter])
             os.killpg(drafter.pid, signal.SIGKILL)  # the drafter dies mid-job
             drafter.wait()
+            assert submitter.wait(60) == 0
+            job_id = system.market.functions.jobCount().call()
             assert not system.transcript.events.TranscriptSettled().get_logs(from_block=0)
             drafter = _serve(home, "drafter", DRAFTER, "--store", tmp_path / "d.db")
             finished = system.market.events.JobFinished()
@@ -152,8 +169,8 @@ def test_kill_9_of_the_drafter_mid_job_the_restarted_node_settles_it(tmp_path):
                 if node.poll() is None:
                     _stop(node)
         status = json.loads(ok(cli("status", job_id, "--json", home=home)))
-        assert status["finish_reason"] == "Completed" and len(status["tokens"]) == 64
-        assert status["tokens"] == read_settlement(w3, system.transcript, job_id).output(status["eos_token"], 64)
+        assert status["finish_reason"] == "Completed" and len(status["tokens"]) == 128
+        assert status["tokens"] == read_settlement(w3, system.transcript, job_id).output(status["eos_token"], 128)
         assert len(system.transcript.events.TranscriptSettled().get_logs(from_block=0)) == 1  # settled once
 
 
