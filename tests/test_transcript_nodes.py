@@ -199,3 +199,46 @@ def test_a_verifier_without_listen_refuses_a_transcript_job_then_takes_it_after_
                     _stop(node)
         status = json.loads(ok(cli("status", job_id, "--json", home=home)))
         assert status["finish_reason"] == "Completed" and 1 <= len(status["tokens"]) <= 8
+
+
+def test_a_silent_verifier_mid_job_is_forced_by_the_drafter_node_and_slashed_at_the_claim(tmp_path):
+    with chain_with_drafter_and_verifier(tmp_path / "home") as home:
+        w3, system = _chain(home)
+        port = free_port()
+        verifier = _verifier(home, port, tmp_path / "v.db")
+        drafter = _serve(home, "drafter", DRAFTER, "--store", tmp_path / "d.db", "--link-silence", "3")
+        stopped = False
+        try:
+            url = f"ws://127.0.0.1:{port}"
+            _wait_for(lambda: system.registry.functions.endpointOf(address(VERIFIER)).call() == url, 180, "endpoint")
+            stake = system.registry.functions.stakeOf(address(VERIFIER)).call()
+            env = dict(os.environ, VERISPEC_HOME=str(home), VERISPEC_RPC_WAIT="1")
+            submit = ("submit", "def fibonacci(n):\n", "--max-tokens", "256", "--no-eos", "--no-wait")
+            submitter = subprocess.Popen(
+                [sys.executable, "-m", "node.cli", *submit, "--dev-account", str(REQUESTER)], env=env, cwd=PROJECT_ROOT
+            )
+            _wait_for(lambda: _link_rows(tmp_path / "v.db", "Verification") >= 2, 300, "2 cycles", [verifier, drafter])
+            os.killpg(verifier.pid, signal.SIGSTOP)  # the verifier goes silent mid-job (its socket stays open)
+            stopped = True
+            assert submitter.wait(60) == 0
+            job_id = system.market.functions.jobCount().call()
+            moved = system.transcript.events.ForceMoved()
+            _wait_for(lambda: moved.get_logs(from_block=0), 120, "the drafter's force move", [drafter])
+            (force,) = moved.get_logs(from_block=0)
+            assert (force.args.forcer, force.args.silent) == (address(DRAFTER), address(VERIFIER))
+            assert force.args.cycles >= 2
+            advance(w3, system.market.functions.verifyTimeout().call() + 1)
+            settled = system.transcript.events.ForceSettled()
+            _wait_for(lambda: settled.get_logs(from_block=0), 120, "the drafter's claim", [drafter])
+        finally:
+            if stopped:
+                os.killpg(verifier.pid, signal.SIGCONT)
+            for node in (drafter, verifier):
+                if node.poll() is None:
+                    _stop(node)
+        status = json.loads(ok(cli("status", job_id, "--json", home=home)))
+        assert status["status"] == "Finished" and status["finish_reason"] == "VerifyTimeout"
+        assert system.registry.functions.stakeOf(address(VERIFIER)).call() < stake  # the silent party pays
+        # the job settled at the co-signed state: the cycles the force posted, rebuilt from its calldata
+        assert len(status["cycles"]) == force.args.cycles
+        assert status["tokens"] == read_settlement(w3, system.transcript, job_id).output(status["eos_token"], 256)

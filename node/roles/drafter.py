@@ -65,12 +65,14 @@ class DrafterNode(PartyNode):
         *,
         bias_policy: behaviors.BiasPolicy | None = None,
         min_price_wei: int = 0,
+        link_silence_s: float = 120.0,
         **options,
     ):
         self.behavior = DrafterBehavior.parse(behavior)
         if int(min_price_wei) < 0:
             raise ValueError(f"min_price_wei must be >= 0, got {min_price_wei}")
         self.min_price_wei = int(min_price_wei)  # least pricePerAcceptedToken (wei) of a job it serves
+        self.link_silence_s = float(link_silence_s)  # a transcript job's verifier silent that long is forced
         self.bias_policy = bias_policy or behaviors.BiasPolicy()
         self.load_models(target_model_path, draft_model_path, device, with_target=False)
         self.max_positions = max_positions(self.draft_model)

@@ -13,9 +13,12 @@ hash-chain head, as in per-cycle mode), runs it over the link (node/link) and se
   the store (every signed message is there before it is acted on), and a job already settled over the link is
   settled on chain without reconnecting.
 
-Not built yet: the force moves of a silent party (`forceMove`/`answerForce`/`claimForce`) and the rule challenge
-of a co-signed wrong cycle from the nodes; a link that reports a rule violation stops the job and keeps the
-evidence in the store (the drafter never counter-signs it), and the node logs it.
+A silent verifier (no progress over the link for `link_silence_s`) is forced: the drafter posts its pending Draft
+and the last co-signed state (`forceMove`, `job:{id}:force:{k}`), and claims it after the deadline (`claimForce`)
+unless the verifier answers. A verifier answers a force posted against it from its store (`answerForce` with its
+stored Verification of the pending Draft). Not built yet: the verifier's own force against a silent drafter, and a
+rule challenge from the nodes: a link that reports a rule violation stops the job and keeps the evidence in the
+store (the drafter never counter-signs it), and the node logs it.
 """
 
 from __future__ import annotations
@@ -94,6 +97,9 @@ def verifier_work(node, job_id: int) -> int:
         head = chain_head(node.account.key, job_id, job.max_new_tokens)
         return node.transact(f"job:{job_id}:accept", node.market.functions.acceptJob(job_id, head))
     if status == JobStatus.Running:
+        sent = answer_force(node, job_id)
+        if sent:
+            return sent
         if node.link_server is None:
             node.log.error("job %d: a transcript job I accepted, but I serve no link (restart with --listen)", job_id)
         elif job_id not in node.link_server.jobs:
@@ -130,6 +136,12 @@ def drafter_work(node, job_id: int) -> int:
         return 0  # JobAccepted marks it dirty
     if status != JobStatus.Running:
         return _finish(node, job_id, view)
+    force = force_of(node, job_id)
+    if force is not None:  # mine, against a silent verifier: claim it after its deadline (an answer deletes it)
+        if node.chain_time() > force["deadline"]:
+            return node.transact(f"job:{job_id}:claim-force:{force['cycles']}", _ts(node).claimForce(job_id))
+        node.schedule.defer_until(JOB, job_id, force["deadline"] + 1)
+        return 0
     run = node.link_runs.get(job_id)
     if run is None:
         return _start_link(node, job_id)
@@ -138,6 +150,11 @@ def drafter_work(node, job_id: int) -> int:
         return 0
     from node.link.chain import settle_on_chain
 
+    if run.error is not None and "no progress" in str(run.error):
+        sent = force_verifier(node, run.link.ledger)
+        if sent:
+            node.link_runs.pop(job_id)  # after an answer, the job goes on over the link
+            return sent
     if run.error is not None:
         node.log.error("job %d: the link failed: %s; trying again", job_id, run.error)
         node.link_runs.pop(job_id)
@@ -153,6 +170,7 @@ def drafter_work(node, job_id: int) -> int:
 def _start_link(node, job_id: int) -> int:
     from node.link.chain import EndpointError, endpoint_of, settle_on_chain
     from node.link.drafter import DrafterLink
+    from node.link.wire import Limits
 
     spec = spec_of(node, job_id)
     try:
@@ -161,7 +179,11 @@ def _start_link(node, job_id: int) -> int:
         node.log.warning("job %d: %s; waiting for it", job_id, exc)
         node.schedule.defer_until(JOB, job_id, node.chain_time() + RECHECK_S)
         return 0
-    link = DrafterLink(node.account, node.store, node.draft_model, spec, url, retry_delay_s=0.1)
+    silence = node.link_silence_s
+    limits = Limits(idle_timeout_s=silence)
+    link = DrafterLink(
+        node.account, node.store, node.draft_model, spec, url, limits, give_up_after_s=silence, retry_delay_s=0.1
+    )
     if len(link.ledger.settlement_sigs) == 2:  # settled over the link before a restart: no need to reconnect
         return settle_on_chain(node, link.ledger)
 
@@ -178,3 +200,52 @@ def _start_link(node, job_id: int) -> int:
     run.thread.start()
     node.log.info("job %d: drafting over the link to %s", job_id, url)
     return 1
+
+
+# ------------------------------------------------------------------ force moves (docs/protocol.md, liveness)
+
+
+def _ts(node):
+    return node.system.transcript.functions
+
+
+def force_of(node, job_id: int) -> dict | None:
+    """The job's pending force move (TranscriptSettlement.forceOf), None when there is none."""
+    raw = _ts(node).forceOf(job_id).call()
+    names = ("state", "pendingRoot", "recordsRoot", "salt", "deadline", "cycles", "emitted", "rejected", "outCut")
+    force = dict(zip((*names, "silent", "slash"), raw))
+    return None if int(force["silent"], 16) == 0 else force
+
+
+def force_verifier(node, ledger) -> int:
+    """Post the drafter's pending Draft k (sent, never answered) and the co-signed state S(k-1): `forceMove`."""
+    from node.chain import transcript as TX
+
+    k, job_id = ledger.next_cycle, ledger.spec.job_id
+    if ledger.done or k not in ledger.drafts:
+        return 0  # nothing pending of mine to force with
+    draft, sig = ledger.drafts[k]
+    last, last_sig = ledger.verifications[k - 1] if k else (None, b"")
+    cycles = [TX.Cycle.of(ledger.drafts[c][0], ledger.verifications[c][0]).as_tuple() for c in range(k)]
+    node.log.warning("job %d: the verifier is silent at cycle %d; posting a force move", job_id, k)
+    call = _ts(node).forceMove(job_id, TX.evidence(draft, sig, last, last_sig), cycles)
+    return node.transact(f"job:{job_id}:force:{k}", call)
+
+
+def answer_force(node, job_id: int) -> int:
+    """A force posted against this verifier: answer it with its stored Verification of the pending Draft."""
+    from node.chain import transcript as TX
+
+    force = force_of(node, job_id)
+    if force is None or force["silent"] != node.address or node.chain_time() > force["deadline"]:
+        return 0
+    served = node.link_server.jobs.get(job_id) if node.link_server is not None else None
+    k = int(force["cycles"])
+    if served is None or k not in served.ledger.verifications:
+        node.log.error("job %d: forced at cycle %d, which I have not verified: I cannot answer", job_id, k)
+        return 0
+    v, _ = served.ledger.verifications[k]
+    cycle = TX.Cycle.of(served.ledger.drafts[k][0], v)
+    node.log.warning("job %d: answering the drafter's force at cycle %d", job_id, k)
+    call = _ts(node).answerForce(job_id, TX.verification_answer(cycle, v.reveal))
+    return node.transact(f"job:{job_id}:answer-force:{k}", call)
