@@ -94,6 +94,10 @@ def verifier_work(node, job_id: int) -> int:
             node.refuse(job_id, f"its vocabulary is {int(view['vocabSize'])}, my target model's {node.vocab_size}")
             return 0
         _, job = node.rebuild_job(job_id)
+        limits = node.link_server.limits  # what the link would refuse to open must not be accepted (then forced)
+        if job.max_new_tokens > limits.max_tokens or job.gamma > limits.max_gamma:
+            node.refuse(job_id, f"{job.max_new_tokens} tokens, γ {job.gamma}: over my link's limits")
+            return 0
         head = chain_head(node.account.key, job_id, job.max_new_tokens)
         return node.transact(f"job:{job_id}:accept", node.market.functions.acceptJob(job_id, head))
     if status == JobStatus.Running:
