@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from web3 import Web3
 
 from node import BUNDLED_TARGET, PROJECT_ROOT
@@ -242,3 +243,69 @@ def test_a_silent_verifier_mid_job_is_forced_by_the_drafter_node_and_slashed_at_
         # the job settled at the co-signed state: the cycles the force posted, rebuilt from its calldata
         assert len(status["cycles"]) == force.args.cycles
         assert status["tokens"] == read_settlement(w3, system.transcript, job_id).output(status["eos_token"], 256)
+
+
+class _Stop(Exception):
+    """Raised from the drafter's cycle callback: the drafter stops as if it died after taking cycle `STOP_AT`."""
+
+
+STOP_AT = 3
+
+
+def test_the_verifier_node_answers_a_force_from_its_store(tmp_path):
+    """The drafter here is the test itself (node/link's DrafterLink, in process) against a real `serve verifier
+    --listen` process; it stops after cycle 3, then forces with Draft 3 as if Verification 3 never reached it."""
+    import asyncio
+
+    import torch
+    from eth_account import Account
+
+    from node import BUNDLED_DRAFT
+    from node.chain import transcript as TX
+    from node.chain.keys import dev_account
+    from node.link.chain import endpoint_of, transcript_spec
+    from node.link.drafter import DrafterLink
+    from node.roles.models import load_model
+    from node.store import NodeStore
+    from tests.chainutil import transact
+
+    with chain_with_drafter_and_verifier(tmp_path / "home") as home:
+        w3, system = _chain(home)
+        port = free_port()
+        verifier = _verifier(home, port, tmp_path / "v.db")
+        try:
+            url = f"ws://127.0.0.1:{port}"
+            _wait_for(lambda: system.registry.functions.endpointOf(address(VERIFIER)).call() == url, 180, "endpoint")
+            ok(_submit(home, "--no-wait", "--no-eos", max_tokens=32))
+            job_id = system.market.functions.jobCount().call()
+            accepted = system.market.events.JobAccepted()
+            _wait_for(lambda: accepted.get_logs(from_block=0), 120, "the acceptance", [verifier])
+            spec = transcript_spec(w3, system, job_id, load_tokenizer(BUNDLED_TARGET))
+            draft_model = load_model(BUNDLED_DRAFT, torch.device("cpu"), torch.float32)
+            key = dev_account(DRAFTER).key
+            link = DrafterLink(Account.from_key(key), NodeStore(tmp_path / "d.db"), draft_model, spec, url)
+
+            def stop(cycle, tokens):
+                if cycle == STOP_AT:
+                    raise _Stop
+
+            link.on_cycle = stop
+            with pytest.raises(_Stop):
+                asyncio.run(link.run())
+            ledger = link.ledger
+            assert STOP_AT in ledger.verifications and not ledger.done
+            k = STOP_AT
+            ev = TX.evidence(*ledger.drafts[k], *ledger.verifications[k - 1])
+            cycles = [TX.Cycle.of(ledger.drafts[c][0], ledger.verifications[c][0]).as_tuple() for c in range(k)]
+            transact(w3, system.transcript.functions.forceMove(job_id, ev, cycles), address(DRAFTER))
+            advance(w3, 3)  # a later block: the node's periodic recheck of the job
+            answered = system.transcript.events.ForceAnsweredVerification()
+            _wait_for(lambda: answered.get_logs(from_block=0), 120, "the verifier's answer", [verifier])
+            (answer,) = answered.get_logs(from_block=0)
+            v = ledger.verifications[k][0]  # what the verifier had signed and stored for Draft 3
+            assert (answer.args.cycle, answer.args.accepted, answer.args.outToken) == (k, v.accepted, v.out_token)
+            assert list(answer.args.p) == list(v.p) and bytes(answer.args.reveal) == v.reveal
+            assert system.transcript.functions.forceOf(job_id).call()[-2] == "0x" + "00" * 20  # no force pending
+            assert endpoint_of(system.registry, address(VERIFIER)) == url
+        finally:
+            _stop(verifier)
