@@ -65,6 +65,8 @@ def wait_for_transcript(requester, job_id: int, max_tokens: int, *, quiet: bool,
     say whether what streamed is what settled. Returns the finish reason."""
     import time
 
+    from websockets.exceptions import WebSocketException
+
     from node.chain.enums import JobStatus
     from node.link.chain import EndpointError, endpoint_of
     from node.link.requester import stream_tokens
@@ -90,14 +92,15 @@ def wait_for_transcript(requester, job_id: int, max_tokens: int, *, quiet: bool,
                 url = url or endpoint_of(requester.registry, view["verifier"])
                 asyncio.run(stream_tokens(url, job_id, show))
                 break
-            except (EndpointError, LinkRefused, OSError, TimeoutError) as exc:
+            except (EndpointError, LinkRefused, OSError, TimeoutError, WebSocketException) as exc:
                 if tokens:  # the stream broke off mid-job: the settlement still comes from chain
                     err.print(f"\njob {job_id}: the stream broke off ({exc}); waiting for the settlement")
                     break
         time.sleep(0.25)
     if tokens and not quiet:
         console.print()
-    reason = requester.wait(job_id, **kwargs)
+    waited = time.monotonic() - start  # the accept timeout counts from the submission, not again from here
+    reason = requester.wait(job_id, **{**kwargs, "accept_timeout": max(accept_timeout - waited, 0.0)})
     settled = requester.report(job_id, with_gas=False).tokens
     if tokens and not quiet:
         same = "equal to" if settled == tokens else "NOT EQUAL to"
