@@ -16,9 +16,10 @@ hash-chain head, as in per-cycle mode), runs it over the link (node/link) and se
 A silent verifier (no progress over the link for `link_silence_s`) is forced: the drafter posts its pending Draft
 and the last co-signed state (`forceMove`, `job:{id}:force:{k}`), and claims it after the deadline (`claimForce`)
 unless the verifier answers. A verifier answers a force posted against it from its store (`answerForce` with its
-stored Verification of the pending Draft). Not built yet: the verifier's own force against a silent drafter, and a
-rule challenge from the nodes: a link that reports a rule violation stops the job and keeps the evidence in the
-store (the drafter never counter-signs it), and the node logs it.
+stored Verification of the pending Draft). A Verification the accept rule refutes is never counter-signed: the
+drafter keeps it in its store as evidence and forces the same way, so the verifier must answer Draft k on chain,
+where the contract re-runs the rule. Not built yet: the verifier's own force against a silent drafter, and rule
+challenges of settled jobs from the nodes.
 """
 
 from __future__ import annotations
@@ -164,10 +165,10 @@ def drafter_work(node, job_id: int) -> int:
         node.link_runs.pop(job_id)
         node.schedule.defer_until(JOB, job_id, node.chain_time() + RECHECK_S)
         return 0
-    if run.result.refused is not None:
+    if run.result.refused is not None:  # never counter-signed: the verifier must answer Draft k on chain, by the rule
         node.log.error("job %d: the verifier broke the accept rule: %s (evidence kept)", job_id, run.result.refused)
-        node.schedule.defer_until(JOB, job_id, node.chain_time() + 3600)
-        return 0
+        node.schedule.defer_until(JOB, job_id, node.chain_time() + RECHECK_S)
+        return force_verifier(node, run.link.ledger)
     return settle_on_chain(node, run.link.ledger)
 
 
