@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from contextlib import closing
+from functools import partial
 from pathlib import Path
 from typing import Annotated
 
@@ -23,7 +24,7 @@ from node.chain.enums import DisputeKind
 from node.cli_chain import chain_app
 from node.cli_context import CHAIN, KEY, KINDS, ROLES, CliError, CommandGroup, JobArg, JsonOpt, Session, session_options
 from node.cli_serve import serve
-from node.cli_transcript import DEFAULT_MODE, check_mode, transcript_app
+from node.cli_transcript import DEFAULT_MODE, check_mode, transcript_app, wait_for_transcript
 from node.console import (
     console,
     emit_json,
@@ -233,6 +234,7 @@ def submit(
             price_pass_wei=parse_amount(price_pass),
             escrow_wei=parse_amount(escrow, "wei") if escrow is not None else None,
             eos=not no_eos,
+            mode=mode,
         )
         if no_wait:
             if as_json:
@@ -256,9 +258,8 @@ def submit(
                 f"job {job.job_id} submitted ({job.prompt_tokens} prompt tokens; drafter {job.drafter}, "
                 f"verifier {job.verifier}); waiting…"
             )
-        wait_with_progress(
-            requester, job.job_id, max_tokens, quiet=as_json, accept_timeout=accept_timeout, timeout=timeout
-        )
+        waiter = partial(wait_for_transcript, target_model=target_model) if mode == "transcript" else wait_with_progress
+        waiter(requester, job.job_id, max_tokens, quiet=as_json, accept_timeout=accept_timeout, timeout=timeout)
         report = requester.report(job.job_id, tokenizer_path=target_model)
         now = requester.now()
     if as_json:

@@ -137,6 +137,10 @@ def serve(
             show_default=False,
         ),
     ] = None,
+    link_silence: Annotated[
+        float,
+        typer.Option("--link-silence", help="Drafter: seconds of a stalled transcript link before a force move."),
+    ] = 120.0,
 ):
     """Run a drafter, verifier, referee or watchdog node until Ctrl-C / SIGTERM (register a staked role first with
     `register`; a watchdog needs only funds for its bonds)."""
@@ -152,6 +156,8 @@ def serve(
         min_price_wei = parse_amount(min_price)
     except RequesterError as exc:
         raise CliError(f"--min-price: {exc}") from None
+    if (link_silence != 120.0 and role != "drafter") or not link_silence > 0:
+        raise CliError("--link-silence is a drafter's option: a positive number of seconds")
     if min_price_wei and role != "drafter":
         raise CliError("--min-price is a drafter's option (its price per accepted token)")
     if role == "drafter" and target_model is None:
@@ -194,6 +200,7 @@ def serve(
     kwargs = {"behavior": behavior} if role not in ("referee", "watchdog") else watchdog  # one way of working
     if role == "drafter":
         kwargs["min_price_wei"] = min_price_wei
+        kwargs["link_silence_s"] = link_silence
     try:
         node = node_class(
             w3, deployment, account, store, *models.values(), poll_interval=poll_interval, device=device, **kwargs

@@ -16,7 +16,7 @@ from node.cli_context import CHAIN, CliError, CommandGroup, JobArg, JsonOpt, ses
 from node.console import console, emit_json, err
 
 MODES = ("onchain", "transcript")
-DEFAULT_MODE = "onchain"  # until the serving nodes run transcript jobs (check_mode)
+DEFAULT_MODE = "transcript"
 
 transcript_app = typer.Typer(
     cls=CommandGroup, no_args_is_help=True, help="Transcript-mode jobs over the verifier's link endpoint."
@@ -50,16 +50,62 @@ def parse_listen(listen: str | None, role: str) -> tuple[str, int] | None:
 
 
 def check_mode(mode: str, market) -> str:
-    """`submit --mode`. Transcript mode needs the market's transcript job mode and serving nodes that run such jobs
-    over the link: the contracts and the link exist, but the drafter and verifier nodes do not take transcript jobs
-    from chain events yet, so a transcript job submitted here would find nobody to run it."""
+    """`submit --mode`: transcript mode needs the market's transcript job mode (a deployment from before it has
+    none: said in one line, with the way out)."""
     if mode not in MODES:
         raise CliError(f"--mode must be one of {', '.join(MODES)}, got {mode!r}")
-    if mode == "transcript":
-        if not any(e.get("name") == "submitTranscriptJob" for e in market.abi):
-            raise CliError("--mode transcript: this deployment's market has no transcript job mode; use --mode onchain")
-        raise CliError("--mode transcript: the serving nodes do not run transcript jobs yet; use --mode onchain")
+    if mode == "transcript" and not any(e.get("name") == "submitTranscriptJob" for e in market.abi):
+        raise CliError("--mode transcript: this deployment's market has no transcript job mode; use --mode onchain")
     return mode
+
+
+def wait_for_transcript(requester, job_id: int, max_tokens: int, *, quiet: bool, target_model: Path, **kwargs):
+    """`submit` of a transcript job: once a verifier accepts it, print its text as the verifier verifies it (the
+    stream of its registered endpoint), then wait for the settlement on chain (`requester.wait`: JobFinished) and
+    say whether what streamed is what settled. Returns the finish reason."""
+    import time
+
+    from websockets.exceptions import WebSocketException
+
+    from node.chain.enums import JobStatus
+    from node.link.chain import EndpointError, endpoint_of
+    from node.link.requester import stream_tokens
+    from node.link.wire import LinkRefused
+    from node.roles.checkpoints import load_tokenizer
+
+    tokenizer, tokens = load_tokenizer(target_model), []
+    accept_timeout, start = kwargs.get("accept_timeout", 120.0), time.monotonic()
+
+    def show(cycle: int, new: list[int]) -> None:
+        before = tokenizer.decode(tokens)
+        tokens.extend(new)
+        if not quiet:
+            console.print(tokenizer.decode(tokens)[len(before) :], end="", markup=False, highlight=False)
+
+    url = None
+    while time.monotonic() - start < accept_timeout:  # the stream opens once the verifier serves the job
+        view = requester.job_view(job_id)
+        if view["status"] != JobStatus.Open:
+            if view["status"] != JobStatus.Running:
+                break  # over already (or cancelled): the chain has what there is
+            try:
+                url = url or endpoint_of(requester.registry, view["verifier"])
+                asyncio.run(stream_tokens(url, job_id, show))
+                break
+            except (EndpointError, LinkRefused, OSError, TimeoutError, WebSocketException) as exc:
+                if tokens:  # the stream broke off mid-job: the settlement still comes from chain
+                    err.print(f"\njob {job_id}: the stream broke off ({exc}); waiting for the settlement")
+                    break
+        time.sleep(0.25)
+    if tokens and not quiet:
+        console.print()
+    waited = time.monotonic() - start  # the accept timeout counts from the submission, not again from here
+    reason = requester.wait(job_id, **{**kwargs, "accept_timeout": max(accept_timeout - waited, 0.0)})
+    settled = requester.report(job_id, with_gas=False).tokens
+    if tokens and not quiet:
+        same = "equal to" if settled == tokens else "NOT EQUAL to"
+        err.print(f"job {job_id}: {len(tokens)} tokens streamed, {same} the {len(settled)} tokens settled on chain")
+    return reason
 
 
 def start_link(node, listen: tuple[str, int]) -> str:
@@ -76,6 +122,7 @@ def start_link(node, listen: tuple[str, int]) -> str:
         raise CliError(f"--listen {listen[0]}:{listen[1]}: {exc.strerror or exc}") from None
     url = listen_url(host, port)
     node.link_server = server
+    node.reconsider_refusals()  # transcript jobs refused while it did not listen are decided again
     if host in ("0.0.0.0", "::"):
         err.print(f"transcript link on {url}: a wildcard address is not published; peers need --endpoint")
     elif publish_endpoint(node, url):

@@ -413,6 +413,8 @@ def test_unaccepted_job_times_out_and_is_refunded(home, w3, deployment, snapshot
     """No verifier node runs: `submit` gives up waiting with a clear line; `claim-timeout` refunds the escrow."""
     result = cli(
         "submit",
+        "--mode",
+        "onchain",  # per-cycle: the cycles are chain events
         "def f(x):",
         "--max-tokens",
         "8",
@@ -505,6 +507,8 @@ def test_end_to_end_through_the_cli_with_node_processes(home, w3, deployment):
         # an honest job, submitted by a real `verispec submit` process
         submitted = cli_process(
             "submit",
+            "--mode",
+            "onchain",  # per-cycle: the cycles are chain events
             "def fibonacci(n):\n",
             "--max-tokens",
             "24",
@@ -549,6 +553,8 @@ def test_end_to_end_through_the_cli_with_node_processes(home, w3, deployment):
         # a biased drafter's job; a watchdog replays the draft over chain data and disputes through the CLI
         submitted = cli_process(
             "submit",
+            "--mode",
+            "onchain",  # per-cycle: the cycles are chain events
             "class Stack:\n",
             "--max-tokens",
             "24",

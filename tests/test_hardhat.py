@@ -249,6 +249,8 @@ def test_job_and_dispute_end_to_end_on_hardhat(tmp_path):
 
         submitted = cli_process(
             "submit",
+            "--mode",
+            "onchain",  # per-cycle: the cycles are chain events
             "def fibonacci(n):\n",
             "--max-tokens",
             "16",

@@ -177,6 +177,8 @@ def test_job_survives_kill_9_of_the_drafter_then_the_verifier(home, nodes):
     out = ok(
         cli(
             "submit",
+            "--mode",
+            "onchain",  # per-cycle: the cycles are chain events
             PROMPT,
             "--max-tokens",
             MAX_TOKENS,

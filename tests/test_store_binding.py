@@ -49,6 +49,8 @@ def _submit(home: Path, *extra: str) -> dict:
     out = ok(
         cli(
             "submit",
+            "--mode",
+            "onchain",  # per-cycle: the cycles are chain events
             "def add(a, b):",
             "--max-tokens",
             "8",
@@ -176,6 +178,8 @@ def test_a_verifier_restarted_with_the_right_models_takes_the_job_it_refused(hom
         out = ok(
             cli(
                 "submit",
+                "--mode",
+                "onchain",  # per-cycle: the cycles are chain events
                 "def add(a, b):",
                 "--max-tokens",
                 "8",

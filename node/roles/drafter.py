@@ -26,7 +26,7 @@ from node.chain.enums import JobStatus, Phase
 from node.chain.events import ChainEvent
 from node.decoding.loading import max_positions, vocab_size
 from node.decoding.messages import DecodingJob
-from node.roles import behaviors, chain_checks, chaindata
+from node.roles import behaviors, chain_checks, chaindata, transcript_jobs
 from node.roles.behaviors import DrafterBehavior
 from node.roles.jobs import resume_draft_session
 from node.roles.models import next_token_rows
@@ -65,12 +65,14 @@ class DrafterNode(PartyNode):
         *,
         bias_policy: behaviors.BiasPolicy | None = None,
         min_price_wei: int = 0,
+        link_silence_s: float = 120.0,
         **options,
     ):
         self.behavior = DrafterBehavior.parse(behavior)
         if int(min_price_wei) < 0:
             raise ValueError(f"min_price_wei must be >= 0, got {min_price_wei}")
         self.min_price_wei = int(min_price_wei)  # least pricePerAcceptedToken (wei) of a job it serves
+        self.link_silence_s = float(link_silence_s)  # a transcript job's verifier silent that long is forced
         self.bias_policy = bias_policy or behaviors.BiasPolicy()
         self.load_models(target_model_path, draft_model_path, device, with_target=False)
         self.max_positions = max_positions(self.draft_model)
@@ -91,6 +93,9 @@ class DrafterNode(PartyNode):
             return
         self.serve_job(record, DrafterJobState(job, record))
         self.log.info("job %d: assigned (γ=%d, maxTokens=%d)", record.job_id, job.gamma, job.max_new_tokens)
+
+    def transcript_refusal(self, record: chaindata.ChainJob) -> str | None:
+        return chain_checks.job_refusal(record.request, self.min_price_wei, self.vocab_size, self._chain_vocab(record))
 
     def refusal_config(self) -> dict[str, Any]:
         return {**super().refusal_config(), "min_price_wei": self.min_price_wei, "max_gamma": chain_checks.MAX_GAMMA}
@@ -199,6 +204,8 @@ class DrafterNode(PartyNode):
         return output, n
 
     def work_job(self, job_id: int) -> int:
+        if self.is_transcript(job_id):
+            return transcript_jobs.drafter_work(self, job_id)
         sent = self.act_on_announced_turn(job_id, lambda c, sure: self._draft(job_id, c, sure=sure))
         if sent is not None:
             return sent

@@ -114,8 +114,10 @@ class JobReader:
                     tx_hashes,
                 )
             )
-        tokens = [t for c in cycles for t in c.output]
         finished = by_name.get("JobFinished", [])
+        if view.get("transcript") and finished:  # its cycles are in the settlement's calldata, not in events
+            cycles = self._settled_cycles(job_id, view)
+        tokens = [t for c in cycles for t in c.output]
         finalized = by_name.get("JobFinalized", [])
         if finalized:
             f = finalized[-1]["args"]
@@ -182,6 +184,26 @@ class JobReader:
             gas_fees_wei=fees,
             tx_count=len(tx_hashes),
         )
+
+    def _settled_cycles(self, job_id: int, view: dict) -> list[CycleSummary]:
+        """A transcript job's cycles as its settlement posted them (node/chain/transcript.py `read_settlement`)."""
+        from node.chain.transcript import read_settlement
+        from node.protocol import truncate_emitted
+
+        try:
+            settled = read_settlement(self.w3, self.system.transcript, job_id, self.deployment.start_block)
+        except LookupError:
+            return []
+        out, generated = [], 0
+        for c, (cycle, reveal) in enumerate(zip(settled.cycles, settled.reveals())):
+            emitted = [*cycle.tokens[: cycle.accepted], cycle.out_token]
+            output = truncate_emitted(emitted, view["eosToken"], view["maxTokens"] - generated)
+            generated += len(output)
+            summary = CycleSummary(
+                c, list(cycle.tokens), list(cycle.q), cycle.accepted, cycle.out_token, output, Web3.to_hex(reveal)
+            )
+            out.append(summary)
+        return out
 
     def _decode(self, tokens: list[int], tokenizer_path: Path, target_model: bytes) -> str | None:
         """The text of `tokens`, with the tokenizer at `tokenizer_path` (None if it cannot be loaded)."""

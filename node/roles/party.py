@@ -20,7 +20,7 @@ from typing import Any
 
 from node.chain.enums import DisputeStatus, JobStatus, Outcome, Phase, solidity_name
 from node.chain.events import ChainEvent
-from node.roles import chaindata
+from node.roles import chaindata, transcript_jobs
 from node.roles.base import NodeBase
 from node.roles.jobs import JobRefused, job_from_record
 from node.roles.schedule import DISPUTE, JOB
@@ -32,12 +32,36 @@ class PartyNode(NodeBase, metaclass=ABCMeta):
 
     own_phase: Phase  # the job phase in which this party acts: AwaitDraft (drafter) or AwaitVerify (verifier)
 
-    jobs: dict[int, Any]  # job id -> the subclass's in-memory state of the job
+    jobs: dict[int, Any]  # job id -> the subclass's in-memory state of the job (per-cycle jobs)
+
+    def __init__(self, *args, **kwargs):
+        self.transcript_ids: dict[int, bool] = {}  # job id -> whether it is a transcript-mode job (read once)
+        self.link_runs: dict[int, Any] = {}  # a drafter's transcript jobs running over the link
+        super().__init__(*args, **kwargs)
 
     def on_market_JobSubmitted(self, event: ChainEvent) -> None:
         taken = self.take_submitted_job(event)
         if taken is not None:
-            self.serve_taken(*taken)
+            self.serve_any(*taken)
+
+    def is_transcript(self, job_id: int) -> bool:
+        return transcript_jobs.is_transcript(self, job_id)
+
+    def serve_any(self, record: chaindata.ChainJob, job: Any) -> None:
+        """A taken job: a transcript-mode one runs over the link (node/roles/transcript_jobs.py), unless the
+        subclass refuses it (`transcript_refusal`); any other job per cycle (`serve_taken`)."""
+        if not self.is_transcript(record.job_id):
+            self.serve_taken(record, job)
+            return
+        reason = self.transcript_refusal(record)
+        if reason is not None:
+            self.refuse(record.job_id, reason)
+            return
+        transcript_jobs.serve(self, record)
+
+    def transcript_refusal(self, record: chaindata.ChainJob) -> str | None:
+        """Why this node does not run the transcript job `record` (None: it does)."""
+        return None
 
     @abstractmethod
     def serve_taken(self, record: chaindata.ChainJob, job: Any) -> None:
@@ -107,7 +131,7 @@ class PartyNode(NodeBase, metaclass=ABCMeta):
             record = chaindata.job_request(self.market, job_id, from_block=self.start_block)
             taken = self.take_job(record)
             if taken is not None:
-                self.serve_taken(*taken)
+                self.serve_any(*taken)
 
     def restore(self, with_jobs: bool = True) -> None:
         super().restore(with_jobs)

@@ -307,6 +307,7 @@ class Requester(JobReader, DisputeClient):
         price_pass_wei: int = 3 * 10**12,
         escrow_wei: int | None = None,
         eos: bool = True,
+        mode: str = "onchain",
     ) -> SubmitResult:
         from node.decoding import tokenizer_digest
 
@@ -385,9 +386,8 @@ class Requester(JobReader, DisputeClient):
             price_token_wei,
             price_pass_wei,
         )
-        tx, receipt = self._send(
-            "submitJob", self.market.functions.submitJob(request, prompt.encode("utf-8")), value=escrow
-        )
+        fn = "submitTranscriptJob" if mode == "transcript" else "submitJob"  # transcript: cycles off chain
+        tx, receipt = self._send(fn, getattr(self.market.functions, fn)(request, prompt.encode("utf-8")), value=escrow)
         (event,) = self.market.events.JobSubmitted().process_receipt(receipt, errors=DISCARD)
         return SubmitResult(event["args"]["jobId"], drafter, verifier, escrow, len(tokens), tx)
 

@@ -25,7 +25,7 @@ from node.chain.events import ChainEvent
 from node.decoding.loading import max_positions, vocab_size
 from node.decoding.messages import DecodingJob, Draft, DraftFault, Verification
 from node.decoding.scorer import VerifySession
-from node.roles import behaviors, chaindata
+from node.roles import behaviors, chaindata, transcript_jobs
 from node.roles.behaviors import DrafterBehavior, VerifierBehavior
 from node.roles.jobs import chain_head, resume_verify_session, verifier_seed
 from node.roles.models import next_token_rows
@@ -75,6 +75,7 @@ class VerifierJobState:
 class VerifierNode(PartyNode):
     role = JOB_ROLE
     own_phase = Phase.AwaitVerify
+    link_server = None  # its transcript link (`serve verifier --listen`, node/cli_transcript.py `start_link`)
 
     def __init__(
         self,
@@ -114,6 +115,12 @@ class VerifierNode(PartyNode):
 
     def serve_taken(self, record: chaindata.ChainJob, job: DecodingJob) -> None:
         self.serve_job(record, VerifierJobState(job, record, verifier_seed(self.account.key, record.job_id)))
+
+    def transcript_refusal(self, record: chaindata.ChainJob) -> str | None:
+        return None if self.link_server else "a transcript-mode job: I serve them only with --listen HOST:PORT"
+
+    def refusal_config(self) -> dict[str, Any]:  # a restart with --listen decides transcript jobs again
+        return {**super().refusal_config(), "link": self.link_server is not None}
 
     def on_market_JobAccepted(self, event: ChainEvent) -> None:
         vj = self.jobs.get(int(event.args["jobId"]))
@@ -231,6 +238,8 @@ class VerifierNode(PartyNode):
                 vj.outputs.setdefault(data.cycle, data.output)
 
     def work_job(self, job_id: int) -> int:
+        if self.is_transcript(job_id):
+            return transcript_jobs.verifier_work(self, job_id)
         sent = self.act_on_announced_turn(job_id, lambda c, sure: self._verify(job_id, c, sure=sure))
         if sent is not None:
             return sent
