@@ -102,8 +102,7 @@ def test_binomial_upper_bound():
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    if not HAVE_MODELS:
-        pytest.skip("bundled models are missing")
+    assert HAVE_MODELS, "the bundled models (models/draft, models/target) are part of the repository"
     tmp = tmp_path_factory.mktemp("security")
     out, traces = tmp / "report.json", tmp / "traces.json"
     cmd = [sys.executable, str(SCRIPT), "--quick", "--traces", str(traces), "--json-out", str(out)]
