@@ -1025,17 +1025,20 @@ def test_draws_are_stake_weighted_and_bounded(world):
     seats = {}
     for index in range(3):
         for kind in (DRAFT, TARGET):
+            # with 70 % of the stake on one referee a draw's 20 tries find 2 others only ~98.5 % of the time (a CI
+            # run escalated): draw_panel draws again after such an escalation
             dispute_id, _ = open_dispute(world, index=index, kind=kind, draw=False)
-            receipt = draw_referees(world, dispute_id)
+            receipt = draw_panel(world, dispute_id)
             refs = panel(world, dispute_id)
             assert len(refs) == 3 and len(set(refs)) == 3
             assert world.requester not in refs and world.challenger not in refs
             for r in refs:
                 seats[r] = seats.get(r, 0) + 1
             assert receipt["gasUsed"] < 1_000_000
-    # the whale holds 30 / (30 + 0.5 × 23) ≈ 72 % of the eligible stake: it sits on (nearly) every panel, while
-    # an average minimum-stake referee would sit on 6 × 3 / 24 ≈ 0.75 panels under an unweighted draw
-    assert seats.get(whale, 0) >= 5, seats
+    # the whale holds 30 / (30 + 0.5 × 23) ≈ 72 % of the eligible stake: it misses a panel only when the draw finds
+    # 3 others before it (~2 % of seeds), so it sits on at least 4 of the 6 (all but ~1e-4 of runs; ≥ 5 failed a CI
+    # run, ~0.5 %), while an average minimum-stake referee would sit on 6 × 3 / 24 ≈ 0.75 under an unweighted draw
+    assert seats.get(whale, 0) >= 4, seats
 
 
 # ------------------------------------------------------------------ appeals and attack 6 (sybil referees)
