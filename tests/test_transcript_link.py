@@ -291,6 +291,7 @@ def test_drafter_refuses_to_countersign_a_verification_the_rule_refutes(models, 
     drafts_seen = []
 
     async def lying_verifier(ws):  # a hostile peer: its signature and state chain are right, its accept count is not
+        await ws.send(wire.encode({"type": "challenge", "nonce": wire.new_nonce()}))
         await ws.recv()
         await ws.send(
             wire.encode({"type": "welcome", "job": 7, "next_cycle": 0, "verification": None, "settlement": None})
@@ -329,6 +330,7 @@ def test_drafter_refuses_a_verification_not_signed_by_the_job_verifier_and_does_
     reveal = P.chain_reveal(verifier_seed(VERIFIER_KEY, 7), spec.job.chain_length, 0)
 
     async def impostor(ws):  # signs a rule-abiding answer, but with a key that is not the job's verifier
+        await ws.send(wire.encode({"type": "challenge", "nonce": wire.new_nonce()}))
         await ws.recv()
         await ws.send(
             wire.encode({"type": "welcome", "job": 7, "next_cycle": 0, "verification": None, "settlement": None})
@@ -355,15 +357,24 @@ def test_drafter_refuses_a_verification_not_signed_by_the_job_verifier_and_does_
 # ------------------------------------------------------------------ hostile frames
 
 
-async def _raw(uri, frames, read=2):
-    """Send `frames` (str or bytes) after a hello for job 7; return (frames received, close code, close reason)."""
+def _hello(nonce: bytes, key=DRAFTER_KEY, job_id=7, domain=DOMAIN) -> dict:
+    return {"type": "hello", "job": job_id, "role": "drafter", "signature": wire.sign_hello(domain, job_id, nonce, key)}
+
+
+async def _raw(uri, frames, read=2, hello=_hello):
+    """Send `frames` (str or bytes) after a hello for job 7 (`hello(nonce)`: the hello frame for the connection's
+    challenge); return (frames received, close code, close reason)."""
     from websockets.asyncio.client import connect
     from websockets.exceptions import ConnectionClosed
 
     got = []
     async with connect(uri, max_size=None) as ws:
-        await ws.send(wire.encode({"type": "hello", "job": 7, "role": "drafter"}))
-        got.append(json.loads(await ws.recv()))
+        nonce = wire.challenge_nonce(json.loads(await ws.recv()))
+        await ws.send(wire.encode(hello(nonce)))
+        try:
+            got.append(json.loads(await ws.recv()))
+        except ConnectionClosed:
+            return got, ws.close_code, ws.close_reason
         try:
             for frame in frames:
                 await ws.send(frame)
@@ -395,8 +406,8 @@ async def _half_frame(host, port):
     return time.monotonic() - start, data
 
 
-def _draft0(spec, key=DRAFTER_KEY, domain=DOMAIN, job_id=7, salt=11):
-    draft = tm.Draft.build(job_id, 0, P.transcript_genesis(job_id, salt), [1, 2, 3, 4], [P.WAD // 2] * 4, salt)
+def _draft0(spec, key=DRAFTER_KEY, domain=DOMAIN, job_id=7, salt=11, tokens=(1, 2, 3, 4)):
+    draft = tm.Draft.build(job_id, 0, P.transcript_genesis(job_id, salt), list(tokens), [P.WAD // 2] * 4, salt)
     return draft, tm.sign(domain, draft, key)
 
 
@@ -431,6 +442,26 @@ def test_forged_replayed_malformed_and_oversize_messages_are_refused_and_the_ser
         out["out of order"] = await _raw(
             uri, [wire.encode(wire.signed_frame("draft", DOMAIN, d1, tm.sign(DOMAIN, d1, DRAFTER_KEY)))]
         )
+        do, so = _draft0(spec, tokens=(1, 2, models[3], 4))  # signed by the drafter, one token past the vocabulary
+        out["out of vocabulary"] = await _raw(uri, [wire.encode(wire.signed_frame("draft", DOMAIN, do, so))])
+        # the hello: signed by another key; replayed from an earlier connection; signed for another job, chain or
+        # market; unsigned; and a requester (whose hello is not signed) sending a Draft
+        out["hello by another key"] = await _raw(uri, [], hello=lambda nonce: _hello(nonce, key=OTHER_KEY))
+        from websockets.asyncio.client import connect
+
+        async with connect(uri) as ws:  # the drafter's own connection, which an eavesdropper records
+            seen = _hello(wire.challenge_nonce(json.loads(await ws.recv())))
+            await ws.send(wire.encode(seen))
+            out["honest hello"] = json.loads(await ws.recv())
+        out["replayed hello"] = await _raw(uri, [], hello=lambda nonce: seen)
+        out["hello for job 8"] = await _raw(uri, [], hello=lambda nonce: {**_hello(nonce, job_id=8), "job": 7})
+        out["hello for chain 1"] = await _raw(
+            uri, [], hello=lambda nonce: _hello(nonce, domain=tm.Domain(1, DOMAIN.verifying_contract))
+        )
+        out["hello unsigned"] = await _raw(uri, [], hello=lambda nonce: {"type": "hello", "job": 7, "role": "drafter"})
+        as_requester = {"hello": lambda nonce: {**_hello(nonce), "role": "requester"}}
+        relayed = wire.encode(wire.signed_frame("draft", DOMAIN, d0, s0))
+        out["requester drafts"] = await _raw(uri, [relayed], **as_requester)
         out["not json"] = await _raw(uri, ["{not json"])
         out["not a frame"] = await _raw(uri, ["[1, 2]"])
         out["binary"] = await _raw(uri, [b"\x00\x01"])
@@ -457,6 +488,13 @@ def test_forged_replayed_malformed_and_oversize_messages_are_refused_and_the_ser
         ("other market", "signed by"),
         ("high s", "not canonical"),
         ("out of order", "stale or out of order"),
+        ("out of vocabulary", f"proposes a token outside the vocabulary ({models[3]})"),
+        ("hello by another key", f"not job 7's drafter {Account.from_key(DRAFTER_KEY).address}"),
+        ("replayed hello", "not job 7's drafter"),
+        ("hello for job 8", "not job 7's drafter"),
+        ("hello for chain 1", "not job 7's drafter"),
+        ("hello unsigned", "hello: "),
+        ("requester drafts", "a requester does not send draft frames"),
     ]:
         got, code, reason = out[case]
         assert got[-1]["type"] == "error" and needle in got[-1]["reason"], (case, got[-1])
@@ -473,7 +511,10 @@ def test_forged_replayed_malformed_and_oversize_messages_are_refused_and_the_ser
     assert not any(
         r.kind == "Draft" and r.message["salt"] == 11 for r in NodeStore(tmp_path / "v.db").link_messages(7, "verifier")
     )
-    assert len(refused) >= 10
+    assert len(refused) >= 17
+    assert out["honest hello"]["type"] == "welcome"
+    for case in ("hello by another key", "replayed hello", "hello for job 8", "hello for chain 1", "hello unsigned"):
+        assert [f["type"] for f in out[case][0]] == ["error"], case  # refused before any welcome
 
 
 # ------------------------------------------------------------------ the CLI

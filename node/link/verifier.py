@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import logging
 import threading
+import time
 from dataclasses import dataclass, field
 
 from websockets.asyncio.server import serve
@@ -48,6 +49,20 @@ class ServedJob:
     subscribers: set[asyncio.Queue] = field(default_factory=set)
     ahead: VerifyAhead | None = None  # verifies the next draft while the drafter drafts it (node/link/ahead.py)
     ahead_task: asyncio.Future | None = None
+    heard: float = field(default_factory=time.monotonic)  # when the drafter last said something (served since)
+
+    def drafter_silence(self) -> float:
+        """Seconds since the drafter's last hello, Draft or Settlement (or since the job was served): when that passes
+        the node's `--link-silence` while the job waits on the drafter, the node forces it (transcript_jobs)."""
+        return time.monotonic() - self.heard
+
+    @property
+    def awaits_drafter(self) -> bool:
+        """The next move is the drafter's: its next Draft, or its signature of the Settlement."""
+        ledger = self.ledger
+        if ledger.done:
+            return "drafter" not in ledger.settlement_sigs
+        return ledger.next_cycle not in ledger.drafts
 
 
 class LinkServer:
@@ -131,8 +146,9 @@ class LinkServer:
         return self.address
 
     async def _handle(self, ws) -> None:
-        peer, writer = ws.remote_address, None
+        peer, writer, nonce = ws.remote_address, None, wire.new_nonce()
         try:
+            await ws.send(wire.encode({"type": "challenge", "nonce": nonce}))
             try:
                 first = await asyncio.wait_for(ws.recv(), self.limits.hello_timeout_s)
             except TimeoutError:
@@ -143,8 +159,16 @@ class LinkServer:
             served = self.jobs.get(wire.field(hello, "job"))
             if served is None:
                 raise LinkRefused(f"job {hello['job']} is not served here")
-            if hello.get("role") not in wire.ROLES:
+            role = hello.get("role")
+            if role not in wire.ROLES:
                 raise LinkRefused(f"hello: role must be one of {', '.join(wire.ROLES)}", wire.CLOSE_INVALID)
+            if role == "drafter":
+                signer = wire.hello_signer(served.spec.domain, served.spec.job_id, nonce, hello.get("signature"))
+                if signer != served.spec.drafter:
+                    raise LinkRefused(
+                        f"hello: signed by {signer}, not job {served.spec.job_id}'s drafter {served.spec.drafter}"
+                    )
+                served.heard = time.monotonic()
             await ws.send(wire.encode(self._welcome(served)))
             while True:
                 try:  # a subscriber only listens: it is not idle while its stream runs
@@ -152,6 +176,8 @@ class LinkServer:
                 except TimeoutError:
                     raise LinkRefused(f"idle for {self.limits.idle_timeout_s:g} s") from None
                 frame = wire.decode(text, self.limits)
+                if role == "requester" and frame["type"] in ("draft", "settlement"):
+                    raise LinkRefused(f"a requester does not send {frame['type']} frames; say hello as the drafter")
                 if frame["type"] == "subscribe" and writer is None:
                     writer = asyncio.create_task(self._feed(ws, served, wire.field(frame, "from")))
                     continue
@@ -200,6 +226,7 @@ class LinkServer:
     async def _on_draft(self, served: ServedJob, frame: dict) -> list[dict]:
         spec, ledger = served.spec, served.ledger
         msg, sig = wire.parse_signed(frame, spec.domain, tm.Draft, self.limits)
+        served.heard = time.monotonic()
         async with served.lock:
             c = msg.cycle
             if c in ledger.drafts and ledger.drafts[c] != (msg, sig):
@@ -306,6 +333,7 @@ class LinkServer:
     async def _on_settlement(self, served: ServedJob, frame: dict) -> list[dict]:
         spec, ledger = served.spec, served.ledger
         msg, sig = wire.parse_signed(frame, spec.domain, tm.Settlement, self.limits)
+        served.heard = time.monotonic()
         async with served.lock:
             if ledger.settlement is None:
                 raise LinkRefused(f"job {spec.job_id} has not ended; there is nothing to settle")
