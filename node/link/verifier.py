@@ -50,6 +50,7 @@ class ServedJob:
     ahead: VerifyAhead | None = None  # verifies the next draft while the drafter drafts it (node/link/ahead.py)
     ahead_task: asyncio.Future | None = None
     heard: float = field(default_factory=time.monotonic)  # when the drafter last said something (served since)
+    poked: float = 0.0  # when the silence watch last reported this job
 
     def drafter_silence(self) -> float:
         """Seconds since the drafter's last hello, Draft or Settlement (or since the job was served): when that passes
@@ -76,7 +77,31 @@ class LinkServer:
         self.jobs: dict[int, ServedJob] = {}
         self.address: tuple[str, int] | None = None
         self._server = None
+        self._watch: asyncio.Task | None = None
         self.refused: list[str] = []  # every refusal's reason, in order (for the log and the tests)
+        self.silence_s: float | None = None  # `watch_silence`
+        self.on_silent = None
+
+    def watch_silence(self, silence_s: float, on_silent) -> None:
+        """Call `on_silent(job_id)` (on the server's loop) once a job that awaits its drafter has heard nothing from
+        it for `silence_s`, and again every `silence_s` while that lasts: the node then forces the drafter on chain
+        (node/roles/transcript_jobs.py). The link itself never gives up on a job; the chain's force move does."""
+        self.silence_s, self.on_silent = float(silence_s), on_silent
+
+    async def _watch_silence(self) -> None:
+        while True:
+            await asyncio.sleep(0.25)
+            if self.on_silent is None:
+                continue
+            now = time.monotonic()
+            for job_id, served in list(self.jobs.items()):
+                silent = served.awaits_drafter and now - served.heard > self.silence_s
+                if silent and now - served.poked > self.silence_s:
+                    served.poked = now
+                    try:
+                        self.on_silent(job_id)
+                    except Exception:  # the node's callback must not stop the watch of the other jobs
+                        log.exception("job %d: the silence callback failed", job_id)
 
     # ------------------------------------------------------------------ jobs
 
@@ -113,10 +138,13 @@ class LinkServer:
             ping_timeout=20,
         )
         self.address = self._server.sockets[0].getsockname()[:2]
+        self._watch = asyncio.ensure_future(self._watch_silence())
         log.info("transcript link listening on ws://%s:%d", *self.address)
         return self.address
 
     async def stop(self) -> None:
+        if self._watch is not None:
+            self._watch.cancel()
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()

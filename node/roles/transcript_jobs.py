@@ -33,6 +33,7 @@ from node.roles.jobs import chain_head, verifier_seed
 from node.roles.schedule import JOB
 
 RECHECK_S = 2  # chain seconds between rechecks of a job running over the link (its end marks it dirty anyway)
+DEFAULT_SILENCE_S = 120.0  # `serve --link-silence`
 
 
 @dataclass
@@ -43,6 +44,7 @@ class LinkRun:
     thread: threading.Thread
     result: object = None
     error: BaseException | None = None
+    forced: bool = False  # the verifier forced this drafter on chain: answer as soon as the Draft exists
 
 
 def is_transcript(node, job_id: int) -> bool:
@@ -102,16 +104,31 @@ def verifier_work(node, job_id: int) -> int:
         head = chain_head(node.account.key, job_id, job.max_new_tokens)
         return node.transact(f"job:{job_id}:accept", node.market.functions.acceptJob(job_id, head))
     if status == JobStatus.Running:
-        sent = answer_force(node, job_id)
-        if sent:
-            return sent
+        force = force_of(node, job_id)
+        if force is not None and force["silent"] != node.address:  # mine, against a silent drafter
+            return _claim_or_wait(node, job_id, force)
+        if force is not None:
+            sent = answer_force(node, job_id, force)
+            if sent:
+                return sent
         if node.link_server is None:
             node.log.error("job %d: a transcript job I accepted, but I serve no link (restart with --listen)", job_id)
         elif job_id not in node.link_server.jobs:
             open_on_link(node, job_id)
-        node.schedule.defer_until(JOB, job_id, node.chain_time() + RECHECK_S)
+        else:
+            served = node.link_server.jobs[job_id]
+            if force is None and served.awaits_drafter and served.drafter_silence() > link_silence(node):
+                sent = force_drafter(node, served.ledger)
+                if sent:
+                    return sent
+        node.schedule.defer_until(JOB, job_id, node.chain_time() + RECHECK_S)  # the link's silence watch wakes it
         return 0
     return _finish(node, job_id, view)
+
+
+def link_silence(node) -> float:
+    """Seconds without a word from the other party over the link before this node forces it (`--link-silence`)."""
+    return float(getattr(node, "link_silence_s", DEFAULT_SILENCE_S))
 
 
 def open_on_link(node, job_id: int) -> None:
@@ -127,6 +144,12 @@ def open_on_link(node, job_id: int) -> None:
             return server.open_job(spec, seed)
 
         asyncio.run_coroutine_threadsafe(_open(), loop).result(60)
+    if server.on_silent is None:  # a drafter silent past --link-silence wakes the job here: then it is forced
+
+        def wake(silent_job: int) -> None:
+            node.schedule.mark_dirty(JOB, silent_job)
+
+        server.watch_silence(link_silence(node), wake)
     node.log.info("job %d: served on the transcript link", job_id)
 
 
@@ -142,16 +165,24 @@ def drafter_work(node, job_id: int) -> int:
     if status != JobStatus.Running:
         return _finish(node, job_id, view)
     force = force_of(node, job_id)
-    if force is not None:  # mine, against a silent verifier: claim it after its deadline (an answer deletes it)
-        if node.chain_time() > force["deadline"]:
-            return node.transact(f"job:{job_id}:claim-force:{force['cycles']}", _ts(node).claimForce(job_id))
-        node.schedule.defer_until(JOB, job_id, force["deadline"] + 1)
-        return 0
+    if force is not None and force["silent"] != node.address:  # mine, against a silent verifier
+        return _claim_or_wait(node, job_id, force)
     run = node.link_runs.get(job_id)
+    if force is not None:  # the verifier forced me: answer with my Draft on its state, from the store
+        from node.link.job import Ledger
+
+        ledger = run.link.ledger if run is not None else Ledger.load(spec_of(node, job_id), node.store, "drafter")
+        sent = answer_verifier_force(node, ledger, force)
+        if sent:
+            return sent
+        if run is None:  # (a restart: the link takes the verifier's last Verification in and drafts on it)
+            return _start_link(node, job_id, forced=True)
+        run.forced = True  # each cycle taken in over the link wakes the job: the answer goes out once it exists
     if run is None:
         return _start_link(node, job_id)
     if run.thread.is_alive():
-        node.schedule.defer_until(JOB, job_id, node.chain_time() + RECHECK_S)
+        if not run.forced:  # (forced: rechecked on the wall clock, the deadline is on chain)
+            node.schedule.defer_until(JOB, job_id, node.chain_time() + RECHECK_S)
         return 0
     from node.link.chain import settle_on_chain
 
@@ -172,8 +203,9 @@ def drafter_work(node, job_id: int) -> int:
     return settle_on_chain(node, run.link.ledger)
 
 
-def _start_link(node, job_id: int) -> int:
-    from node.link.chain import EndpointError, endpoint_of, settle_on_chain
+def _drafter_link(node, job_id: int):
+    """The job's DrafterLink (its ledger loaded from the store), or None while the verifier has no endpoint."""
+    from node.link.chain import EndpointError, endpoint_of
     from node.link.drafter import DrafterLink
     from node.link.wire import Limits
 
@@ -182,13 +214,21 @@ def _start_link(node, job_id: int) -> int:
         url = endpoint_of(node.system.registry, spec.verifier)
     except EndpointError as exc:
         node.log.warning("job %d: %s; waiting for it", job_id, exc)
-        node.schedule.defer_until(JOB, job_id, node.chain_time() + RECHECK_S)
-        return 0
-    silence = node.link_silence_s
+        return None
+    silence = link_silence(node)
     limits = Limits(idle_timeout_s=silence)
-    link = DrafterLink(
+    return DrafterLink(
         node.account, node.store, node.draft_model, spec, url, limits, give_up_after_s=silence, retry_delay_s=0.1
     )
+
+
+def _start_link(node, job_id: int, forced: bool = False) -> int:
+    from node.link.chain import settle_on_chain
+
+    link = _drafter_link(node, job_id)
+    if link is None:
+        node.schedule.defer_until(JOB, job_id, node.chain_time() + RECHECK_S)
+        return 0
     if len(link.ledger.settlement_sigs) == 2:  # settled over the link before a restart: no need to reconnect
         return settle_on_chain(node, link.ledger)
 
@@ -200,10 +240,15 @@ def _start_link(node, job_id: int) -> int:
         finally:
             node.schedule.mark_dirty(JOB, job_id)
 
-    run = LinkRun(link, threading.Thread(target=main, name=f"link-job-{job_id}", daemon=True))
+    def on_cycle(cycle, tokens):
+        if run.forced:
+            node.schedule.mark_dirty(JOB, job_id)
+
+    run = LinkRun(link, threading.Thread(target=main, name=f"link-job-{job_id}", daemon=True), forced=forced)
+    link.on_cycle = on_cycle
     node.link_runs[job_id] = run
     run.thread.start()
-    node.log.info("job %d: drafting over the link to %s", job_id, url)
+    node.log.info("job %d: drafting over the link to %s", job_id, link.uri)
     return 1
 
 
@@ -237,12 +282,58 @@ def force_verifier(node, ledger) -> int:
     return node.transact(f"job:{job_id}:force:{k}", call)
 
 
-def answer_force(node, job_id: int) -> int:
+def _claim_or_wait(node, job_id: int, force: dict) -> int:
+    """My force against a silent party: claim it after its deadline (an answer deletes it), else wait for that."""
+    if node.chain_time() > force["deadline"]:
+        return node.transact(f"job:{job_id}:claim-force:{force['cycles']}", _ts(node).claimForce(job_id))
+    node.schedule.defer_until(JOB, job_id, force["deadline"] + 1)
+    return 0
+
+
+def force_drafter(node, ledger) -> int:
+    """The verifier's force against a silent drafter: the latest co-signed state S(k-1) (Draft k, Verification
+    k-1) and its own Verification k, which the drafter owes a Draft on; with no Draft at all, a force with no
+    evidence (the drafter never consented: not slashed). A final Verification completes the job at once."""
+    from node.chain import transcript as TX
+
+    job_id = ledger.spec.job_id
+    if not ledger.drafts:
+        node.log.warning("job %d: the drafter never sent Draft 0; forcing it with no evidence", job_id)
+        return node.transact(f"job:{job_id}:force-drafter:0", _ts(node).forceMove(job_id, TX.no_draft_evidence(), []))
+    k = ledger.next_cycle - 1  # the last cycle verified: the drafter owes Draft k+1 (or its Settlement)
+    if k < 0:
+        return 0
+    draft, draft_sig = ledger.drafts[k]
+    last, last_sig = ledger.verifications[k - 1] if k else (None, b"")
+    evidence = TX.evidence(draft, draft_sig, last, last_sig, *ledger.verifications[k])
+    cycles = [TX.Cycle.of(ledger.drafts[c][0], ledger.verifications[c][0]).as_tuple() for c in range(k)]
+    node.log.warning("job %d: the drafter is silent after cycle %d; posting a force move", job_id, k)
+    return node.transact(f"job:{job_id}:force-drafter:{k + 1}", _ts(node).forceMove(job_id, evidence, cycles))
+
+
+def answer_verifier_force(node, ledger, force: dict) -> int:
+    """The verifier forced this drafter after cycle k-1 (`force.cycles` = k): answer with my stored Draft k on the
+    forced state (signed before, over the link or not; never a second Draft of k)."""
+    from node import protocol as P
+    from node.chain import transcript as TX
+
+    job_id, k = ledger.spec.job_id, int(force["cycles"])
+    if node.chain_time() > force["deadline"] or k not in ledger.drafts:
+        return 0  # (not drafted yet: the link takes Verification k-1 in and drafts it)
+    draft, sig = ledger.drafts[k]
+    expected = bytes(force["state"]) if force["slash"] else P.transcript_genesis(job_id, draft.salt)
+    if draft.prev_state != expected:
+        node.log.error("job %d: forced at a state my Draft %d is not on: I cannot answer", job_id, k)
+        return 0
+    node.log.warning("job %d: answering the verifier's force with my Draft of cycle %d", job_id, k)
+    return node.transact(f"job:{job_id}:answer-force:{k}", _ts(node).answerForce(job_id, TX.draft_answer(draft, sig)))
+
+
+def answer_force(node, job_id: int, force: dict) -> int:
     """A force posted against this verifier: answer it with its stored Verification of the pending Draft."""
     from node.chain import transcript as TX
 
-    force = force_of(node, job_id)
-    if force is None or force["silent"] != node.address or node.chain_time() > force["deadline"]:
+    if force["silent"] != node.address or node.chain_time() > force["deadline"]:
         return 0
     served = node.link_server.jobs.get(job_id) if node.link_server is not None else None
     k = int(force["cycles"])
