@@ -12,7 +12,11 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
+
+import pytest
+from web3.exceptions import ContractCustomError, ContractLogicError
 
 from node import PROJECT_ROOT
 from node.chain.anvil import free_port
@@ -32,6 +36,7 @@ from tests.test_cli import (
 from tests.test_transcript_nodes import _chain, _link_rows, _wait_for
 
 SILENCE = "3"  # --link-silence of the nodes here (s)
+RECHECK = 1.0  # wall-clock seconds in which a node's loop looks at a job again (a few polls)
 
 
 def _verifier(home: Path, port: int, store: Path, *extra: str):
@@ -137,3 +142,108 @@ def test_a_silent_drafter_that_comes_back_answers_the_force_from_its_store_and_t
         assert system.registry.functions.stakeOf(address(DRAFTER)).call() == stake  # nobody was slashed
         settled = read_settlement(w3, system.transcript, job_id)
         assert list(settled.cycles[answer.args.cycle].tokens) == list(answer.args.tokens)  # the same Draft settled
+
+
+# ------------------------------------------------------------------ a wrong verification mid-job
+
+WRONG_AT = 2  # the cycle whose Verification the lying verifier signs with a wrong accept count
+
+
+def _lying_server(models, store: Path, key):
+    """A LinkServer that verifies honestly, then signs, for cycle WRONG_AT, a Verification whose accept count the
+    rule refutes (its state chains from it, so only the rule check catches it)."""
+    from eth_account import Account
+
+    from node import protocol as P
+    from node.chain import transcript_messages as tm
+    from node.link.verifier import LinkServer
+    from node.store import NodeStore
+
+    class Lying(LinkServer):
+        def answer(self, served, v):
+            if v.cycle != WRONG_AT:
+                return v
+            accepted = (v.accepted + 1) % (len(v.p) + 1)
+            draft = served.ledger.drafts[v.cycle][0]
+            record = P.cycle_record_hash(v.draft_root, v.p, accepted, v.out_token)
+            state = P.next_state(draft.prev_state, record)
+            return tm.Verification(v.job_id, v.cycle, v.draft_root, v.p, v.reveal, accepted, v.out_token, state)
+
+    target, draft = models
+    return Lying(Account.from_key(key), NodeStore(store), target, draft, ahead=False)
+
+
+def test_a_wrong_verification_mid_job_is_forced_once_the_wrong_answer_reverts_and_the_verifier_is_slashed(tmp_path):
+    """The verifier here is the test itself (a lying LinkServer in process, accepting on chain by hand) against a real
+    `serve drafter`: the drafter refuses to counter-sign Verification WRONG_AT, forces at the last good state, and
+    the verifier's answer from its store (the wrong Verification) reverts on chain; the drafter claims after the
+    deadline, once: one forceMove, one claimForce, nothing after."""
+    import torch
+
+    from node import BUNDLED_DRAFT, BUNDLED_TARGET
+    from node.chain import transcript as TX
+    from node.chain.keys import dev_account
+    from node.link.chain import transcript_spec
+    from node.roles.checkpoints import load_tokenizer
+    from node.roles.jobs import chain_head, verifier_seed
+    from node.roles.models import load_model
+    from tests.chainutil import decode_error, transact
+
+    key = dev_account(VERIFIER).key
+    torch.set_num_threads(1)
+    models = tuple(load_model(m, torch.device("cpu"), torch.float32) for m in (BUNDLED_TARGET, BUNDLED_DRAFT))
+    server = _lying_server(models, tmp_path / "v.db", key)
+    with chain_with_drafter_and_verifier(tmp_path / "home") as home:
+        w3, system = _chain(home)
+        host, port = server.run_in_thread("127.0.0.1", 0)
+        transact(w3, system.registry.functions.setEndpoint(f"ws://{host}:{port}"), address(VERIFIER))
+        drafter = _serve(home, "drafter", DRAFTER, "--store", tmp_path / "d.db", "--link-silence", SILENCE)
+        try:
+            assert _submit_in_background(home, 64).wait(120) == 0
+            job_id = system.market.functions.jobCount().call()
+            transact(w3, system.market.functions.acceptJob(job_id, chain_head(key, job_id, 64)), address(VERIFIER))
+            spec = transcript_spec(w3, system, job_id, load_tokenizer(BUNDLED_TARGET))
+            server.open_job(spec, verifier_seed(key, job_id))  # (the jobs dict is the server loop's; nothing runs yet)
+            stake = system.registry.functions.stakeOf(address(VERIFIER)).call()
+            moved = system.transcript.events.ForceMoved()
+            _wait_for(lambda: moved.get_logs(from_block=0), 180, "the drafter's force move", [drafter])
+            (force,) = moved.get_logs(from_block=0)
+            assert (force.args.forcer, force.args.silent, force.args.cycles) == (
+                address(DRAFTER),
+                address(VERIFIER),
+                WRONG_AT,
+            )
+            # the refused Verification is in the drafter's store as evidence, and no Draft was signed after it
+            assert _link_rows(tmp_path / "d.db", "Verification") == WRONG_AT + 1
+            assert _link_rows(tmp_path / "d.db", "Draft") == WRONG_AT + 1
+            # the verifier "answers" with what it signed: the chain re-runs the rule and refuses it
+            ledger = server.jobs[job_id].ledger
+            wrong, _ = ledger.verifications[WRONG_AT]
+            answer = TX.verification_answer(TX.Cycle.of(ledger.drafts[WRONG_AT][0], wrong), wrong.reveal)
+            with pytest.raises((ContractCustomError, ContractLogicError)) as info:
+                system.transcript.functions.answerForce(job_id, answer).call({"from": address(VERIFIER)})
+            assert decode_error(info.value.data, system.transcript, system.market)[0] == "RuleViolated"
+            advance(w3, system.market.functions.verifyTimeout().call() + 1)
+            settled = system.transcript.events.ForceSettled()
+            _wait_for(lambda: settled.get_logs(from_block=0), 120, "the drafter's claim", [drafter])
+            time.sleep(3 * RECHECK)  # the drafter's loop runs on: it must not post anything more
+            advance(w3, 5)
+            time.sleep(2 * RECHECK)
+            assert drafter.poll() is None
+        finally:
+            _stop(drafter)
+        status = _status(home, job_id)
+        assert status["status"] == "Finished" and status["finish_reason"] == "VerifyTimeout"
+        assert system.registry.functions.stakeOf(address(VERIFIER)).call() < stake  # the lying verifier pays
+        # settled at the last good state: the cycles before the wrong one, as both signed them
+        assert len(status["cycles"]) == WRONG_AT
+        assert status["tokens"] == [t for c in range(WRONG_AT) for t in ledger.outputs[c]]
+        # the drafter's transactions to the settlement contract: one force, one claim
+        sent = [
+            tx
+            for b in range(1, w3.eth.block_number + 1)
+            for tx in w3.eth.get_block(b, full_transactions=True).transactions
+            if tx["from"] == address(DRAFTER) and tx["to"] == system.transcript.address
+        ]
+        names = [system.transcript.decode_function_input(tx["input"])[0].fn_name for tx in sent]
+        assert names == ["forceMove", "claimForce"], names

@@ -197,9 +197,23 @@ def drafter_work(node, job_id: int) -> int:
         node.schedule.defer_until(JOB, job_id, node.chain_time() + RECHECK_S)
         return 0
     if run.result.refused is not None:  # never counter-signed: the verifier must answer Draft k on chain, by the rule
+        ledger = run.link.ledger
+        if _answered_on_chain(node, job_id, ledger.next_cycle):
+            # the contract takes no second force at k (ForceAlreadyAnswered) and the verifier signed no state on its
+            # answer: nothing left to post. Said once; the job waits for the verifier to settle or force.
+            if not run.forced:
+                node.log.error(
+                    "job %d: the verifier answered my force at cycle %d on chain, but the Verification it "
+                    "signed breaks the rule: no state to go on from; waiting",
+                    job_id,
+                    ledger.next_cycle,
+                )
+                run.forced = True
+            node.schedule.defer_until(JOB, job_id, node.chain_time() + 3600)
+            return 0
         node.log.error("job %d: the verifier broke the accept rule: %s (evidence kept)", job_id, run.result.refused)
         node.schedule.defer_until(JOB, job_id, node.chain_time() + RECHECK_S)
-        return force_verifier(node, run.link.ledger)
+        return force_verifier(node, ledger)
     return settle_on_chain(node, run.link.ledger)
 
 
@@ -280,6 +294,14 @@ def force_verifier(node, ledger) -> int:
     node.log.warning("job %d: the verifier is silent at cycle %d; posting a force move", job_id, k)
     call = _ts(node).forceMove(job_id, TX.evidence(draft, sig, last, last_sig), cycles)
     return node.transact(f"job:{job_id}:force:{k}", call)
+
+
+def _answered_on_chain(node, job_id: int, cycle: int) -> bool:
+    """Whether the verifier answered a force of this job at `cycle` on chain (ForceAnsweredVerification)."""
+    logs = node.system.transcript.events.ForceAnsweredVerification().get_logs(
+        from_block=node.start_block or 0, argument_filters={"jobId": job_id}
+    )
+    return any(int(e.args["cycle"]) == cycle for e in logs)
 
 
 def _claim_or_wait(node, job_id: int, force: dict) -> int:
