@@ -517,6 +517,80 @@ def test_forged_replayed_malformed_and_oversize_messages_are_refused_and_the_ser
         assert [f["type"] for f in out[case][0]] == ["error"], case  # refused before any welcome
 
 
+# ------------------------------------------------------------------ a dropped connection (no process dies)
+
+
+async def _dropping_proxy(port: int):
+    """A TCP proxy to 127.0.0.1:`port`: (its port, a function that cuts every connection through it now, abruptly:
+    a reset, not a WebSocket close)."""
+    live: list[asyncio.StreamWriter] = []
+
+    async def pipe(reader, writer):
+        try:
+            while data := await reader.read(65536):
+                writer.write(data)
+                await writer.drain()
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            writer.transport.abort()
+
+    async def handle(reader, writer):
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", port)
+        live.extend([writer, up_writer])
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+
+    def cut() -> int:
+        for writer in live:
+            writer.transport.abort()
+        n, live[:] = len(live), []
+        return n // 2
+
+    return server, server.sockets[0].getsockname()[1], cut
+
+
+def test_a_dropped_connection_reconnects_and_resumes_from_the_last_cosigned_state(models, tmp_path):
+    spec = make_spec(7, models[2], models[3], max_tokens=48)
+    other = make_spec(8, models[2], models[3], max_tokens=16)  # a second job on the same server, not cut
+
+    async def main():
+        server = serve_jobs(tmp_path / "v.db", models, [spec, other])
+        host, port = await server.start()
+        proxy, proxy_port, cut = await _dropping_proxy(port)
+        link = drafter_link(tmp_path / "d.db", models, spec, f"ws://127.0.0.1:{proxy_port}", retry_delay_s=0.05)
+        job = asyncio.create_task(link.run())
+        second = asyncio.create_task(drafter_link(tmp_path / "d8.db", models, other, f"ws://{host}:{port}").run())
+        while len(server.jobs[7].ledger.verifications) < 3 and not job.done():
+            await asyncio.sleep(0.02)
+        at_cut = len(link.ledger.outputs)
+        cuts = cut()
+        result, result8 = await asyncio.wait_for(asyncio.gather(job, second), 240)
+        proxy.close()
+        await server.stop()
+        return result, result8, at_cut, cuts
+
+    result, result8, at_cut, cuts = asyncio.run(main())
+    assert cuts == 1 and 1 <= at_cut < len(result.tokens)  # cut mid-job
+    assert result.settled and result.connections == 2
+    assert result.tokens == engine_tokens(models, spec, _salt(tmp_path / "d.db"))  # the job as if never cut
+    assert result8.settled and len(result8.tokens) == 16  # the other job went on
+    listing, _ = kinds(tmp_path / "d.db", "drafter")
+    cycles = max(c for k, c, _ in listing if k == "Draft") + 1
+    # one Draft and one Verification a cycle: nothing was signed twice across the reconnect
+    assert sorted(x[:2] for x in listing) == sorted(
+        [("Draft", c) for c in range(cycles)]
+        + [("Verification", c) for c in range(cycles)]
+        + [("Settlement", cycles)] * 2
+    )
+    assert [x[:2] for x in listing] == [x[:2] for x in kinds(tmp_path / "v.db", "verifier")[0]]
+
+
+def _salt(path) -> int:
+    return next(r for r in NodeStore(path).link_messages(7, "drafter") if r.kind == "Draft").message["salt"]
+
+
 # ------------------------------------------------------------------ the CLI
 
 

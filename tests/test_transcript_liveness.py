@@ -52,18 +52,16 @@ def _submit_in_background(home: Path, max_tokens: int) -> subprocess.Popen:
 
 
 @contextlib.contextmanager
-def _nodes(tmp_path: Path, verifier_extra=(), drafter_extra=()):
-    """A chain, a listening verifier and a drafter (both with --link-silence SILENCE): (home, w3, system, procs),
+def _nodes(tmp_path: Path, silence: str = SILENCE):
+    """A chain, a listening verifier and a drafter (both with --link-silence `silence`): (home, w3, system, procs),
     where `procs` maps "verifier"/"drafter" to the running processes (a test may replace them). Stopped processes
     are continued and every node is stopped at the end."""
     with chain_with_drafter_and_verifier(tmp_path / "home") as home:
         w3, system = _chain(home)
         port = free_port()
         procs = {
-            "verifier": _verifier(home, port, tmp_path / "v.db", "--link-silence", SILENCE, *verifier_extra),
-            "drafter": _serve(
-                home, "drafter", DRAFTER, "--store", tmp_path / "d.db", "--link-silence", SILENCE, *drafter_extra
-            ),
+            "verifier": _verifier(home, port, tmp_path / "v.db", "--link-silence", silence),
+            "drafter": _serve(home, "drafter", DRAFTER, "--store", tmp_path / "d.db", "--link-silence", silence),
         }
         procs["port"] = port
         try:
@@ -142,6 +140,53 @@ def test_a_silent_drafter_that_comes_back_answers_the_force_from_its_store_and_t
         assert system.registry.functions.stakeOf(address(DRAFTER)).call() == stake  # nobody was slashed
         settled = read_settlement(w3, system.transcript, job_id)
         assert list(settled.cycles[answer.args.cycle].tokens) == list(answer.args.tokens)  # the same Draft settled
+
+
+# ------------------------------------------------------------------ kill -9 of the verifier node
+
+
+def _rows(path: Path) -> set[tuple]:
+    from node.store import NodeStore
+
+    return {(r.job_id, r.kind, r.position, r.signer, r.signature) for r in NodeStore(path).link_messages(1, "verifier")}
+
+
+def test_kill_9_of_the_verifier_node_mid_job_resumes_from_its_store_and_nothing_is_paid_twice(tmp_path):
+    with _nodes(tmp_path, silence="120") as (home, w3, system, procs):  # (the drafter waits out the restart)
+        submitter = _submit_in_background(home, 128)
+        running = [procs["verifier"], procs["drafter"]]
+        _wait_for(lambda: _link_rows(tmp_path / "v.db", "Verification") >= 3, 300, "3 cycles", running)
+        os.killpg(procs["verifier"].pid, signal.SIGKILL)  # the verifier dies mid-job
+        procs["verifier"].wait()
+        assert submitter.wait(60) == 0
+        before = _rows(tmp_path / "v.db")
+        job_id = system.market.functions.jobCount().call()
+        assert not system.market.events.JobFinished().get_logs(from_block=0)
+        procs["verifier"] = _verifier(home, procs["port"], tmp_path / "v.db", "--link-silence", "120")
+        finished = system.market.events.JobFinished()
+
+        def done():
+            return bool(finished.get_logs(from_block=0, argument_filters={"jobId": job_id}))
+
+        _wait_for(done, 300, "the settlement", [procs["verifier"], procs["drafter"]])
+        status = _status(home, job_id)
+        assert status["finish_reason"] == "Completed" and len(status["tokens"]) == 128
+        assert status["tokens"] == read_settlement(w3, system.transcript, job_id).output(status["eos_token"], 128)
+        # it resumed from its store: what it had signed before the kill is what the job settled on, once each
+        after = _rows(tmp_path / "v.db")
+        assert before <= after
+        assert len({(r[1], r[2], r[3]) for r in after}) == len(after)  # one message per position and signer
+        assert len(system.transcript.events.TranscriptSettled().get_logs(from_block=0)) == 1
+        assert len(system.market.events.JobAccepted().get_logs(from_block=0)) == 1  # accepted once
+        for name in ("drafter", "verifier"):  # (stopped first: a node would finalize the job itself)
+            assert _stop(procs[name]) == 0
+        advance(w3, system.market.functions.challengeWindow().call() + 1)
+        paid = json.loads(ok(cli("finalize", job_id, "--dev-account", REQUESTER, "--json", home=home)))["payments"]
+        accepted = sum(min(c["accepted"], len(c["output"])) for c in status["cycles"])
+        assert paid["drafter"] == accepted * status["price_token_wei"]
+        assert paid["verifier"] + paid["alpha_fee"] == len(status["cycles"]) * status["price_pass_wei"]
+        assert paid["drafter"] + paid["verifier"] + paid["alpha_fee"] + paid["refund"] == status["escrow_wei"]
+        assert len(system.market.events.JobFinalized().get_logs(from_block=0)) == 1
 
 
 # ------------------------------------------------------------------ a wrong verification mid-job
