@@ -406,6 +406,20 @@ async def _half_frame(host, port):
     return time.monotonic() - start, data
 
 
+async def _half_frame_after_hello(uri):
+    """A drafter that says a signed hello, then sends a frame header announcing 200 bytes and only 10 of them:
+    (seconds until the server closed the connection, the close reason)."""
+    from websockets.asyncio.client import connect
+
+    async with connect(uri) as ws:
+        await ws.send(wire.encode(_hello(wire.challenge_nonce(json.loads(await ws.recv())))))
+        assert json.loads(await ws.recv())["type"] == "welcome"
+        ws.transport.write(bytes([0x81, 0x80 | 126]) + (200).to_bytes(2, "big") + os.urandom(4) + b"x" * 10)
+        start = time.monotonic()
+        await asyncio.wait_for(ws.wait_closed(), 30)
+        return time.monotonic() - start, ws.close_reason
+
+
 def _draft0(spec, key=DRAFTER_KEY, domain=DOMAIN, job_id=7, salt=11, tokens=(1, 2, 3, 4)):
     draft = tm.Draft.build(job_id, 0, P.transcript_genesis(job_id, salt), list(tokens), [P.WAD // 2] * 4, salt)
     return draft, tm.sign(domain, draft, key)
@@ -413,7 +427,7 @@ def _draft0(spec, key=DRAFTER_KEY, domain=DOMAIN, job_id=7, salt=11, tokens=(1, 
 
 def test_forged_replayed_malformed_and_oversize_messages_are_refused_and_the_server_serves_on(models, tmp_path):
     spec = make_spec(7, models[2], models[3])
-    limits = wire.Limits(max_message_bytes=16 * 1024, hello_timeout_s=1.0)
+    limits = wire.Limits(max_message_bytes=16 * 1024, hello_timeout_s=1.0, idle_timeout_s=4.0)
     n = tm.SECP256K1_N
 
     async def main():
@@ -474,8 +488,10 @@ def test_forged_replayed_malformed_and_oversize_messages_are_refused_and_the_ser
             out["silent"] = (ws.close_code, ws.close_reason, time.monotonic() - start)
         # after all that, an honest drafter's job goes through on the same server, while a slowloris peer sends
         # half a frame and then nothing
-        result, out["half frame"] = await asyncio.gather(
-            drafter_link(tmp_path / "d.db", models, spec, uri).run(), _half_frame(host, port)
+        result, out["half frame"], out["half frame after hello"] = await asyncio.gather(
+            drafter_link(tmp_path / "d.db", models, spec, uri).run(),
+            _half_frame(host, port),
+            _half_frame_after_hello(uri),
         )
         await server.stop()
         return out, result, server.refused
@@ -508,6 +524,8 @@ def test_forged_replayed_malformed_and_oversize_messages_are_refused_and_the_ser
     assert result.settled and len(result.tokens) == 16
     waited, data = out["half frame"]
     assert b"no hello within 1 s" in data and waited < 15  # its connection closed; the honest job was not stalled
+    waited, reason = out["half frame after hello"]  # the same after a hello: the idle limit closes it
+    assert "idle for 4 s" in reason and 3 < waited < 15
     assert not any(
         r.kind == "Draft" and r.message["salt"] == 11 for r in NodeStore(tmp_path / "v.db").link_messages(7, "verifier")
     )
