@@ -26,7 +26,7 @@ from node.chain.enums import NO_EOS
 from node.decoding.messages import DecodingJob
 from node.link import wire
 from node.link.drafter import DrafterLink
-from node.link.job import TranscriptJob
+from node.link.job import TranscriptJob, check_cycle
 from node.link.requester import check_transcript, fetch_transcript, stream_tokens
 from node.link.verifier import LinkServer
 from node.roles import chaindata
@@ -361,7 +361,7 @@ def _hello(nonce: bytes, key=DRAFTER_KEY, job_id=7, domain=DOMAIN) -> dict:
     return {"type": "hello", "job": job_id, "role": "drafter", "signature": wire.sign_hello(domain, job_id, nonce, key)}
 
 
-async def _raw(uri, frames, read=2, hello=_hello):
+async def _raw(uri, frames, read=2, hello=_hello, close=False):
     """Send `frames` (str or bytes) after a hello for job 7 (`hello(nonce)`: the hello frame for the connection's
     challenge); return (frames received, close code, close reason)."""
     from websockets.asyncio.client import connect
@@ -382,6 +382,8 @@ async def _raw(uri, frames, read=2, hello=_hello):
                 got.append(json.loads(await asyncio.wait_for(ws.recv(), 10)))
         except ConnectionClosed:
             pass
+        if close:  # (a peer the server answered: it closes itself)
+            await ws.close()
         await asyncio.wait_for(ws.wait_closed(), 10)
         return got, ws.close_code, ws.close_reason
 
@@ -426,12 +428,12 @@ def _draft0(spec, key=DRAFTER_KEY, domain=DOMAIN, job_id=7, salt=11, tokens=(1, 
 
 
 def test_forged_replayed_malformed_and_oversize_messages_are_refused_and_the_server_serves_on(models, tmp_path):
-    spec = make_spec(7, models[2], models[3])
+    spec, spec9 = make_spec(7, models[2], models[3]), make_spec(9, models[2], models[3])
     limits = wire.Limits(max_message_bytes=16 * 1024, hello_timeout_s=1.0, idle_timeout_s=4.0)
     n = tm.SECP256K1_N
 
     async def main():
-        server = serve_jobs(tmp_path / "v.db", models, [spec], limits)
+        server = serve_jobs(tmp_path / "v.db", models, [spec, spec9], limits)
         host, port = await server.start()
         uri = f"ws://{host}:{port}"
         out = {}
@@ -456,8 +458,11 @@ def test_forged_replayed_malformed_and_oversize_messages_are_refused_and_the_ser
         out["out of order"] = await _raw(
             uri, [wire.encode(wire.signed_frame("draft", DOMAIN, d1, tm.sign(DOMAIN, d1, DRAFTER_KEY)))]
         )
-        do, so = _draft0(spec, tokens=(1, 2, models[3], 4))  # signed by the drafter, one token past the vocabulary
-        out["out of vocabulary"] = await _raw(uri, [wire.encode(wire.signed_frame("draft", DOMAIN, do, so))])
+        # signed by the drafter (job 9), one token past the vocabulary: verified as per cycle, p = 0 from there
+        do, so = _draft0(spec, job_id=9, tokens=(1, 2, models[3], 4))
+        oov = {"hello": lambda nonce: _hello(nonce, job_id=9), "read": 1, "close": True}
+        out["oov draft"] = do
+        out["out of vocabulary"] = await _raw(uri, [wire.encode(wire.signed_frame("draft", DOMAIN, do, so))], **oov)
         # the hello: signed by another key; replayed from an earlier connection; signed for another job, chain or
         # market; unsigned; and a requester (whose hello is not signed) sending a Draft
         out["hello by another key"] = await _raw(uri, [], hello=lambda nonce: _hello(nonce, key=OTHER_KEY))
@@ -504,7 +509,6 @@ def test_forged_replayed_malformed_and_oversize_messages_are_refused_and_the_ser
         ("other market", "signed by"),
         ("high s", "not canonical"),
         ("out of order", "stale or out of order"),
-        ("out of vocabulary", f"proposes a token outside the vocabulary ({models[3]})"),
         ("hello by another key", f"not job 7's drafter {Account.from_key(DRAFTER_KEY).address}"),
         ("replayed hello", "not job 7's drafter"),
         ("hello for job 8", "not job 7's drafter"),
@@ -515,6 +519,13 @@ def test_forged_replayed_malformed_and_oversize_messages_are_refused_and_the_ser
         got, code, reason = out[case]
         assert got[-1]["type"] == "error" and needle in got[-1]["reason"], (case, got[-1])
         assert code == wire.CLOSE_POLICY and got[-1]["reason"].startswith(reason), (case, code, reason)
+    got, _, _ = out["out of vocabulary"]  # answered, and the answer follows the rule the drafter re-runs
+    v, vsig = wire.parse_signed(got[1], DOMAIN, tm.Verification, limits)
+    do = out["oov draft"]
+    tm.check_verification(DOMAIN, v, vsig, verifier=Account.from_key(VERIFIER_KEY).address, draft=do)
+    emitted = check_cycle(spec9, do, v, spec9.head, 0)
+    assert v.p[2:] == (0, 0) and v.accepted <= 2 and list(emitted) == [1, 2][: v.accepted] + [v.out_token]
+    assert v.out_token < models[3]
     for case in ("not json", "not a frame", "binary"):
         assert out[case][1] == wire.CLOSE_INVALID, (case, out[case])
     assert "malformed JSON" in out["not json"][2]

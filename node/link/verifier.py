@@ -20,6 +20,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 from websockets.asyncio.server import serve
 from websockets.exceptions import ConnectionClosed
@@ -33,6 +34,7 @@ from node.link.ahead import VerifyAhead
 from node.link.job import Ledger, TranscriptJob
 from node.link.wire import Limits, LinkRefused
 from node.roles.jobs import resume_verify_session
+from node.roles.models import next_token_rows
 from node.store import NodeStore
 
 log = logging.getLogger("verispec.link.verifier")
@@ -278,8 +280,6 @@ class LinkServer:
                     )
                 except tm.MessageRejected as exc:
                     raise LinkRefused(str(exc)) from None
-                if any(t >= spec.vocab_size for t in msg.tokens):
-                    raise LinkRefused(f"Draft of cycle {c} proposes a token outside the vocabulary ({spec.vocab_size})")
                 ledger.save(msg, sig, "drafter", "received")  # stored before it is acted on
                 ledger.drafts[c] = (msg, sig)
             if c not in ledger.verifications:
@@ -300,8 +300,12 @@ class LinkServer:
     def _verify(self, served: ServedJob, draft: tm.Draft) -> None:
         """Verify cycle `draft.cycle` with the engine, sign the answer and store it (a worker thread)."""
         spec, ledger, c = served.spec, served.ledger, draft.cycle
-        session = self._session_at(served, c)
-        result = served.ahead.take(session, c, draft.tokens, draft.q) if served.ahead is not None else None
+        invalid = next((i for i, t in enumerate(draft.tokens) if t >= spec.vocab_size), None)
+        if invalid is not None:
+            session, result = None, self._verify_out_of_vocab(served, draft, invalid)
+        else:
+            session = self._session_at(served, c)
+            result = served.ahead.take(session, c, draft.tokens, draft.q) if served.ahead is not None else None
         if result is None:
             result = session.verify(c, EngineDraft(spec.job_id, c, draft.tokens, draft.q, q_rows=None))
         for fault in result.draft_faults:  # grounds for a DraftReplay dispute on the pulled cycle
@@ -330,10 +334,54 @@ class LinkServer:
         sig = tm.sign(spec.domain, v, self.account.key)
         ledger.save(v, sig, "verifier", "sent")  # stored before it is sent
         ledger.verifications[c], ledger.outputs[c] = (v, sig), output
-        session.advance(output)
+        if session is not None:
+            session.advance(output)
         if ledger.done:
             self._sign_settlement(served)
             served.session = None  # generation is over: free the caches
+
+    def _verify_out_of_vocab(self, served: ServedJob, draft: tm.Draft, invalid: int) -> SimpleNamespace:
+        """A Draft whose proposal `invalid` is not a token of the vocabulary, verified as per cycle (node/roles/
+        verifier.py `_verify_invalid_draft`; the contract takes any uint32 and caps the count there): the target
+        gives that token probability 0, so p there and after it is 0 and the rule rejects there at the latest. The
+        rows up to it come from one fresh forward over the valid prefix, the residual's q from the draft model at
+        the rejected position. The engine session cannot hold the id: it is rebuilt from the ledger next cycle.
+        Refusing the Draft instead would let its drafter force this verifier on chain with it, unanswerable."""
+        spec, ledger, c = served.spec, served.ledger, draft.cycle
+        log.warning(
+            "job %d cycle %d: proposal %d is token %d, outside the vocabulary (%d); p = 0 from there",
+            spec.job_id,
+            c,
+            invalid,
+            draft.tokens[invalid],
+            spec.vocab_size,
+        )
+        job, tokens, q = spec.job, list(draft.tokens), list(draft.q)
+        context = list(job.prompt) + [t for k in range(c) for t in ledger.outputs[k]]
+        p_rows = next_token_rows(self.target_model, context + tokens[:invalid], job.sampling, keep=invalid + 1)
+        p = tuple(int(p_rows[i, t]) for i, t in enumerate(tokens[:invalid])) + (0,) * (len(tokens) - invalid)
+        reveal = P.chain_reveal(served.seed, job.chain_length, c)
+        root = P.draft_root(job.job_id, c, tokens, q)
+        n = P.count_accepted(reveal, root, q, p, ledger.salt)  # <= invalid
+        q_row = next_token_rows(self.draft_model, context + tokens[:n], job.sampling)[0]
+        u = P.residual_uniform(reveal, root, ledger.salt)
+        try:
+            out_token = P.residual_sample(p_rows[n], q_row, u)
+        except ValueError:  # p == q there: the rejection was the invalid token's, so sample p itself
+            out_token = P.invcdf(p_rows[n], u)
+        generated = sum(len(ledger.outputs[k]) for k in range(c))
+        emitted = P.truncate_emitted(tokens[:n] + [out_token], job.eos_token_id, job.max_new_tokens - generated)
+        served.session, served.ahead = None, None  # (the mirror's path is not the drafter's any more)
+        return SimpleNamespace(
+            root=root, p=p, reveal=reveal, accepted=n, out_token=out_token, emitted=tuple(emitted), draft_faults=()
+        )
+
+    async def take_draft(self, job_id: int, draft: tm.Draft, signature: bytes) -> tm.Verification:
+        """Take in a Draft that reached this node other than over the link (a force move's calldata), checked,
+        stored and verified exactly as if the drafter had sent it; its Verification (LinkRefused if refused)."""
+        served = self.jobs[job_id]
+        await self._on_draft(served, wire.signed_frame("draft", served.spec.domain, draft, signature))
+        return served.ledger.verifications[draft.cycle][0]
 
     def answer(self, served: ServedJob, v: tm.Verification) -> tm.Verification:
         """The Verification to sign for a checked one: itself. A hook for a dishonest server in the tests (one whose

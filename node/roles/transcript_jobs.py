@@ -121,7 +121,8 @@ def verifier_work(node, job_id: int) -> int:
                 sent = force_drafter(node, served.ledger)
                 if sent:
                     return sent
-        node.schedule.defer_until(JOB, job_id, node.chain_time() + RECHECK_S)  # the link's silence watch wakes it
+        if force is None:  # (a force against me is looked at again on the wall clock: its deadline is near)
+            node.schedule.defer_until(JOB, job_id, node.chain_time() + RECHECK_S)  # the silence watch wakes it
         return 0
     return _finish(node, job_id, view)
 
@@ -304,6 +305,31 @@ def _answered_on_chain(node, job_id: int, cycle: int) -> bool:
     return any(int(e.args["cycle"]) == cycle for e in logs)
 
 
+def _take_forced_draft(node, served, k: int) -> bool:
+    """The drafter forced me with a Draft k that never came over the link: read it from the force's calldata and
+    take it in as the link would (checked, stored, verified), so the force is answered like any other."""
+    from node.link.chain import forced_draft
+    from node.link.wire import LinkRefused
+    from node.roles.chaindata import ChainDataError
+
+    job_id, server = served.spec.job_id, node.link_server
+    try:
+        draft, sig = forced_draft(node.w3, node.system.transcript, job_id, node.start_block or 0)
+        if draft.cycle != k:
+            raise ChainDataError(f"the forced Draft is of cycle {draft.cycle}, the force of cycle {k}")
+        taking = server.take_draft(job_id, draft, sig)
+        loop = getattr(server, "loop", None)
+        if loop is None:
+            asyncio.run(taking)
+        else:
+            asyncio.run_coroutine_threadsafe(taking, loop).result(300)
+    except (ChainDataError, LinkRefused) as exc:
+        node.log.error("job %d: forced at cycle %d with a Draft I cannot verify: %s", job_id, k, exc)
+        return False
+    node.log.warning("job %d: took the forced Draft of cycle %d from the chain", job_id, k)
+    return True
+
+
 def _claim_or_wait(node, job_id: int, force: dict) -> int:
     """My force against a silent party: claim it after its deadline (an answer deletes it), else wait for that."""
     if node.chain_time() > force["deadline"]:
@@ -359,8 +385,9 @@ def answer_force(node, job_id: int, force: dict) -> int:
         return 0
     served = node.link_server.jobs.get(job_id) if node.link_server is not None else None
     k = int(force["cycles"])
-    if served is None or k not in served.ledger.verifications:
-        node.log.error("job %d: forced at cycle %d, which I have not verified: I cannot answer", job_id, k)
+    if served is None:
+        return 0  # opened on the link first (the caller), then answered at the next look
+    if k not in served.ledger.verifications and not _take_forced_draft(node, served, k):
         return 0
     v, _ = served.ledger.verifications[k]
     cycle = TX.Cycle.of(served.ledger.drafts[k][0], v)
