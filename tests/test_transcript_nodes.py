@@ -307,5 +307,21 @@ def test_the_verifier_node_answers_a_force_from_its_store(tmp_path):
             assert list(answer.args.p) == list(v.p) and bytes(answer.args.reveal) == v.reveal
             assert system.transcript.functions.forceOf(job_id).call()[-2] == "0x" + "00" * 20  # no force pending
             assert endpoint_of(system.registry, address(VERIFIER)) == url
+            # a second force, with a Draft 4 that never went over the link and proposes a token outside the
+            # vocabulary: the verifier reads it from the calldata, verifies it as per cycle and answers on chain
+            from node import protocol as P
+            from node.chain import transcript_messages as tm
+
+            gamma = spec.job.gamma
+            tokens = [spec.vocab_size + 7] + list(range(1, gamma))
+            d4 = tm.Draft.build(job_id, k + 1, v.state, tokens, [P.WAD // 2] * gamma, ledger.salt)
+            ev = TX.evidence(d4, tm.sign(spec.domain, d4, key), *ledger.verifications[k])
+            cycles.append(TX.Cycle.of(ledger.drafts[k][0], v).as_tuple())
+            transact(w3, system.transcript.functions.forceMove(job_id, ev, cycles), address(DRAFTER))
+            advance(w3, 3)
+            _wait_for(lambda: len(answered.get_logs(from_block=0)) == 2, 120, "the second answer", [verifier])
+            second = answered.get_logs(from_block=0)[1]
+            assert second.args.cycle == k + 1 and second.args.accepted == 0 and second.args.p[0] == 0
+            assert second.args.outToken < spec.vocab_size
         finally:
             _stop(verifier)
