@@ -644,6 +644,10 @@ def test_cli_serve_verifier_listen_publishes_its_endpoint_and_bad_link_options_g
     )
     drafter = ("serve", "drafter", "--model", BUNDLED_DRAFT, "--target-model", BUNDLED_TARGET, "--dev-account", DRAFTER)
     clean_error(cli(*drafter, "--listen", "127.0.0.1:9000", home=tmp_path), "--listen is a verifier's option")
+    silence = "--link-silence is a drafter's or verifier's option"
+    clean_error(cli(*verifier, "--dev-account", VERIFIER, "--link-silence", "0", home=tmp_path), silence)
+    referee = ("serve", "referee", "--model", BUNDLED_TARGET, "--draft-model", BUNDLED_DRAFT, "--dev-account", "5")
+    clean_error(cli(*referee, "--link-silence", "5", home=tmp_path), silence)
     with chain_with_drafter_and_verifier(tmp_path / "home") as home:
         from web3 import Web3
 

@@ -13,13 +13,19 @@ hash-chain head, as in per-cycle mode), runs it over the link (node/link) and se
   the store (every signed message is there before it is acted on), and a job already settled over the link is
   settled on chain without reconnecting.
 
-A silent verifier (no progress over the link for `link_silence_s`) is forced: the drafter posts its pending Draft
-and the last co-signed state (`forceMove`, `job:{id}:force:{k}`), and claims it after the deadline (`claimForce`)
-unless the verifier answers. A verifier answers a force posted against it from its store (`answerForce` with its
-stored Verification of the pending Draft). A Verification the accept rule refutes is never counter-signed: the
-drafter keeps it in its store as evidence and forces the same way, so the verifier must answer Draft k on chain,
-where the contract re-runs the rule. Not built yet: the verifier's own force against a silent drafter, and rule
-challenges of settled jobs from the nodes.
+Force moves (docs/protocol.md "Transcript mode (v2): contracts"), both ways, after `--link-silence` seconds:
+- A silent verifier (no progress over the link) is forced by the drafter: its pending Draft and the last co-signed
+  state (`forceMove`, `job:{id}:force:{k}`), claimed after the deadline (`claimForce`) unless the verifier answers.
+  A Verification the accept rule refutes is never counter-signed: the drafter keeps it as evidence and forces the
+  same way, so the verifier must answer Draft k on chain, where the contract re-runs the rule; once such a force
+  was answered the drafter cannot force at k again (ForceAlreadyAnswered) and stops trying.
+- A silent drafter is forced by the verifier (the link's silence watch wakes the job): Draft k, Verification k-1
+  and its own Verification k (`job:{id}:force-drafter:{k+1}`), claimed after `commitTimeout`; with no Draft at all,
+  a force with no evidence (the drafter is not slashed).
+- Each answers a force against it from its store: the verifier with its Verification of the forced Draft (read
+  from the force's calldata and verified first when it never came over the link), the drafter with its Draft on
+  the forced state (drafted by its link, which resumes from the welcome's Verification).
+Not built: rule challenges of settled jobs from the nodes.
 """
 
 from __future__ import annotations
@@ -387,7 +393,13 @@ def answer_force(node, job_id: int, force: dict) -> int:
     k = int(force["cycles"])
     if served is None:
         return 0  # opened on the link first (the caller), then answered at the next look
-    if k not in served.ledger.verifications and not _take_forced_draft(node, served, k):
+    ledger = served.ledger
+    if k in ledger.verifications and ledger.drafts[k][0].draft_root != bytes(force["pendingRoot"]):
+        # forced with another Draft of a cycle whose first Draft I verified: the drafter signed both. A force at the
+        # later state (that Draft, co-signed, and my Verification of it) supersedes its force (ForcePending rule)
+        node.log.error("job %d: forced with a second Draft of cycle %d; forcing back with the first", job_id, k)
+        return force_drafter(node, ledger)
+    if k not in ledger.verifications and not _take_forced_draft(node, served, k):
         return 0
     v, _ = served.ledger.verifications[k]
     cycle = TX.Cycle.of(served.ledger.drafts[k][0], v)
