@@ -139,7 +139,10 @@ def serve(
     ] = None,
     link_silence: Annotated[
         float,
-        typer.Option("--link-silence", help="Drafter: seconds of a stalled transcript link before a force move."),
+        typer.Option(
+            "--link-silence",
+            help="Drafter, verifier: seconds of a silent transcript-link peer before a force move on chain.",
+        ),
     ] = 120.0,
 ):
     """Run a drafter, verifier, referee or watchdog node until Ctrl-C / SIGTERM (register a staked role first with
@@ -156,8 +159,8 @@ def serve(
         min_price_wei = parse_amount(min_price)
     except RequesterError as exc:
         raise CliError(f"--min-price: {exc}") from None
-    if (link_silence != 120.0 and role != "drafter") or not link_silence > 0:
-        raise CliError("--link-silence is a drafter's option: a positive number of seconds")
+    if (link_silence != 120.0 and role not in ("drafter", "verifier")) or not link_silence > 0:
+        raise CliError("--link-silence is a drafter's or verifier's option: a positive number of seconds")
     if min_price_wei and role != "drafter":
         raise CliError("--min-price is a drafter's option (its price per accepted token)")
     if role == "drafter" and target_model is None:
@@ -207,6 +210,8 @@ def serve(
         )
     except ValueError as exc:  # e.g. a bond budget below one bond, a deployment without disputes
         raise CliError(str(exc)) from None
+    if role == "verifier":
+        node.link_silence_s = link_silence  # its drafters' silence on the link (node/roles/transcript_jobs.py)
     link = f"; transcript link on {start_link(node, listen_at)}" if listen_at else ""
     stop = stop_on_signals()
     price = f", declining jobs below {min_price_wei} wei per accepted token" if min_price_wei else ""

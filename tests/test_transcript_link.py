@@ -26,7 +26,7 @@ from node.chain.enums import NO_EOS
 from node.decoding.messages import DecodingJob
 from node.link import wire
 from node.link.drafter import DrafterLink
-from node.link.job import TranscriptJob
+from node.link.job import TranscriptJob, check_cycle
 from node.link.requester import check_transcript, fetch_transcript, stream_tokens
 from node.link.verifier import LinkServer
 from node.roles import chaindata
@@ -291,6 +291,7 @@ def test_drafter_refuses_to_countersign_a_verification_the_rule_refutes(models, 
     drafts_seen = []
 
     async def lying_verifier(ws):  # a hostile peer: its signature and state chain are right, its accept count is not
+        await ws.send(wire.encode({"type": "challenge", "nonce": wire.new_nonce()}))
         await ws.recv()
         await ws.send(
             wire.encode({"type": "welcome", "job": 7, "next_cycle": 0, "verification": None, "settlement": None})
@@ -329,6 +330,7 @@ def test_drafter_refuses_a_verification_not_signed_by_the_job_verifier_and_does_
     reveal = P.chain_reveal(verifier_seed(VERIFIER_KEY, 7), spec.job.chain_length, 0)
 
     async def impostor(ws):  # signs a rule-abiding answer, but with a key that is not the job's verifier
+        await ws.send(wire.encode({"type": "challenge", "nonce": wire.new_nonce()}))
         await ws.recv()
         await ws.send(
             wire.encode({"type": "welcome", "job": 7, "next_cycle": 0, "verification": None, "settlement": None})
@@ -355,15 +357,24 @@ def test_drafter_refuses_a_verification_not_signed_by_the_job_verifier_and_does_
 # ------------------------------------------------------------------ hostile frames
 
 
-async def _raw(uri, frames, read=2):
-    """Send `frames` (str or bytes) after a hello for job 7; return (frames received, close code, close reason)."""
+def _hello(nonce: bytes, key=DRAFTER_KEY, job_id=7, domain=DOMAIN) -> dict:
+    return {"type": "hello", "job": job_id, "role": "drafter", "signature": wire.sign_hello(domain, job_id, nonce, key)}
+
+
+async def _raw(uri, frames, read=2, hello=_hello, close=False):
+    """Send `frames` (str or bytes) after a hello for job 7 (`hello(nonce)`: the hello frame for the connection's
+    challenge); return (frames received, close code, close reason)."""
     from websockets.asyncio.client import connect
     from websockets.exceptions import ConnectionClosed
 
     got = []
     async with connect(uri, max_size=None) as ws:
-        await ws.send(wire.encode({"type": "hello", "job": 7, "role": "drafter"}))
-        got.append(json.loads(await ws.recv()))
+        nonce = wire.challenge_nonce(json.loads(await ws.recv()))
+        await ws.send(wire.encode(hello(nonce)))
+        try:
+            got.append(json.loads(await ws.recv()))
+        except ConnectionClosed:
+            return got, ws.close_code, ws.close_reason
         try:
             for frame in frames:
                 await ws.send(frame)
@@ -371,6 +382,8 @@ async def _raw(uri, frames, read=2):
                 got.append(json.loads(await asyncio.wait_for(ws.recv(), 10)))
         except ConnectionClosed:
             pass
+        if close:  # (a peer the server answered: it closes itself)
+            await ws.close()
         await asyncio.wait_for(ws.wait_closed(), 10)
         return got, ws.close_code, ws.close_reason
 
@@ -395,18 +408,32 @@ async def _half_frame(host, port):
     return time.monotonic() - start, data
 
 
-def _draft0(spec, key=DRAFTER_KEY, domain=DOMAIN, job_id=7, salt=11):
-    draft = tm.Draft.build(job_id, 0, P.transcript_genesis(job_id, salt), [1, 2, 3, 4], [P.WAD // 2] * 4, salt)
+async def _half_frame_after_hello(uri):
+    """A drafter that says a signed hello, then sends a frame header announcing 200 bytes and only 10 of them:
+    (seconds until the server closed the connection, the close reason)."""
+    from websockets.asyncio.client import connect
+
+    async with connect(uri) as ws:
+        await ws.send(wire.encode(_hello(wire.challenge_nonce(json.loads(await ws.recv())))))
+        assert json.loads(await ws.recv())["type"] == "welcome"
+        ws.transport.write(bytes([0x81, 0x80 | 126]) + (200).to_bytes(2, "big") + os.urandom(4) + b"x" * 10)
+        start = time.monotonic()
+        await asyncio.wait_for(ws.wait_closed(), 30)
+        return time.monotonic() - start, ws.close_reason
+
+
+def _draft0(spec, key=DRAFTER_KEY, domain=DOMAIN, job_id=7, salt=11, tokens=(1, 2, 3, 4)):
+    draft = tm.Draft.build(job_id, 0, P.transcript_genesis(job_id, salt), list(tokens), [P.WAD // 2] * 4, salt)
     return draft, tm.sign(domain, draft, key)
 
 
 def test_forged_replayed_malformed_and_oversize_messages_are_refused_and_the_server_serves_on(models, tmp_path):
-    spec = make_spec(7, models[2], models[3])
-    limits = wire.Limits(max_message_bytes=16 * 1024, hello_timeout_s=1.0)
+    spec, spec9 = make_spec(7, models[2], models[3]), make_spec(9, models[2], models[3])
+    limits = wire.Limits(max_message_bytes=16 * 1024, hello_timeout_s=1.0, idle_timeout_s=4.0)
     n = tm.SECP256K1_N
 
     async def main():
-        server = serve_jobs(tmp_path / "v.db", models, [spec], limits)
+        server = serve_jobs(tmp_path / "v.db", models, [spec, spec9], limits)
         host, port = await server.start()
         uri = f"ws://{host}:{port}"
         out = {}
@@ -431,6 +458,29 @@ def test_forged_replayed_malformed_and_oversize_messages_are_refused_and_the_ser
         out["out of order"] = await _raw(
             uri, [wire.encode(wire.signed_frame("draft", DOMAIN, d1, tm.sign(DOMAIN, d1, DRAFTER_KEY)))]
         )
+        # signed by the drafter (job 9), one token past the vocabulary: verified as per cycle, p = 0 from there
+        do, so = _draft0(spec, job_id=9, tokens=(1, 2, models[3], 4))
+        oov = {"hello": lambda nonce: _hello(nonce, job_id=9), "read": 1, "close": True}
+        out["oov draft"] = do
+        out["out of vocabulary"] = await _raw(uri, [wire.encode(wire.signed_frame("draft", DOMAIN, do, so))], **oov)
+        # the hello: signed by another key; replayed from an earlier connection; signed for another job, chain or
+        # market; unsigned; and a requester (whose hello is not signed) sending a Draft
+        out["hello by another key"] = await _raw(uri, [], hello=lambda nonce: _hello(nonce, key=OTHER_KEY))
+        from websockets.asyncio.client import connect
+
+        async with connect(uri) as ws:  # the drafter's own connection, which an eavesdropper records
+            seen = _hello(wire.challenge_nonce(json.loads(await ws.recv())))
+            await ws.send(wire.encode(seen))
+            out["honest hello"] = json.loads(await ws.recv())
+        out["replayed hello"] = await _raw(uri, [], hello=lambda nonce: seen)
+        out["hello for job 8"] = await _raw(uri, [], hello=lambda nonce: {**_hello(nonce, job_id=8), "job": 7})
+        out["hello for chain 1"] = await _raw(
+            uri, [], hello=lambda nonce: _hello(nonce, domain=tm.Domain(1, DOMAIN.verifying_contract))
+        )
+        out["hello unsigned"] = await _raw(uri, [], hello=lambda nonce: {"type": "hello", "job": 7, "role": "drafter"})
+        as_requester = {"hello": lambda nonce: {**_hello(nonce), "role": "requester"}}
+        relayed = wire.encode(wire.signed_frame("draft", DOMAIN, d0, s0))
+        out["requester drafts"] = await _raw(uri, [relayed], **as_requester)
         out["not json"] = await _raw(uri, ["{not json"])
         out["not a frame"] = await _raw(uri, ["[1, 2]"])
         out["binary"] = await _raw(uri, [b"\x00\x01"])
@@ -443,8 +493,10 @@ def test_forged_replayed_malformed_and_oversize_messages_are_refused_and_the_ser
             out["silent"] = (ws.close_code, ws.close_reason, time.monotonic() - start)
         # after all that, an honest drafter's job goes through on the same server, while a slowloris peer sends
         # half a frame and then nothing
-        result, out["half frame"] = await asyncio.gather(
-            drafter_link(tmp_path / "d.db", models, spec, uri).run(), _half_frame(host, port)
+        result, out["half frame"], out["half frame after hello"] = await asyncio.gather(
+            drafter_link(tmp_path / "d.db", models, spec, uri).run(),
+            _half_frame(host, port),
+            _half_frame_after_hello(uri),
         )
         await server.stop()
         return out, result, server.refused
@@ -457,10 +509,23 @@ def test_forged_replayed_malformed_and_oversize_messages_are_refused_and_the_ser
         ("other market", "signed by"),
         ("high s", "not canonical"),
         ("out of order", "stale or out of order"),
+        ("hello by another key", f"not job 7's drafter {Account.from_key(DRAFTER_KEY).address}"),
+        ("replayed hello", "not job 7's drafter"),
+        ("hello for job 8", "not job 7's drafter"),
+        ("hello for chain 1", "not job 7's drafter"),
+        ("hello unsigned", "hello: "),
+        ("requester drafts", "a requester does not send draft frames"),
     ]:
         got, code, reason = out[case]
         assert got[-1]["type"] == "error" and needle in got[-1]["reason"], (case, got[-1])
         assert code == wire.CLOSE_POLICY and got[-1]["reason"].startswith(reason), (case, code, reason)
+    got, _, _ = out["out of vocabulary"]  # answered, and the answer follows the rule the drafter re-runs
+    v, vsig = wire.parse_signed(got[1], DOMAIN, tm.Verification, limits)
+    do = out["oov draft"]
+    tm.check_verification(DOMAIN, v, vsig, verifier=Account.from_key(VERIFIER_KEY).address, draft=do)
+    emitted = check_cycle(spec9, do, v, spec9.head, 0)
+    assert v.p[2:] == (0, 0) and v.accepted <= 2 and list(emitted) == [1, 2][: v.accepted] + [v.out_token]
+    assert v.out_token < models[3]
     for case in ("not json", "not a frame", "binary"):
         assert out[case][1] == wire.CLOSE_INVALID, (case, out[case])
     assert "malformed JSON" in out["not json"][2]
@@ -470,10 +535,89 @@ def test_forged_replayed_malformed_and_oversize_messages_are_refused_and_the_ser
     assert result.settled and len(result.tokens) == 16
     waited, data = out["half frame"]
     assert b"no hello within 1 s" in data and waited < 15  # its connection closed; the honest job was not stalled
+    waited, reason = out["half frame after hello"]  # the same after a hello: the idle limit closes it
+    assert "idle for 4 s" in reason and 3 < waited < 15
     assert not any(
         r.kind == "Draft" and r.message["salt"] == 11 for r in NodeStore(tmp_path / "v.db").link_messages(7, "verifier")
     )
-    assert len(refused) >= 10
+    assert len(refused) >= 17
+    assert out["honest hello"]["type"] == "welcome"
+    for case in ("hello by another key", "replayed hello", "hello for job 8", "hello for chain 1", "hello unsigned"):
+        assert [f["type"] for f in out[case][0]] == ["error"], case  # refused before any welcome
+
+
+# ------------------------------------------------------------------ a dropped connection (no process dies)
+
+
+async def _dropping_proxy(port: int):
+    """A TCP proxy to 127.0.0.1:`port`: (its port, a function that cuts every connection through it now, abruptly:
+    a reset, not a WebSocket close)."""
+    live: list[asyncio.StreamWriter] = []
+
+    async def pipe(reader, writer):
+        try:
+            while data := await reader.read(65536):
+                writer.write(data)
+                await writer.drain()
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            writer.transport.abort()
+
+    async def handle(reader, writer):
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", port)
+        live.extend([writer, up_writer])
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+
+    def cut() -> int:
+        for writer in live:
+            writer.transport.abort()
+        n, live[:] = len(live), []
+        return n // 2
+
+    return server, server.sockets[0].getsockname()[1], cut
+
+
+def test_a_dropped_connection_reconnects_and_resumes_from_the_last_cosigned_state(models, tmp_path):
+    spec = make_spec(7, models[2], models[3], max_tokens=48)
+    other = make_spec(8, models[2], models[3], max_tokens=16)  # a second job on the same server, not cut
+
+    async def main():
+        server = serve_jobs(tmp_path / "v.db", models, [spec, other])
+        host, port = await server.start()
+        proxy, proxy_port, cut = await _dropping_proxy(port)
+        link = drafter_link(tmp_path / "d.db", models, spec, f"ws://127.0.0.1:{proxy_port}", retry_delay_s=0.05)
+        job = asyncio.create_task(link.run())
+        second = asyncio.create_task(drafter_link(tmp_path / "d8.db", models, other, f"ws://{host}:{port}").run())
+        while len(server.jobs[7].ledger.verifications) < 3 and not job.done():
+            await asyncio.sleep(0.02)
+        at_cut = len(link.ledger.outputs)
+        cuts = cut()
+        result, result8 = await asyncio.wait_for(asyncio.gather(job, second), 240)
+        proxy.close()
+        await server.stop()
+        return result, result8, at_cut, cuts
+
+    result, result8, at_cut, cuts = asyncio.run(main())
+    assert cuts == 1 and 1 <= at_cut < len(result.tokens)  # cut mid-job
+    assert result.settled and result.connections == 2
+    assert result.tokens == engine_tokens(models, spec, _salt(tmp_path / "d.db"))  # the job as if never cut
+    assert result8.settled and len(result8.tokens) == 16  # the other job went on
+    listing, _ = kinds(tmp_path / "d.db", "drafter")
+    cycles = max(c for k, c, _ in listing if k == "Draft") + 1
+    # one Draft and one Verification a cycle: nothing was signed twice across the reconnect
+    assert sorted(x[:2] for x in listing) == sorted(
+        [("Draft", c) for c in range(cycles)]
+        + [("Verification", c) for c in range(cycles)]
+        + [("Settlement", cycles)] * 2
+    )
+    assert [x[:2] for x in listing] == [x[:2] for x in kinds(tmp_path / "v.db", "verifier")[0]]
+
+
+def _salt(path) -> int:
+    return next(r for r in NodeStore(path).link_messages(7, "drafter") if r.kind == "Draft").message["salt"]
 
 
 # ------------------------------------------------------------------ the CLI
@@ -500,6 +644,10 @@ def test_cli_serve_verifier_listen_publishes_its_endpoint_and_bad_link_options_g
     )
     drafter = ("serve", "drafter", "--model", BUNDLED_DRAFT, "--target-model", BUNDLED_TARGET, "--dev-account", DRAFTER)
     clean_error(cli(*drafter, "--listen", "127.0.0.1:9000", home=tmp_path), "--listen is a verifier's option")
+    silence = "--link-silence is a drafter's or verifier's option"
+    clean_error(cli(*verifier, "--dev-account", VERIFIER, "--link-silence", "0", home=tmp_path), silence)
+    referee = ("serve", "referee", "--model", BUNDLED_TARGET, "--draft-model", BUNDLED_DRAFT, "--dev-account", "5")
+    clean_error(cli(*referee, "--link-silence", "5", home=tmp_path), silence)
     with chain_with_drafter_and_verifier(tmp_path / "home") as home:
         from web3 import Web3
 

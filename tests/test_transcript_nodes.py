@@ -307,5 +307,54 @@ def test_the_verifier_node_answers_a_force_from_its_store(tmp_path):
             assert list(answer.args.p) == list(v.p) and bytes(answer.args.reveal) == v.reveal
             assert system.transcript.functions.forceOf(job_id).call()[-2] == "0x" + "00" * 20  # no force pending
             assert endpoint_of(system.registry, address(VERIFIER)) == url
+            # a second force, with a Draft 4 that never went over the link and proposes a token outside the
+            # vocabulary: the verifier reads it from the calldata, verifies it as per cycle and answers on chain
+            from node import protocol as P
+            from node.chain import transcript_messages as tm
+
+            gamma = spec.job.gamma
+            tokens = [spec.vocab_size + 7] + list(range(1, gamma))
+            d4 = tm.Draft.build(job_id, k + 1, v.state, tokens, [P.WAD // 2] * gamma, ledger.salt)
+            sig4 = tm.sign(spec.domain, d4, key)
+            ev = TX.evidence(d4, sig4, *ledger.verifications[k])
+            cycles.append(TX.Cycle.of(ledger.drafts[k][0], v).as_tuple())
+            transact(w3, system.transcript.functions.forceMove(job_id, ev, cycles), address(DRAFTER))
+            advance(w3, 3)
+            _wait_for(lambda: len(answered.get_logs(from_block=0)) == 2, 120, "the second answer", [verifier])
+            second = answered.get_logs(from_block=0)[1]
+            assert second.args.cycle == k + 1 and second.args.accepted == 0 and second.args.p[0] == 0
+            assert second.args.outToken < spec.vocab_size
+            # the drafter goes on over the link (Draft 4 kept as sent; the welcome brings Verification 4), stops
+            # after cycle 5, then forces with a second, different Draft 5: the verifier, which verified the first,
+            # forces back at the later state (the first Draft 5 and its Verification), and the drafter is the
+            # party that must answer
+            ledger.save(d4, sig4, "drafter", "sent")
+            link = DrafterLink(Account.from_key(key), NodeStore(tmp_path / "d.db"), draft_model, spec, url)
+
+            def stop_after_5(cycle, tokens):
+                if cycle == k + 2:
+                    raise _Stop
+
+            link.on_cycle = stop_after_5
+            with pytest.raises(_Stop):
+                asyncio.run(link.run())
+            ledger = link.ledger
+            v4, d5 = ledger.verifications[k + 1][0], ledger.drafts[k + 2][0]
+            other = [t + 1 for t in d5.tokens]
+            d5x = tm.Draft.build(job_id, k + 2, v4.state, other, list(d5.q), ledger.salt)
+            ev = TX.evidence(d5x, tm.sign(spec.domain, d5x, key), *ledger.verifications[k + 1])
+            cycles.append(TX.Cycle.of(d4, v4).as_tuple())
+            transact(w3, system.transcript.functions.forceMove(job_id, ev, cycles), address(DRAFTER))
+            advance(w3, 3)
+            moved = system.transcript.events.ForceMoved()
+            _wait_for(
+                lambda: [e for e in moved.get_logs(from_block=0) if e.args.forcer == address(VERIFIER)],
+                120,
+                "the verifier's force back",
+                [verifier],
+            )
+            (back,) = [e for e in moved.get_logs(from_block=0) if e.args.forcer == address(VERIFIER)]
+            assert back.args.silent == address(DRAFTER) and back.args.cycles == k + 3
+            assert system.transcript.functions.forceOf(job_id).call()[-2] == address(DRAFTER)
         finally:
             _stop(verifier)

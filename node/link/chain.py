@@ -99,3 +99,23 @@ def settle_call(transcript, ledger: Ledger):
 def settle_on_chain(node, ledger: Ledger) -> int:
     """Send the settlement from `node` (either party) once, under `job:{id}:settle`."""
     return node.transact(f"job:{ledger.spec.job_id}:settle", settle_call(node.system.transcript, ledger))
+
+
+def forced_draft(w3, transcript, job_id: int, from_block: int = 0) -> tuple[tm.Draft, bytes]:
+    """The Draft (and its signature) of the job's latest force move, from the `forceMove` calldata: what a verifier
+    forced by its drafter must answer, whether or not that Draft ever came over the link. Checked like a Draft from
+    the link by whoever takes it in (`LinkServer.take_draft`)."""
+    moved = transcript.events.ForceMoved().get_logs(from_block=from_block, argument_filters={"jobId": job_id})
+    if not moved:
+        raise chaindata.ChainDataError(f"job {job_id} has no force move")
+    tx = w3.eth.get_transaction(moved[-1].transactionHash)
+    fn, args = transcript.decode_function_input(tx["input"])
+    if fn.fn_name != "forceMove":
+        raise chaindata.ChainDataError(f"job {job_id}'s ForceMoved came from {fn.fn_name}, not forceMove")
+    raw = args["e"]["draft"]
+    try:
+        draft = tm.Draft.from_message({k: list(v) if isinstance(v, tuple) else v for k, v in dict(raw).items()})
+        signature = tm.canonical_signature(bytes(args["e"]["draftSig"]))
+    except (tm.MessageRejected, TypeError, ValueError) as exc:
+        raise chaindata.ChainDataError(f"job {job_id}: the forced Draft does not parse: {exc}") from None
+    return draft, signature

@@ -123,7 +123,9 @@ class DrafterLink:
 
     async def _connection(self) -> DrafterResult:
         async with connect(self.uri, max_size=self.limits.max_message_bytes, open_timeout=10) as ws:
-            await ws.send(wire.encode({"type": "hello", "job": self.spec.job_id, "role": ROLE}))
+            nonce = wire.challenge_nonce(wire.decode(await asyncio.wait_for(ws.recv(), 30), self.limits))
+            signature = wire.sign_hello(self.spec.domain, self.spec.job_id, nonce, self.account.key)
+            await ws.send(wire.encode({"type": "hello", "job": self.spec.job_id, "role": ROLE, "signature": signature}))
             welcome = await self._recv(ws)
             if welcome["type"] != "welcome":
                 raise LinkRefused(f"expected a welcome, got {welcome['type']}")

@@ -30,6 +30,7 @@ class CheckedTranscript:
 
 async def _session(uri: str, job_id: int, limits: Limits, max_size: int):
     ws = await connect(uri, max_size=max_size, open_timeout=10)
+    wire.challenge_nonce(wire.decode(await ws.recv(), limits))  # a requester's hello is not signed: it only reads
     await ws.send(wire.encode({"type": "hello", "job": job_id, "role": "requester"}))
     welcome = wire.decode(await ws.recv(), limits)
     if welcome["type"] != "welcome":

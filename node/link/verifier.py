@@ -18,7 +18,9 @@ import asyncio
 import contextlib
 import logging
 import threading
+import time
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 from websockets.asyncio.server import serve
 from websockets.exceptions import ConnectionClosed
@@ -32,6 +34,7 @@ from node.link.ahead import VerifyAhead
 from node.link.job import Ledger, TranscriptJob
 from node.link.wire import Limits, LinkRefused
 from node.roles.jobs import resume_verify_session
+from node.roles.models import next_token_rows
 from node.store import NodeStore
 
 log = logging.getLogger("verispec.link.verifier")
@@ -48,6 +51,21 @@ class ServedJob:
     subscribers: set[asyncio.Queue] = field(default_factory=set)
     ahead: VerifyAhead | None = None  # verifies the next draft while the drafter drafts it (node/link/ahead.py)
     ahead_task: asyncio.Future | None = None
+    heard: float = field(default_factory=time.monotonic)  # when the drafter last said something (served since)
+    poked: float = 0.0  # when the silence watch last reported this job
+
+    def drafter_silence(self) -> float:
+        """Seconds since the drafter's last hello, Draft or Settlement (or since the job was served): when that passes
+        the node's `--link-silence` while the job waits on the drafter, the node forces it (transcript_jobs)."""
+        return time.monotonic() - self.heard
+
+    @property
+    def awaits_drafter(self) -> bool:
+        """The next move is the drafter's: its next Draft, or its signature of the Settlement."""
+        ledger = self.ledger
+        if ledger.done:
+            return "drafter" not in ledger.settlement_sigs
+        return ledger.next_cycle not in ledger.drafts
 
 
 class LinkServer:
@@ -61,7 +79,31 @@ class LinkServer:
         self.jobs: dict[int, ServedJob] = {}
         self.address: tuple[str, int] | None = None
         self._server = None
+        self._watch: asyncio.Task | None = None
         self.refused: list[str] = []  # every refusal's reason, in order (for the log and the tests)
+        self.silence_s: float | None = None  # `watch_silence`
+        self.on_silent = None
+
+    def watch_silence(self, silence_s: float, on_silent) -> None:
+        """Call `on_silent(job_id)` (on the server's loop) once a job that awaits its drafter has heard nothing from
+        it for `silence_s`, and again every `silence_s` while that lasts: the node then forces the drafter on chain
+        (node/roles/transcript_jobs.py). The link itself never gives up on a job; the chain's force move does."""
+        self.silence_s, self.on_silent = float(silence_s), on_silent
+
+    async def _watch_silence(self) -> None:
+        while True:
+            await asyncio.sleep(0.25)
+            if self.on_silent is None:
+                continue
+            now = time.monotonic()
+            for job_id, served in list(self.jobs.items()):
+                silent = served.awaits_drafter and now - served.heard > self.silence_s
+                if silent and now - served.poked > self.silence_s:
+                    served.poked = now
+                    try:
+                        self.on_silent(job_id)
+                    except Exception:  # the node's callback must not stop the watch of the other jobs
+                        log.exception("job %d: the silence callback failed", job_id)
 
     # ------------------------------------------------------------------ jobs
 
@@ -98,10 +140,13 @@ class LinkServer:
             ping_timeout=20,
         )
         self.address = self._server.sockets[0].getsockname()[:2]
+        self._watch = asyncio.ensure_future(self._watch_silence())
         log.info("transcript link listening on ws://%s:%d", *self.address)
         return self.address
 
     async def stop(self) -> None:
+        if self._watch is not None:
+            self._watch.cancel()
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
@@ -131,8 +176,9 @@ class LinkServer:
         return self.address
 
     async def _handle(self, ws) -> None:
-        peer, writer = ws.remote_address, None
+        peer, writer, nonce = ws.remote_address, None, wire.new_nonce()
         try:
+            await ws.send(wire.encode({"type": "challenge", "nonce": nonce}))
             try:
                 first = await asyncio.wait_for(ws.recv(), self.limits.hello_timeout_s)
             except TimeoutError:
@@ -143,8 +189,16 @@ class LinkServer:
             served = self.jobs.get(wire.field(hello, "job"))
             if served is None:
                 raise LinkRefused(f"job {hello['job']} is not served here")
-            if hello.get("role") not in wire.ROLES:
+            role = hello.get("role")
+            if role not in wire.ROLES:
                 raise LinkRefused(f"hello: role must be one of {', '.join(wire.ROLES)}", wire.CLOSE_INVALID)
+            if role == "drafter":
+                signer = wire.hello_signer(served.spec.domain, served.spec.job_id, nonce, hello.get("signature"))
+                if signer != served.spec.drafter:
+                    raise LinkRefused(
+                        f"hello: signed by {signer}, not job {served.spec.job_id}'s drafter {served.spec.drafter}"
+                    )
+                served.heard = time.monotonic()
             await ws.send(wire.encode(self._welcome(served)))
             while True:
                 try:  # a subscriber only listens: it is not idle while its stream runs
@@ -152,6 +206,8 @@ class LinkServer:
                 except TimeoutError:
                     raise LinkRefused(f"idle for {self.limits.idle_timeout_s:g} s") from None
                 frame = wire.decode(text, self.limits)
+                if role == "requester" and frame["type"] in ("draft", "settlement"):
+                    raise LinkRefused(f"a requester does not send {frame['type']} frames; say hello as the drafter")
                 if frame["type"] == "subscribe" and writer is None:
                     writer = asyncio.create_task(self._feed(ws, served, wire.field(frame, "from")))
                     continue
@@ -200,6 +256,7 @@ class LinkServer:
     async def _on_draft(self, served: ServedJob, frame: dict) -> list[dict]:
         spec, ledger = served.spec, served.ledger
         msg, sig = wire.parse_signed(frame, spec.domain, tm.Draft, self.limits)
+        served.heard = time.monotonic()
         async with served.lock:
             c = msg.cycle
             if c in ledger.drafts and ledger.drafts[c] != (msg, sig):
@@ -223,8 +280,6 @@ class LinkServer:
                     )
                 except tm.MessageRejected as exc:
                     raise LinkRefused(str(exc)) from None
-                if any(t >= spec.vocab_size for t in msg.tokens):
-                    raise LinkRefused(f"Draft of cycle {c} proposes a token outside the vocabulary ({spec.vocab_size})")
                 ledger.save(msg, sig, "drafter", "received")  # stored before it is acted on
                 ledger.drafts[c] = (msg, sig)
             if c not in ledger.verifications:
@@ -245,8 +300,12 @@ class LinkServer:
     def _verify(self, served: ServedJob, draft: tm.Draft) -> None:
         """Verify cycle `draft.cycle` with the engine, sign the answer and store it (a worker thread)."""
         spec, ledger, c = served.spec, served.ledger, draft.cycle
-        session = self._session_at(served, c)
-        result = served.ahead.take(session, c, draft.tokens, draft.q) if served.ahead is not None else None
+        invalid = next((i for i, t in enumerate(draft.tokens) if t >= spec.vocab_size), None)
+        if invalid is not None:
+            session, result = None, self._verify_out_of_vocab(served, draft, invalid)
+        else:
+            session = self._session_at(served, c)
+            result = served.ahead.take(session, c, draft.tokens, draft.q) if served.ahead is not None else None
         if result is None:
             result = session.verify(c, EngineDraft(spec.job_id, c, draft.tokens, draft.q, q_rows=None))
         for fault in result.draft_faults:  # grounds for a DraftReplay dispute on the pulled cycle
@@ -271,13 +330,63 @@ class LinkServer:
         output = ledger.checked_output(c, v)  # the one rule, also on my own answer: never sign what it refutes
         if output != result.emitted:
             raise RuntimeError(f"job {spec.job_id} cycle {c}: the engine emitted {result.emitted}, the rule {output}")
+        v = self.answer(served, v)
         sig = tm.sign(spec.domain, v, self.account.key)
         ledger.save(v, sig, "verifier", "sent")  # stored before it is sent
         ledger.verifications[c], ledger.outputs[c] = (v, sig), output
-        session.advance(output)
+        if session is not None:
+            session.advance(output)
         if ledger.done:
             self._sign_settlement(served)
             served.session = None  # generation is over: free the caches
+
+    def _verify_out_of_vocab(self, served: ServedJob, draft: tm.Draft, invalid: int) -> SimpleNamespace:
+        """A Draft whose proposal `invalid` is not a token of the vocabulary, verified as per cycle (node/roles/
+        verifier.py `_verify_invalid_draft`; the contract takes any uint32 and caps the count there): the target
+        gives that token probability 0, so p there and after it is 0 and the rule rejects there at the latest. The
+        rows up to it come from one fresh forward over the valid prefix, the residual's q from the draft model at
+        the rejected position. The engine session cannot hold the id: it is rebuilt from the ledger next cycle.
+        Refusing the Draft instead would let its drafter force this verifier on chain with it, unanswerable."""
+        spec, ledger, c = served.spec, served.ledger, draft.cycle
+        log.warning(
+            "job %d cycle %d: proposal %d is token %d, outside the vocabulary (%d); p = 0 from there",
+            spec.job_id,
+            c,
+            invalid,
+            draft.tokens[invalid],
+            spec.vocab_size,
+        )
+        job, tokens, q = spec.job, list(draft.tokens), list(draft.q)
+        context = list(job.prompt) + [t for k in range(c) for t in ledger.outputs[k]]
+        p_rows = next_token_rows(self.target_model, context + tokens[:invalid], job.sampling, keep=invalid + 1)
+        p = tuple(int(p_rows[i, t]) for i, t in enumerate(tokens[:invalid])) + (0,) * (len(tokens) - invalid)
+        reveal = P.chain_reveal(served.seed, job.chain_length, c)
+        root = P.draft_root(job.job_id, c, tokens, q)
+        n = P.count_accepted(reveal, root, q, p, ledger.salt)  # <= invalid
+        q_row = next_token_rows(self.draft_model, context + tokens[:n], job.sampling)[0]
+        u = P.residual_uniform(reveal, root, ledger.salt)
+        try:
+            out_token = P.residual_sample(p_rows[n], q_row, u)
+        except ValueError:  # p == q there: the rejection was the invalid token's, so sample p itself
+            out_token = P.invcdf(p_rows[n], u)
+        generated = sum(len(ledger.outputs[k]) for k in range(c))
+        emitted = P.truncate_emitted(tokens[:n] + [out_token], job.eos_token_id, job.max_new_tokens - generated)
+        served.session, served.ahead = None, None  # (the mirror's path is not the drafter's any more)
+        return SimpleNamespace(
+            root=root, p=p, reveal=reveal, accepted=n, out_token=out_token, emitted=tuple(emitted), draft_faults=()
+        )
+
+    async def take_draft(self, job_id: int, draft: tm.Draft, signature: bytes) -> tm.Verification:
+        """Take in a Draft that reached this node other than over the link (a force move's calldata), checked,
+        stored and verified exactly as if the drafter had sent it; its Verification (LinkRefused if refused)."""
+        served = self.jobs[job_id]
+        await self._on_draft(served, wire.signed_frame("draft", served.spec.domain, draft, signature))
+        return served.ledger.verifications[draft.cycle][0]
+
+    def answer(self, served: ServedJob, v: tm.Verification) -> tm.Verification:
+        """The Verification to sign for a checked one: itself. A hook for a dishonest server in the tests (one whose
+        answer the drafter's rule check must refuse); the node never overrides it."""
+        return v
 
     def _ahead(self, served: ServedJob) -> None:
         try:
@@ -306,6 +415,7 @@ class LinkServer:
     async def _on_settlement(self, served: ServedJob, frame: dict) -> list[dict]:
         spec, ledger = served.spec, served.ledger
         msg, sig = wire.parse_signed(frame, spec.domain, tm.Settlement, self.limits)
+        served.heard = time.monotonic()
         async with served.lock:
             if ledger.settlement is None:
                 raise LinkRefused(f"job {spec.job_id} has not ended; there is nothing to settle")

@@ -3,7 +3,8 @@
 A frame is `{"type": T, ...}`. The signed messages travel as their full EIP-712 typed data (so the receiver checks
 the domain, chain id and market included, with `transcript_messages.from_typed_data`) plus the 65-byte signature:
 
-    drafter   -> verifier   hello {job, role}, draft {typed, signature}, settlement {typed, signature}
+    verifier  -> peer       challenge {nonce}: the first frame of every connection, before the peer's hello
+    drafter   -> verifier   hello {job, role, signature}, draft {typed, signature}, settlement {typed, signature}
     requester -> verifier   hello {job, role}, subscribe {job, from}, fetch {job}
     verifier  -> peer       welcome {job, next_cycle, verification, settlement}, verification {typed, signature},
                             settlement {typed, signature}, settled {job}, tokens {job, cycle, tokens},
@@ -12,13 +13,22 @@ the domain, chain id and market included, with `transcript_messages.from_typed_d
 
 Everything a peer sends is hostile: a frame that is not JSON, not an object, of an unknown type, or over the
 limits is refused with one `LinkRefused` line, which the server sends as an `error` frame and as the close reason.
+
+A drafter's hello is signed (EIP-191, `hello_text`) over the connection's fresh 32-byte nonce, the job, the chain id
+and the settlement contract, and the verifier checks that it recovers to the job's drafter on chain: anyone may
+connect, but only the drafter may send the job's Drafts, and a hello seen on one connection (or for another job,
+chain or market) is worth nothing on the next. A requester's hello is not signed: it only reads.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from typing import Any
+
+from eth_account import Account
+from eth_account.messages import encode_defunct
 
 from node import protocol as P
 from node.chain import transcript_messages as tm
@@ -29,8 +39,8 @@ CLOSE_POLICY = 1008  # a refused message (bad signature, stale, wrong state)
 CLOSE_TOO_BIG = 1009  # over max_message_bytes (the websockets library closes with it on its own)
 ROLES = ("drafter", "requester")
 FRAME_TYPES = frozenset(
-    {"hello", "draft", "settlement", "subscribe", "fetch", "welcome", "verification", "settled", "tokens", "end"}
-    | {"transcript", "error"}
+    {"challenge", "hello", "draft", "settlement", "subscribe", "fetch", "welcome", "verification", "settled"}
+    | {"tokens", "end", "transcript", "error"}
 )
 
 
@@ -124,3 +134,48 @@ def stored_frame(kind: str, domain: tm.Domain, stored) -> dict:
     """The signed frame of a message kept in the store (`StoredLinkMessage`), to resend or serve it."""
     cls = tm.MESSAGE_TYPES[stored.kind]
     return signed_frame(kind, domain, cls.from_message(stored.message), stored.signature)
+
+
+# ------------------------------------------------------------------ the signed hello
+
+NONCE_BYTES = 32
+
+
+def new_nonce() -> bytes:
+    return os.urandom(NONCE_BYTES)
+
+
+def hello_text(domain: tm.Domain, job_id: int, nonce: bytes) -> str:
+    """What a drafter signs (EIP-191 personal message) to say it is job `job_id`'s drafter on this connection."""
+    return (
+        f"verispec link hello v{LINK_VERSION}\nrole: drafter\njob: {job_id}\nchain: {domain.chain_id}\n"
+        f"contract: {domain.verifying_contract.lower()}\nnonce: 0x{nonce.hex()}"
+    )
+
+
+def sign_hello(domain: tm.Domain, job_id: int, nonce: bytes, private_key) -> bytes:
+    return bytes(Account.sign_message(encode_defunct(text=hello_text(domain, job_id, nonce)), private_key).signature)
+
+
+def hello_signer(domain: tm.Domain, job_id: int, nonce: bytes, signature) -> str:
+    """The address that signed a drafter's hello on the connection of `nonce`; LinkRefused when it does not recover."""
+    try:
+        sig = tm.canonical_signature(signature)
+        return Account.recover_message(encode_defunct(text=hello_text(domain, job_id, nonce)), signature=sig)
+    except tm.MessageRejected as exc:
+        raise LinkRefused(f"hello: {exc}") from None
+    except Exception as exc:  # eth-keys raises BadSignature and friends for a point off the curve
+        raise LinkRefused(f"hello: the signature does not recover: {exc}") from None
+
+
+def challenge_nonce(frame: dict) -> bytes:
+    """The nonce of a verifier's `challenge` frame (what the peer's hello must sign)."""
+    if frame.get("type") != "challenge" or not isinstance(frame.get("nonce"), str):
+        raise LinkRefused("the verifier's first frame must be a challenge with a nonce", CLOSE_INVALID)
+    try:
+        nonce = bytes.fromhex(frame["nonce"].removeprefix("0x"))
+    except ValueError:
+        raise LinkRefused("challenge: the nonce is not hex", CLOSE_INVALID) from None
+    if len(nonce) != NONCE_BYTES:
+        raise LinkRefused(f"challenge: the nonce is {len(nonce)} bytes, not {NONCE_BYTES}", CLOSE_INVALID)
+    return nonce

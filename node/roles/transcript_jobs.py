@@ -13,13 +13,19 @@ hash-chain head, as in per-cycle mode), runs it over the link (node/link) and se
   the store (every signed message is there before it is acted on), and a job already settled over the link is
   settled on chain without reconnecting.
 
-A silent verifier (no progress over the link for `link_silence_s`) is forced: the drafter posts its pending Draft
-and the last co-signed state (`forceMove`, `job:{id}:force:{k}`), and claims it after the deadline (`claimForce`)
-unless the verifier answers. A verifier answers a force posted against it from its store (`answerForce` with its
-stored Verification of the pending Draft). A Verification the accept rule refutes is never counter-signed: the
-drafter keeps it in its store as evidence and forces the same way, so the verifier must answer Draft k on chain,
-where the contract re-runs the rule. Not built yet: the verifier's own force against a silent drafter, and rule
-challenges of settled jobs from the nodes.
+Force moves (docs/protocol.md "Transcript mode (v2): contracts"), both ways, after `--link-silence` seconds:
+- A silent verifier (no progress over the link) is forced by the drafter: its pending Draft and the last co-signed
+  state (`forceMove`, `job:{id}:force:{k}`), claimed after the deadline (`claimForce`) unless the verifier answers.
+  A Verification the accept rule refutes is never counter-signed: the drafter keeps it as evidence and forces the
+  same way, so the verifier must answer Draft k on chain, where the contract re-runs the rule; once such a force
+  was answered the drafter cannot force at k again (ForceAlreadyAnswered) and stops trying.
+- A silent drafter is forced by the verifier (the link's silence watch wakes the job): Draft k, Verification k-1
+  and its own Verification k (`job:{id}:force-drafter:{k+1}`), claimed after `commitTimeout`; with no Draft at all,
+  a force with no evidence (the drafter is not slashed).
+- Each answers a force against it from its store: the verifier with its Verification of the forced Draft (read
+  from the force's calldata and verified first when it never came over the link), the drafter with its Draft on
+  the forced state (drafted by its link, which resumes from the welcome's Verification).
+Not built: rule challenges of settled jobs from the nodes.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from node.roles.jobs import chain_head, verifier_seed
 from node.roles.schedule import JOB
 
 RECHECK_S = 2  # chain seconds between rechecks of a job running over the link (its end marks it dirty anyway)
+DEFAULT_SILENCE_S = 120.0  # `serve --link-silence`
 
 
 @dataclass
@@ -43,6 +50,7 @@ class LinkRun:
     thread: threading.Thread
     result: object = None
     error: BaseException | None = None
+    forced: bool = False  # the verifier forced this drafter on chain: answer as soon as the Draft exists
 
 
 def is_transcript(node, job_id: int) -> bool:
@@ -102,16 +110,32 @@ def verifier_work(node, job_id: int) -> int:
         head = chain_head(node.account.key, job_id, job.max_new_tokens)
         return node.transact(f"job:{job_id}:accept", node.market.functions.acceptJob(job_id, head))
     if status == JobStatus.Running:
-        sent = answer_force(node, job_id)
-        if sent:
-            return sent
+        force = force_of(node, job_id)
+        if force is not None and force["silent"] != node.address:  # mine, against a silent drafter
+            return _claim_or_wait(node, job_id, force)
+        if force is not None:
+            sent = answer_force(node, job_id, force)
+            if sent:
+                return sent
         if node.link_server is None:
             node.log.error("job %d: a transcript job I accepted, but I serve no link (restart with --listen)", job_id)
         elif job_id not in node.link_server.jobs:
             open_on_link(node, job_id)
-        node.schedule.defer_until(JOB, job_id, node.chain_time() + RECHECK_S)
+        else:
+            served = node.link_server.jobs[job_id]
+            if force is None and served.awaits_drafter and served.drafter_silence() > link_silence(node):
+                sent = force_drafter(node, served.ledger)
+                if sent:
+                    return sent
+        if force is None:  # (a force against me is looked at again on the wall clock: its deadline is near)
+            node.schedule.defer_until(JOB, job_id, node.chain_time() + RECHECK_S)  # the silence watch wakes it
         return 0
     return _finish(node, job_id, view)
+
+
+def link_silence(node) -> float:
+    """Seconds without a word from the other party over the link before this node forces it (`--link-silence`)."""
+    return float(getattr(node, "link_silence_s", DEFAULT_SILENCE_S))
 
 
 def open_on_link(node, job_id: int) -> None:
@@ -127,6 +151,12 @@ def open_on_link(node, job_id: int) -> None:
             return server.open_job(spec, seed)
 
         asyncio.run_coroutine_threadsafe(_open(), loop).result(60)
+    if server.on_silent is None:  # a drafter silent past --link-silence wakes the job here: then it is forced
+
+        def wake(silent_job: int) -> None:
+            node.schedule.mark_dirty(JOB, silent_job)
+
+        server.watch_silence(link_silence(node), wake)
     node.log.info("job %d: served on the transcript link", job_id)
 
 
@@ -142,16 +172,24 @@ def drafter_work(node, job_id: int) -> int:
     if status != JobStatus.Running:
         return _finish(node, job_id, view)
     force = force_of(node, job_id)
-    if force is not None:  # mine, against a silent verifier: claim it after its deadline (an answer deletes it)
-        if node.chain_time() > force["deadline"]:
-            return node.transact(f"job:{job_id}:claim-force:{force['cycles']}", _ts(node).claimForce(job_id))
-        node.schedule.defer_until(JOB, job_id, force["deadline"] + 1)
-        return 0
+    if force is not None and force["silent"] != node.address:  # mine, against a silent verifier
+        return _claim_or_wait(node, job_id, force)
     run = node.link_runs.get(job_id)
+    if force is not None:  # the verifier forced me: answer with my Draft on its state, from the store
+        from node.link.job import Ledger
+
+        ledger = run.link.ledger if run is not None else Ledger.load(spec_of(node, job_id), node.store, "drafter")
+        sent = answer_verifier_force(node, ledger, force)
+        if sent:
+            return sent
+        if run is None:  # (a restart: the link takes the verifier's last Verification in and drafts on it)
+            return _start_link(node, job_id, forced=True)
+        run.forced = True  # each cycle taken in over the link wakes the job: the answer goes out once it exists
     if run is None:
         return _start_link(node, job_id)
     if run.thread.is_alive():
-        node.schedule.defer_until(JOB, job_id, node.chain_time() + RECHECK_S)
+        if not run.forced:  # (forced: rechecked on the wall clock, the deadline is on chain)
+            node.schedule.defer_until(JOB, job_id, node.chain_time() + RECHECK_S)
         return 0
     from node.link.chain import settle_on_chain
 
@@ -166,14 +204,29 @@ def drafter_work(node, job_id: int) -> int:
         node.schedule.defer_until(JOB, job_id, node.chain_time() + RECHECK_S)
         return 0
     if run.result.refused is not None:  # never counter-signed: the verifier must answer Draft k on chain, by the rule
+        ledger = run.link.ledger
+        if _answered_on_chain(node, job_id, ledger.next_cycle):
+            # the contract takes no second force at k (ForceAlreadyAnswered) and the verifier signed no state on its
+            # answer: nothing left to post. Said once; the job waits for the verifier to settle or force.
+            if not run.forced:
+                node.log.error(
+                    "job %d: the verifier answered my force at cycle %d on chain, but the Verification it "
+                    "signed breaks the rule: no state to go on from; waiting",
+                    job_id,
+                    ledger.next_cycle,
+                )
+                run.forced = True
+            node.schedule.defer_until(JOB, job_id, node.chain_time() + 3600)
+            return 0
         node.log.error("job %d: the verifier broke the accept rule: %s (evidence kept)", job_id, run.result.refused)
         node.schedule.defer_until(JOB, job_id, node.chain_time() + RECHECK_S)
-        return force_verifier(node, run.link.ledger)
+        return force_verifier(node, ledger)
     return settle_on_chain(node, run.link.ledger)
 
 
-def _start_link(node, job_id: int) -> int:
-    from node.link.chain import EndpointError, endpoint_of, settle_on_chain
+def _drafter_link(node, job_id: int):
+    """The job's DrafterLink (its ledger loaded from the store), or None while the verifier has no endpoint."""
+    from node.link.chain import EndpointError, endpoint_of
     from node.link.drafter import DrafterLink
     from node.link.wire import Limits
 
@@ -182,13 +235,21 @@ def _start_link(node, job_id: int) -> int:
         url = endpoint_of(node.system.registry, spec.verifier)
     except EndpointError as exc:
         node.log.warning("job %d: %s; waiting for it", job_id, exc)
-        node.schedule.defer_until(JOB, job_id, node.chain_time() + RECHECK_S)
-        return 0
-    silence = node.link_silence_s
+        return None
+    silence = link_silence(node)
     limits = Limits(idle_timeout_s=silence)
-    link = DrafterLink(
+    return DrafterLink(
         node.account, node.store, node.draft_model, spec, url, limits, give_up_after_s=silence, retry_delay_s=0.1
     )
+
+
+def _start_link(node, job_id: int, forced: bool = False) -> int:
+    from node.link.chain import settle_on_chain
+
+    link = _drafter_link(node, job_id)
+    if link is None:
+        node.schedule.defer_until(JOB, job_id, node.chain_time() + RECHECK_S)
+        return 0
     if len(link.ledger.settlement_sigs) == 2:  # settled over the link before a restart: no need to reconnect
         return settle_on_chain(node, link.ledger)
 
@@ -200,10 +261,15 @@ def _start_link(node, job_id: int) -> int:
         finally:
             node.schedule.mark_dirty(JOB, job_id)
 
-    run = LinkRun(link, threading.Thread(target=main, name=f"link-job-{job_id}", daemon=True))
+    def on_cycle(cycle, tokens):
+        if run.forced:
+            node.schedule.mark_dirty(JOB, job_id)
+
+    run = LinkRun(link, threading.Thread(target=main, name=f"link-job-{job_id}", daemon=True), forced=forced)
+    link.on_cycle = on_cycle
     node.link_runs[job_id] = run
     run.thread.start()
-    node.log.info("job %d: drafting over the link to %s", job_id, url)
+    node.log.info("job %d: drafting over the link to %s", job_id, link.uri)
     return 1
 
 
@@ -237,17 +303,103 @@ def force_verifier(node, ledger) -> int:
     return node.transact(f"job:{job_id}:force:{k}", call)
 
 
-def answer_force(node, job_id: int) -> int:
+def _answered_on_chain(node, job_id: int, cycle: int) -> bool:
+    """Whether the verifier answered a force of this job at `cycle` on chain (ForceAnsweredVerification)."""
+    logs = node.system.transcript.events.ForceAnsweredVerification().get_logs(
+        from_block=node.start_block or 0, argument_filters={"jobId": job_id}
+    )
+    return any(int(e.args["cycle"]) == cycle for e in logs)
+
+
+def _take_forced_draft(node, served, k: int) -> bool:
+    """The drafter forced me with a Draft k that never came over the link: read it from the force's calldata and
+    take it in as the link would (checked, stored, verified), so the force is answered like any other."""
+    from node.link.chain import forced_draft
+    from node.link.wire import LinkRefused
+    from node.roles.chaindata import ChainDataError
+
+    job_id, server = served.spec.job_id, node.link_server
+    try:
+        draft, sig = forced_draft(node.w3, node.system.transcript, job_id, node.start_block or 0)
+        if draft.cycle != k:
+            raise ChainDataError(f"the forced Draft is of cycle {draft.cycle}, the force of cycle {k}")
+        taking = server.take_draft(job_id, draft, sig)
+        loop = getattr(server, "loop", None)
+        if loop is None:
+            asyncio.run(taking)
+        else:
+            asyncio.run_coroutine_threadsafe(taking, loop).result(300)
+    except (ChainDataError, LinkRefused) as exc:
+        node.log.error("job %d: forced at cycle %d with a Draft I cannot verify: %s", job_id, k, exc)
+        return False
+    node.log.warning("job %d: took the forced Draft of cycle %d from the chain", job_id, k)
+    return True
+
+
+def _claim_or_wait(node, job_id: int, force: dict) -> int:
+    """My force against a silent party: claim it after its deadline (an answer deletes it), else wait for that."""
+    if node.chain_time() > force["deadline"]:
+        return node.transact(f"job:{job_id}:claim-force:{force['cycles']}", _ts(node).claimForce(job_id))
+    node.schedule.defer_until(JOB, job_id, force["deadline"] + 1)
+    return 0
+
+
+def force_drafter(node, ledger) -> int:
+    """The verifier's force against a silent drafter: the latest co-signed state S(k-1) (Draft k, Verification
+    k-1) and its own Verification k, which the drafter owes a Draft on; with no Draft at all, a force with no
+    evidence (the drafter never consented: not slashed). A final Verification completes the job at once."""
+    from node.chain import transcript as TX
+
+    job_id = ledger.spec.job_id
+    if not ledger.drafts:
+        node.log.warning("job %d: the drafter never sent Draft 0; forcing it with no evidence", job_id)
+        return node.transact(f"job:{job_id}:force-drafter:0", _ts(node).forceMove(job_id, TX.no_draft_evidence(), []))
+    k = ledger.next_cycle - 1  # the last cycle verified: the drafter owes Draft k+1 (or its Settlement)
+    if k < 0:
+        return 0
+    draft, draft_sig = ledger.drafts[k]
+    last, last_sig = ledger.verifications[k - 1] if k else (None, b"")
+    evidence = TX.evidence(draft, draft_sig, last, last_sig, *ledger.verifications[k])
+    cycles = [TX.Cycle.of(ledger.drafts[c][0], ledger.verifications[c][0]).as_tuple() for c in range(k)]
+    node.log.warning("job %d: the drafter is silent after cycle %d; posting a force move", job_id, k)
+    return node.transact(f"job:{job_id}:force-drafter:{k + 1}", _ts(node).forceMove(job_id, evidence, cycles))
+
+
+def answer_verifier_force(node, ledger, force: dict) -> int:
+    """The verifier forced this drafter after cycle k-1 (`force.cycles` = k): answer with my stored Draft k on the
+    forced state (signed before, over the link or not; never a second Draft of k)."""
+    from node import protocol as P
+    from node.chain import transcript as TX
+
+    job_id, k = ledger.spec.job_id, int(force["cycles"])
+    if node.chain_time() > force["deadline"] or k not in ledger.drafts:
+        return 0  # (not drafted yet: the link takes Verification k-1 in and drafts it)
+    draft, sig = ledger.drafts[k]
+    expected = bytes(force["state"]) if force["slash"] else P.transcript_genesis(job_id, draft.salt)
+    if draft.prev_state != expected:
+        node.log.error("job %d: forced at a state my Draft %d is not on: I cannot answer", job_id, k)
+        return 0
+    node.log.warning("job %d: answering the verifier's force with my Draft of cycle %d", job_id, k)
+    return node.transact(f"job:{job_id}:answer-force:{k}", _ts(node).answerForce(job_id, TX.draft_answer(draft, sig)))
+
+
+def answer_force(node, job_id: int, force: dict) -> int:
     """A force posted against this verifier: answer it with its stored Verification of the pending Draft."""
     from node.chain import transcript as TX
 
-    force = force_of(node, job_id)
-    if force is None or force["silent"] != node.address or node.chain_time() > force["deadline"]:
+    if force["silent"] != node.address or node.chain_time() > force["deadline"]:
         return 0
     served = node.link_server.jobs.get(job_id) if node.link_server is not None else None
     k = int(force["cycles"])
-    if served is None or k not in served.ledger.verifications:
-        node.log.error("job %d: forced at cycle %d, which I have not verified: I cannot answer", job_id, k)
+    if served is None:
+        return 0  # opened on the link first (the caller), then answered at the next look
+    ledger = served.ledger
+    if k in ledger.verifications and ledger.drafts[k][0].draft_root != bytes(force["pendingRoot"]):
+        # forced with another Draft of a cycle whose first Draft I verified: the drafter signed both. A force at the
+        # later state (that Draft, co-signed, and my Verification of it) supersedes its force (ForcePending rule)
+        node.log.error("job %d: forced with a second Draft of cycle %d; forcing back with the first", job_id, k)
+        return force_drafter(node, ledger)
+    if k not in ledger.verifications and not _take_forced_draft(node, served, k):
         return 0
     v, _ = served.ledger.verifications[k]
     cycle = TX.Cycle.of(served.ledger.drafts[k][0], v)
