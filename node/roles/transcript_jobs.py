@@ -116,15 +116,18 @@ def verifier_work(node, job_id: int) -> int:
 
 def open_on_link(node, job_id: int) -> None:
     """Serve the accepted job on the node's LinkServer, from the server's own event loop (its jobs are that loop's)."""
+    from node.roles.behaviors import link_verifier_options
+
     spec, seed = spec_of(node, job_id), verifier_seed(node.account.key, job_id)
     server = node.link_server
+    options = link_verifier_options(node.behavior)  # {} when honest
     loop = getattr(server, "loop", None)
     if loop is None:
-        server.open_job(spec, seed)
+        server.open_job(spec, seed, **options)
     else:
 
         async def _open():
-            return server.open_job(spec, seed)
+            return server.open_job(spec, seed, **options)
 
         asyncio.run_coroutine_threadsafe(_open(), loop).result(60)
     node.log.info("job %d: served on the transcript link", job_id)
@@ -186,8 +189,19 @@ def _start_link(node, job_id: int) -> int:
         return 0
     silence = node.link_silence_s
     limits = Limits(idle_timeout_s=silence)
+    from node.roles.behaviors import link_drafter_options
+
+    options = link_drafter_options(node.behavior, node.draft_model, node.bias_policy)  # {} when honest
     link = DrafterLink(
-        node.account, node.store, node.draft_model, spec, url, limits, give_up_after_s=silence, retry_delay_s=0.1
+        node.account,
+        node.store,
+        node.draft_model,
+        spec,
+        url,
+        limits,
+        give_up_after_s=silence,
+        retry_delay_s=0.1,
+        **options,
     )
     if len(link.ledger.settlement_sigs) == 2:  # settled over the link before a restart: no need to reconnect
         return settle_on_chain(node, link.ledger)
