@@ -177,6 +177,11 @@ def test_an_honest_transcript_job_is_audited_clean_and_status_and_finalize_work(
     dispute = ("dispute", job_id, "--index", 0, "--kind", "target", "--dev-account", WATCHDOG)
     clean_error(cli(*dispute[:2], "--cycle", len(cycles), *dispute[2:], home=home(world)), "cycle", str(len(cycles)))
     clean_error(cli(*dispute[:2], "--cycle", 0, "--index", 9, *dispute[4:], home=home(world)), "--index", "0..4")
+    # nor is there a rule challenge to send
+    challenge = ("challenge", job_id, "--dev-account", WATCHDOG)
+    clean_error(cli(*challenge, home=home(world)), "follows the accept rule", "nothing to challenge")
+    clean_error(cli(*challenge, "--cycle", 0, home=home(world)), "cycle 0", "follows the accept rule")
+    clean_error(cli(*challenge, "--cycle", len(cycles), home=home(world)), "--cycle", f"0..{len(cycles) - 1}")
     assert watchdog_sent(world) == sent and world.dm.functions.disputeCount().call() == 0
     # finalize after the window pays as per-cycle mode does
     world.advance(world.market.functions.challengeWindow().call() + 1)
@@ -200,6 +205,11 @@ def test_a_cosigned_wrong_cycle_is_rule_challenged_by_the_watchdog_both_slashed_
     assert broken and all(cycles[c].accepted == 4 for c, _ in broken)
     stakes = {a: world.stake(a) for a in (drafter, verifier)}
     balance = world.w3.eth.get_balance(world.accounts[WATCHDOG])
+    good = [c.cycle for c in cycles if c.cycle not in dict(broken)]
+    if good:  # the CLI refuses to challenge a record that follows the rule, before sending anything
+        refused = cli("challenge", job_id, "--cycle", good[0], "--dev-account", WATCHDOG, home=home(world))
+        clean_error(refused, f"cycle {good[0]}", "follows the accept rule")
+    assert world.w3.eth.get_balance(world.accounts[WATCHDOG]) == balance
     dog = watchdog(world, [job_id], audit_rate=1.0)
     run([*parties, dog], audited(dog, job_id))
     [candidate] = dog.store.job(job_id, "watchdog").params["candidates"]
@@ -224,6 +234,7 @@ def test_a_cosigned_wrong_cycle_is_rule_challenged_by_the_watchdog_both_slashed_
     )
     assert world.w3.eth.get_balance(world.accounts[WATCHDOG]) == balance + a["reward"] - gas
     dog.close()
+    clean_error(cli("challenge", job_id, "--dev-account", 1, home=home(world)), "already")  # once per job
     # the requester is made whole at finalize: neither signer is paid
     world.advance(world.market.functions.challengeWindow().call() + 1)
     escrow = chaindata.job_view(world.market, job_id)["escrow"]
@@ -273,4 +284,5 @@ def test_audit_and_dispute_of_an_unsettled_transcript_job_are_one_line_and_send_
     args = ("--cycle", 0, "--index", 0, "--kind", "draft", "--dev-account", WATCHDOG)
     clean_error(cli("dispute", job_id, *args, home=home(world)), f"job {job_id}", "not settled")
     clean_error(cli("audit", job_id, home=home(world)), f"job {job_id}", "not settled")
+    clean_error(cli("challenge", job_id, "--dev-account", WATCHDOG, home=home(world)), f"job {job_id}", "not settled")
     assert (watchdog_sent(world), world.dm.functions.disputeCount().call()) == before
