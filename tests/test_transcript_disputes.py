@@ -10,6 +10,8 @@ import time
 
 import pytest
 import torch
+from eth_utils import keccak
+from web3.exceptions import ContractLogicError
 
 from node import protocol
 from node.chain.anvil import running_anvil
@@ -119,6 +121,20 @@ def submit(world, drafter: str, verifier: str, prompt: str = PROMPTS[0], max_tok
     return world.market.functions.jobCount().call()
 
 
+def contract_refutes(world, job_id: int, cycle: int) -> bool:
+    """Whether the contract's own rule refutes the settled record of `cycle` (challengeRule as an eth_call)."""
+    try:
+        settled.challenge_call(world.system, job_id, cycle, world.start).call({"from": world.accounts[WATCHDOG]})
+    except ContractLogicError as exc:
+        assert "RecordFollowsRule" in str(exc) or exc.data[:10] == selector("RecordFollowsRule(uint256,uint256)")
+        return False
+    return True
+
+
+def selector(signature: str) -> str:
+    return "0x" + keccak(text=signature)[:4].hex()
+
+
 def finished(world, job_id: int):
     return lambda: world.status(job_id) == JobStatus.Finished
 
@@ -156,6 +172,7 @@ def test_an_honest_transcript_job_is_audited_clean_and_status_and_finalize_work(
     cycles = settled.job_cycles(world.system, job_id, world.start)
     assert cycles and all(c.p is not None for c in cycles)
     assert settled.rule_faults(world.system, job_id, cycles) == []
+    assert not any(contract_refutes(world, job_id, c.cycle) for c in cycles)  # the contract's rule agrees
     # the watchdog replays every draft and every binding target position: nothing to challenge or dispute
     dog = watchdog(world, [job_id], audit_rate=1.0)
     sent = watchdog_sent(world)
@@ -203,6 +220,7 @@ def test_a_cosigned_wrong_cycle_is_rule_challenged_by_the_watchdog_both_slashed_
     cycles = settled.job_cycles(world.system, job_id, world.start)
     broken = settled.rule_faults(world.system, job_id, cycles)
     assert broken and all(cycles[c].accepted == 4 for c, _ in broken)
+    assert [c.cycle for c in cycles if contract_refutes(world, job_id, c.cycle)] == [c for c, _ in broken]
     stakes = {a: world.stake(a) for a in (drafter, verifier)}
     balance = world.w3.eth.get_balance(world.accounts[WATCHDOG])
     good = [c.cycle for c in cycles if c.cycle not in dict(broken)]

@@ -73,7 +73,7 @@ class DrafterLink:
         self.limits = limits or Limits()
         # a silent verifier is the force-move rule's case (on chain); until then, keep trying, backing off to 2 s
         self.give_up_after_s, self.retry_delay_s = give_up_after_s, retry_delay_s
-        self.ledger = Ledger.load(spec, store, ROLE, *([rule] if rule else []))
+        self.ledger = Ledger.load(spec, store, ROLE, rule)
         # a misbehaviour's session and rule (node/roles/behaviors.py `link_drafter_options`); honest by default
         self.new_session = new_session or (lambda job: DraftSession(draft_model, job))
         self.session: DraftSession | None = None

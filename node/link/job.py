@@ -85,9 +85,9 @@ class Ledger:
     rule: Callable = check_cycle  # only a misbehaviour (node/roles/behaviors.py) checks otherwise
 
     @classmethod
-    def load(cls, spec: TranscriptJob, store: NodeStore, role: str, rule: Callable = check_cycle) -> Ledger:
+    def load(cls, spec: TranscriptJob, store: NodeStore, role: str, rule: Callable | None = None) -> Ledger:
         """The ledger as the store holds it (after a restart); every cycle's output is recomputed by the rule."""
-        ledger = cls(spec, store, role, rule=rule)
+        ledger = cls(spec, store, role, rule=rule or check_cycle)
         for row in store.link_messages(spec.job_id, role):
             msg = tm.MESSAGE_TYPES[row.kind].from_message(row.message)
             if row.kind == "Draft":

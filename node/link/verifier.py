@@ -79,7 +79,7 @@ class LinkServer:
             )
         served = self.jobs.get(spec.job_id)
         if served is None:
-            ledger = Ledger.load(spec, self.store, ROLE, *([rule] if rule else []))
+            ledger = Ledger.load(spec, self.store, ROLE, rule)
             served = self.jobs[spec.job_id] = ServedJob(spec, seed, ledger, session_class=session_class)
             if self.verify_ahead and served.ledger.next_cycle == 0:  # a mirror of the drafter starts at cycle 0
                 served.ahead = VerifyAhead(self.draft_model, spec.job)

@@ -179,6 +179,7 @@ def _start_link(node, job_id: int) -> int:
     from node.link.chain import EndpointError, endpoint_of, settle_on_chain
     from node.link.drafter import DrafterLink
     from node.link.wire import Limits
+    from node.roles.behaviors import link_drafter_options
 
     spec = spec_of(node, job_id)
     try:
@@ -189,8 +190,6 @@ def _start_link(node, job_id: int) -> int:
         return 0
     silence = node.link_silence_s
     limits = Limits(idle_timeout_s=silence)
-    from node.roles.behaviors import link_drafter_options
-
     options = link_drafter_options(node.behavior, node.draft_model, node.bias_policy)  # {} when honest
     link = DrafterLink(
         node.account,
