@@ -91,6 +91,14 @@ def nodes(world):
         node.close()
 
 
+@pytest.fixture(scope="module")
+def referees(world):
+    made = world.referees()
+    yield made
+    for node in made:
+        node.close()
+
+
 def run(nodes, until, timeout: float = 120.0):
     """Step the nodes until `until()` holds: their transcript links run in threads, so this waits on the clock."""
     deadline = time.monotonic() + timeout
@@ -263,7 +271,7 @@ def test_a_cosigned_wrong_cycle_is_rule_challenged_by_the_watchdog_both_slashed_
 # ---------------------------------------------------------------- (b) a replay dispute on a pulled cycle
 
 
-def test_a_biased_drafters_transcript_cycle_is_pulled_disputed_and_convicted_by_the_referees(world, nodes):
+def test_a_biased_drafters_transcript_cycle_is_pulled_disputed_and_convicted_by_the_referees(world, nodes, referees):
     parties = [nodes["d-biased"], nodes["v-honest"]]
     requester = Requester(world.w3, world.deployment)
     for prompt in PROMPTS:
@@ -276,7 +284,6 @@ def test_a_biased_drafters_transcript_cycle_is_pulled_disputed_and_convicted_by_
         raise AssertionError("the biased drafter never deviated on a binding position")
     stake = world.stake(world.accounts[DRAFTERS["biased"]])
     dog = watchdog(world, [job_id], audit_rate=0.0, bond_budget_wei=world.system.params.dispute_bond)
-    referees = world.referees()
     everyone = [*parties, *referees, dog]
     assert not settled.pulled(world.system, job_id, faults[0].cycle)
     run(everyone, lambda: world.dm.functions.disputeCount().call() == 1)
@@ -289,8 +296,33 @@ def test_a_biased_drafters_transcript_cycle_is_pulled_disputed_and_convicted_by_
     [view] = resolve_all(world, [a["disputeId"]], everyone)
     assert (view["outcome"], view["cheatedVotes"]) == (Outcome.AccusedLost, 3)
     assert world.stake(world.accounts[DRAFTERS["biased"]]) == stake - world.system.params.accused_slash
-    for node in (*referees, dog):
-        node.close()
+    dog.close()
+
+
+def test_a_cli_dispute_on_an_honest_transcript_cycle_pulls_it_once_and_the_honest_verifier_wins(world, nodes, referees):
+    parties = [nodes["d-honest"], nodes["v-honest"]]
+    verifier = world.accounts[VERIFIERS["honest"]]
+    job_id = submit(world, "honest", "honest", PROMPTS[1])
+    run(parties, finished(world, job_id))
+    stake = world.stake(verifier)
+    args = ("dispute", job_id, "--cycle", 0, "--index", 0, "--kind", "target", "--dev-account", WATCHDOG, "--json")
+    info = json.loads(ok(cli(*args, home=home(world))))
+    assert (info["job_id"], info["cycle"], info["index"], info["accused"]) == (job_id, 0, 0, verifier)
+    mine = {"jobId": job_id}
+    pulls = world.system.transcript.events.CyclePulled().get_logs(from_block=world.start, argument_filters=mine)
+    assert [p["args"]["cycle"] for p in pulls] == [0]
+    cycle = settled.job_cycle(world.system, job_id, 0, world.start)
+    assert pulls[0]["args"]["recordHash"] == protocol.cycle_record_hash(*cycle.record_preimage())
+
+    def refuse(*_args, **_kwargs):
+        raise AssertionError("a pulled cycle is not pulled again")
+
+    assert settled.pull(world.system, refuse, job_id, 0, world.start) is None
+    # the honest verifier answers from chain data (its link kept no per-cycle transcript) and the referees agree
+    [view] = resolve_all(world, [info["dispute_id"]], [*parties, *referees])
+    assert view["outcome"] == Outcome.ChallengerLost and world.stake(verifier) == stake
+    answered = world.dm.events.Answered().get_logs(from_block=world.start)
+    assert info["dispute_id"] in [a["args"]["disputeId"] for a in answered]
 
 
 # ---------------------------------------------------------------- (d) a transcript job not settled yet
