@@ -336,3 +336,6 @@ def test_audit_and_dispute_of_an_unsettled_transcript_job_are_one_line_and_send_
     clean_error(cli("audit", job_id, home=home(world)), f"job {job_id}", "not settled")
     clean_error(cli("challenge", job_id, "--dev-account", WATCHDOG, home=home(world)), f"job {job_id}", "not settled")
     assert (watchdog_sent(world), world.dm.functions.disputeCount().call()) == before
+    # the colluding pair is selectable by `serve`, each half for its own role only
+    serve = ("serve", "drafter", "--model", DRAFT, "--target-model", TARGET, "--dev-account", 2, "--behavior")
+    clean_error(cli(*serve, "overaccept", home=home(world)), "--behavior", "unknown drafter behavior", "cosign")

@@ -38,7 +38,7 @@ def is_transcript(system, job_id: int) -> bool:
     return bool(chaindata.job_view(system.market, job_id).get("transcript"))
 
 
-def settled(system, job_id: int, from_block: int = 0) -> Settled:
+def read(system, job_id: int, from_block: int = 0) -> Settled:
     """The settled cycles of transcript job `job_id`; ChainDataError when it has not settled (yet)."""
     from node.chain.transcript import read_settlement
 
@@ -81,14 +81,14 @@ def job_cycles(system, job_id: int, from_block: int = 0, with_p: bool = True) ->
     settlement's calldata for a transcript job (ChainDataError before it settled: its cycles are not on chain)."""
     if not is_transcript(system, job_id):
         return chaindata.cycles(system, job_id, from_block=from_block, with_p=with_p)
-    return settled(system, job_id, from_block).cycles
+    return read(system, job_id, from_block).cycles
 
 
 def job_cycle(system, job_id: int, cycle: int, from_block: int = 0) -> ChainCycle:
     """One verified cycle with its p (either mode); ChainDataError when the job has no such cycle."""
     if not is_transcript(system, job_id):
         return chaindata.cycle(system, job_id, cycle, from_block=from_block)
-    found = settled(system, job_id, from_block).cycles
+    found = read(system, job_id, from_block).cycles
     if not 0 <= cycle < len(found):
         raise ChainDataError(f"transcript job {job_id} settled cycles 0..{len(found) - 1}, not cycle {cycle}")
     return found[cycle]
@@ -127,7 +127,7 @@ def challenge_call(system, job_id: int, cycle: int, from_block: int = 0):
     """`challengeRule` on `cycle` of settled job `job_id`, with its proof and reveal (node/chain/transcript.py)."""
     from node.chain.transcript import challenge_call as call
 
-    s = settled(system, job_id, from_block)
+    s = read(system, job_id, from_block)
     return call(system.transcript, job_id, s.raw.cycles, cycle, s.cycles[cycle].reveal)
 
 
@@ -146,7 +146,7 @@ def pull(system, send, job_id: int, cycle: int, from_block: int = 0, key: str | 
 
     if not is_transcript(system, job_id) or pulled(system, job_id, cycle):
         return None
-    s = settled(system, job_id, from_block)
+    s = read(system, job_id, from_block)
     if not 0 <= cycle < len(s.cycles):
         raise ChainDataError(f"transcript job {job_id} settled cycles 0..{len(s.cycles) - 1}, not cycle {cycle}")
     _, receipt = send("pullCycle", pull_call(system.transcript, job_id, s.raw.cycles, cycle), key=key)
