@@ -130,17 +130,16 @@ def submit(world, drafter: str, verifier: str, prompt: str = PROMPTS[0], max_tok
 
 
 def contract_refutes(world, job_id: int, cycle: int) -> bool:
-    """Whether the contract's own rule refutes the settled record of `cycle` (challengeRule as an eth_call)."""
+    """Whether the contract's own rule refutes the settled record of `cycle` (challengeRule as an eth_call), checking
+    that a refusal is the rule's (RecordFollowsRule), not some other revert."""
     try:
         settled.challenge_call(world.system, job_id, cycle, world.start).call({"from": world.accounts[WATCHDOG]})
     except ContractLogicError as exc:
-        assert "RecordFollowsRule" in str(exc) or exc.data[:10] == selector("RecordFollowsRule(uint256,uint256)")
+        assert exc.data[:10] == "0x" + keccak(text="RecordFollowsRule(uint256,uint256)")[:4].hex(), exc
+        assert not settled.refuted_on_chain(world.system, job_id, cycle, world.accounts[WATCHDOG], world.start)
         return False
+    assert settled.refuted_on_chain(world.system, job_id, cycle, world.accounts[WATCHDOG], world.start)
     return True
-
-
-def selector(signature: str) -> str:
-    return "0x" + keccak(text=signature)[:4].hex()
 
 
 def finished(world, job_id: int):

@@ -123,6 +123,18 @@ def convicted(system, job_id: int) -> bool:
     return bool(system.transcript.functions.settled(job_id).call()[2])
 
 
+def refuted_on_chain(system, job_id: int, cycle: int, sender: str, from_block: int = 0) -> bool:
+    """Whether the contract's own rule refutes the record of `cycle` now (challengeRule as an eth_call from `sender`):
+    what a challenger confirms before relying on `rule_fault`, so that a disagreement costs nothing."""
+    from web3.exceptions import ContractLogicError
+
+    try:
+        challenge_call(system, job_id, cycle, from_block).call({"from": sender})
+    except ContractLogicError:
+        return False
+    return True
+
+
 def challenge_call(system, job_id: int, cycle: int, from_block: int = 0):
     """`challengeRule` on `cycle` of settled job `job_id`, with its proof and reveal (node/chain/transcript.py)."""
     from node.chain.transcript import challenge_call as call

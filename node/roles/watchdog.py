@@ -222,7 +222,7 @@ class WatchdogNode(NodeBase, DisputeClient):
         """Audit the job (see the module doc); its summary and the dispute candidates, for the store."""
         try:
             data = load_job(self.system, job_id, self.start_block, self.tokenizer, self.max_positions)
-        except JobRefused as exc:
+        except (JobRefused, chaindata.ChainDataError) as exc:  # e.g. a transcript settled through a contract wallet
             self.log.warning("job %d: not auditable: %s", job_id, exc)
             return None
         record = data.record
@@ -230,6 +230,9 @@ class WatchdogNode(NodeBase, DisputeClient):
             broken = settled.rule_faults(self.system, job_id, data.cycles)  # before the models: it needs none
             for _, why in broken:
                 self.log.warning("job %d: the co-signed record of %s", job_id, why)
+            # the contract's own rule decides: a record it does not refute (or a job convicted already) is audited
+            # by replay like any other
+            broken = [b for b in broken if settled.refuted_on_chain(self.system, job_id, b[0], self.address)]
             if broken:
                 summary = {"cycles": len(data.cycles), "rule_faults": [list(b) for b in broken]}
                 return {"audit": summary, "candidates": [{"kind": "rule", "cycle": broken[0][0], "index": 0}]}
