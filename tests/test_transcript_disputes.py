@@ -222,20 +222,23 @@ def test_an_honest_transcript_job_is_audited_clean_and_status_and_finalize_work(
 def test_a_cosigned_wrong_cycle_is_rule_challenged_by_the_watchdog_both_slashed_the_requester_whole(world, nodes):
     parties = [nodes["d-cosign"], nodes["v-overaccept"]]
     drafter, verifier = world.accounts[DRAFTERS["cosign"]], world.accounts[VERIFIERS["overaccept"]]
+    # the watchdog follows the job from its submission, while it runs off chain
+    balance = world.w3.eth.get_balance(world.accounts[WATCHDOG])
+    dog = watchdog(world, [world.market.functions.jobCount().call() + 1], audit_rate=1.0)
     job_id = submit(world, "cosign", "overaccept")
+    run([*parties, dog], lambda: world.status(job_id) == JobStatus.Running)
+    assert dog.store.job(job_id, "watchdog").status == "active"
     run(parties, finished(world, job_id))  # settlement does not re-run the rule: the pair's transcript settles
     cycles = settled.job_cycles(world.system, job_id, world.start)
     broken = settled.rule_faults(world.system, job_id, cycles)
     assert broken and all(cycles[c].accepted == 4 for c, _ in broken)
     assert [c.cycle for c in cycles if contract_refutes(world, job_id, c.cycle)] == [c for c, _ in broken]
     stakes = {a: world.stake(a) for a in (drafter, verifier)}
-    balance = world.w3.eth.get_balance(world.accounts[WATCHDOG])
     good = [c.cycle for c in cycles if c.cycle not in dict(broken)]
     if good:  # the CLI refuses to challenge a record that follows the rule, before sending anything
         refused = cli("challenge", job_id, "--cycle", good[0], "--dev-account", WATCHDOG, home=home(world))
         clean_error(refused, f"cycle {good[0]}", "follows the accept rule")
     assert world.w3.eth.get_balance(world.accounts[WATCHDOG]) == balance
-    dog = watchdog(world, [job_id], audit_rate=1.0)
     run([*parties, dog], audited(dog, job_id))
     [candidate] = dog.store.job(job_id, "watchdog").params["candidates"]
     assert (candidate["kind"], candidate["cycle"]) == ("rule", broken[0][0])

@@ -54,6 +54,7 @@ from node.roles.schedule import DISPUTE, JOB
 SEED_NAME = "watchdog-audit-seed"
 DEFAULT_WEIGHTING = "uniform"  # docs/watchdog.md: a weighting a cheater knows tells it where audits are rarest
 _LOST_RACE = ("PositionUnderDispute", "PositionAlreadyProven", "JobWrongStatus", "ChallengerIsAccused")
+_TRANSCRIPT_RECHECK_S = 60  # chain seconds between looks at a transcript job running off chain (JobFinished wakes it)
 _LOST_CHALLENGE = ("NotChallengeable", "JobWrongStatus")  # someone else's challenge, or finalize, came first
 
 
@@ -183,7 +184,10 @@ class WatchdogNode(NodeBase, DisputeClient):
         view = self.job_view(job_id)
         status, params = view["status"], dict(stored.params)
         if status in (JobStatus.Open, JobStatus.Running):
-            self.schedule.defer_until(JOB, job_id, view["deadline"] + 1)  # JobFinished wakes it earlier
+            wake = view["deadline"] + 1  # JobFinished wakes it earlier
+            if view.get("transcript") and status == JobStatus.Running:  # off chain: its deadline passes unheeded
+                wake = max(wake, self.chain_time() + _TRANSCRIPT_RECHECK_S)
+            self.schedule.defer_until(JOB, job_id, wake)
             return 0
         if status != JobStatus.Finished:
             pending = [c for c in params.get("candidates", []) if c.get("result") is None]
