@@ -17,6 +17,7 @@ Two things only transcript jobs have:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 from web3 import Web3
 
@@ -98,18 +99,25 @@ def job_cycle(system, job_id: int, cycle: int, from_block: int = 0) -> ChainCycl
 
 
 def rule_fault(cycle: ChainCycle, vocab: int) -> str | None:
-    """Why `cycle` breaks the v1 accept rule (what `challengeRule` re-runs), None when it follows it: probabilities in
-    range, `accepted` = count_accepted with the job's salt capped at the first proposal outside the vocabulary, the
-    outToken inside it."""
+    """Why `cycle` breaks the v1 accept rule (what `challengeRule` re-runs), None when it follows it. The rule is the
+    drafter's own check of a Verification (`link.job.check_cycle`: accepted = count_accepted with the job's salt,
+    capped at the first proposal outside the vocabulary, outToken inside it), applied to the settled record; its
+    reveal link was checked at settlement (the last reveal against the head, earlier ones hashed down from it), and
+    emission limits play no part in the rule."""
+    from node.link.job import RuleViolation, check_cycle
+
+    job = SimpleNamespace(eos_token_id=None, max_new_tokens=len(cycle.tokens) + 1)
+    spec = SimpleNamespace(vocab_size=vocab, job=job)
+    draft = SimpleNamespace(
+        cycle=cycle.cycle, draft_root=cycle.draft_root, tokens=cycle.tokens, q=cycle.q, salt=cycle.salt
+    )
+    v = SimpleNamespace(reveal=cycle.reveal, p=cycle.p, accepted=cycle.accepted, out_token=cycle.out_token)
     try:
-        n = P.count_accepted(cycle.reveal, cycle.draft_root, cycle.q, cycle.p, cycle.salt)
+        check_cycle(spec, draft, v, P.hash_chain(cycle.reveal, 1), 0)
+    except RuleViolation as exc:
+        return str(exc)
     except ValueError as exc:  # a q or p out of range: the contract's rule refuses the record
-        return f"cycle {cycle.cycle}: {exc}"
-    n = P.cap_at_vocab(cycle.tokens, n, vocab)
-    if cycle.accepted != n:
-        return f"cycle {cycle.cycle} accepts {cycle.accepted} proposals; the rule accepts {n}"
-    if cycle.out_token >= vocab:
-        return f"cycle {cycle.cycle}: outToken {cycle.out_token} is outside the vocabulary ({vocab})"
+        return f"Verification of cycle {cycle.cycle}: {exc}"
     return None
 
 

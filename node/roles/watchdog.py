@@ -233,7 +233,7 @@ class WatchdogNode(NodeBase, DisputeClient):
         if settled.is_transcript(self.system, job_id):
             broken = settled.rule_faults(self.system, job_id, data.cycles)  # before the models: it needs none
             for _, why in broken:
-                self.log.warning("job %d: the co-signed record of %s", job_id, why)
+                self.log.warning("job %d: the co-signed record breaks the rule: %s", job_id, why)
             # the contract's own rule decides: a record it does not refute (or a job convicted already) is audited
             # by replay like any other
             broken = [b for b in broken if settled.refuted_on_chain(self.system, job_id, b[0], self.address)]
