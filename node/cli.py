@@ -23,6 +23,7 @@ from node import BUNDLED_DRAFT, BUNDLED_TARGET
 from node.chain.enums import DisputeKind
 from node.cli_chain import chain_app
 from node.cli_context import CHAIN, KEY, KINDS, ROLES, CliError, CommandGroup, JobArg, JsonOpt, Session, session_options
+from node.cli_dispute import challenge
 from node.cli_serve import serve
 from node.cli_transcript import DEFAULT_MODE, check_mode, transcript_app, wait_for_transcript
 from node.console import (
@@ -460,6 +461,7 @@ def claim_timeout(ctx: typer.Context, job: JobArg, as_json: JsonOpt = False):
 
 
 app.command()(serve)  # node/cli_serve.py
+app.command()(challenge)  # node/cli_dispute.py
 
 
 # ---------------------------------------------------------------- the demo

@@ -64,6 +64,8 @@ class DrafterLink:
         limits: Limits | None = None,
         give_up_after_s: float = 600.0,
         retry_delay_s: float = 0.2,
+        new_session=None,
+        rule=None,
     ):
         if spec.drafter != account.address:
             raise ValueError(f"job {spec.job_id}'s drafter is {spec.drafter}, not this node's {account.address}")
@@ -71,7 +73,9 @@ class DrafterLink:
         self.limits = limits or Limits()
         # a silent verifier is the force-move rule's case (on chain); until then, keep trying, backing off to 2 s
         self.give_up_after_s, self.retry_delay_s = give_up_after_s, retry_delay_s
-        self.ledger = Ledger.load(spec, store, ROLE)
+        self.ledger = Ledger.load(spec, store, ROLE, rule)
+        # a misbehaviour's session and rule (node/roles/behaviors.py `link_drafter_options`); honest by default
+        self.new_session = new_session or (lambda job: DraftSession(draft_model, job))
         self.session: DraftSession | None = None
         self.proposed: int | None = None  # the cycle `session` proposed and has not advanced past
         self.connections = 0
@@ -235,7 +239,7 @@ class DrafterLink:
         if s is not None and s.cycle == c - 1 and self.proposed == c - 1:
             s.advance(ledger.outputs[c - 1])
         elif s is None or s.cycle != c or self.proposed is not None:
-            s = DraftSession(self.draft_model, self.spec.job)
+            s = self.new_session(self.spec.job)
             s = resume_draft_session(s, list(self.spec.job.prompt) + ledger.tokens, c)
         self.session, self.proposed = s, c
         draft = s.propose(c)

@@ -13,6 +13,7 @@ so the node) takes it in, and a ledger is rebuilt from the store after a restart
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from node import protocol as P
@@ -81,11 +82,12 @@ class Ledger:
     outputs: dict[int, tuple[int, ...]] = field(default_factory=dict)  # cycle -> emitted tokens (rule-checked)
     settlement: tm.Settlement | None = None
     settlement_sigs: dict[str, bytes] = field(default_factory=dict)  # "drafter" / "verifier" -> signature
+    rule: Callable = check_cycle  # only a misbehaviour (node/roles/behaviors.py) checks otherwise
 
     @classmethod
-    def load(cls, spec: TranscriptJob, store: NodeStore, role: str) -> Ledger:
+    def load(cls, spec: TranscriptJob, store: NodeStore, role: str, rule: Callable | None = None) -> Ledger:
         """The ledger as the store holds it (after a restart); every cycle's output is recomputed by the rule."""
-        ledger = cls(spec, store, role)
+        ledger = cls(spec, store, role, rule=rule or check_cycle)
         for row in store.link_messages(spec.job_id, role):
             msg = tm.MESSAGE_TYPES[row.kind].from_message(row.message)
             if row.kind == "Draft":
@@ -142,7 +144,7 @@ class Ledger:
     def checked_output(self, cycle: int, v: tm.Verification) -> tuple[int, ...]:
         """`check_cycle` of cycle `cycle`'s Verification against this ledger's Draft and the cycles before."""
         generated = sum(len(self.outputs[c]) for c in range(cycle))
-        return check_cycle(self.spec, self.drafts[cycle][0], v, self.prev_reveal(cycle), generated)
+        return self.rule(self.spec, self.drafts[cycle][0], v, self.prev_reveal(cycle), generated)
 
     def final_settlement(self) -> tm.Settlement:
         """The Settlement of a finished job: every cycle taken in, at the last state, with the tokens emitted."""

@@ -53,6 +53,7 @@ class ServedJob:
     ahead_task: asyncio.Future | None = None
     heard: float = field(default_factory=time.monotonic)  # when the drafter last said something (served since)
     poked: float = 0.0  # when the silence watch last reported this job
+    session_class: type = VerifySession  # a misbehaviour's (node/roles/behaviors.py `link_verifier_options`)
 
     def drafter_silence(self) -> float:
         """Seconds since the drafter's last hello, Draft or Settlement (or since the job was served): when that passes
@@ -107,7 +108,7 @@ class LinkServer:
 
     # ------------------------------------------------------------------ jobs
 
-    def open_job(self, spec: TranscriptJob, seed: bytes) -> ServedJob:
+    def open_job(self, spec: TranscriptJob, seed: bytes, session_class=VerifySession, rule=None) -> ServedJob:
         """Serve `spec` (restored from the store if it ran before); `seed` must be the one behind its head."""
         if spec.verifier != self.account.address:
             raise ValueError(f"job {spec.job_id}'s verifier is {spec.verifier}, not this node's {self.account.address}")
@@ -120,7 +121,8 @@ class LinkServer:
             )
         served = self.jobs.get(spec.job_id)
         if served is None:
-            served = self.jobs[spec.job_id] = ServedJob(spec, seed, Ledger.load(spec, self.store, ROLE))
+            ledger = Ledger.load(spec, self.store, ROLE, rule)
+            served = self.jobs[spec.job_id] = ServedJob(spec, seed, ledger, session_class=session_class)
             if self.verify_ahead and served.ledger.next_cycle == 0:  # a mirror of the drafter starts at cycle 0
                 served.ahead = VerifyAhead(self.draft_model, spec.job)
             if served.ledger.done and "verifier" not in served.ledger.settlement_sigs:
@@ -408,7 +410,7 @@ class LinkServer:
         if s is not None and s.cycle == c:
             return s
         ledger, job = served.ledger, served.spec.job
-        s = VerifySession(self.target_model, job, served.seed, draft_model=self.draft_model, salt=ledger.salt)
+        s = served.session_class(self.target_model, job, served.seed, draft_model=self.draft_model, salt=ledger.salt)
         served.session = resume_verify_session(s, list(job.prompt) + ledger.tokens, c, ledger.generated)
         return served.session
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from node import protocol
 from node.audit_sampling import WAD, Position, entropy
 from node.chain.enums import DisputeKind
-from node.roles import chaindata
+from node.roles import chaindata, settled
 from node.roles.checkpoints import ModelInfo, load_model_info, load_tokenizer
 from node.roles.errors import RequesterError
 from node.roles.requester import Requester
@@ -81,13 +81,14 @@ class Audit:
 
 
 def load_job(system, job_id: int, start_block: int, tokenizer, max_positions=None, with_p: bool = True) -> AuditJob:
-    """The job's request and verified cycles from chain data (`with_p`: with every cycle's posted p)."""
+    """The job's request and verified cycles from chain data (`with_p`: with every cycle's posted p); a transcript
+    job's from its settlement (node/roles/settled.py), none before it settled."""
     from node.roles import jobs
 
     record = chaindata.job_request(system, job_id, from_block=start_block)
     job = jobs.job_from_record(record, tokenizer, max_positions)
     cycles = []
-    for cycle in chaindata.cycles(system, job_id, from_block=start_block, with_p=with_p):
+    for cycle in settled.job_cycles(system, job_id, start_block, with_p=with_p):  # either mode
         if not cycle.verified:
             break
         cycles.append(cycle)
@@ -246,6 +247,13 @@ def _job_model(path: Path, want: bytes, job_id: int, what: str) -> ModelInfo:
     return info
 
 
+def _load(requester: Requester, job_id: int, tokenizer, max_positions: int, with_p: bool) -> AuditJob:
+    try:
+        return load_job(requester.system, job_id, requester.deployment.start_block, tokenizer, max_positions, with_p)
+    except chaindata.ChainDataError as exc:  # e.g. a transcript job that has not settled
+        raise RequesterError(f"cannot audit job {job_id}: {exc}") from None
+
+
 def _tolerance(tolerance_wad: int | None) -> int:
     import torch
 
@@ -271,7 +279,7 @@ def replay_draft(
     record = chaindata.job_request(requester.system, job_id, from_block=start)
     info = _job_model(draft_model_path, record.draft_model, job_id, "draft")
     model = load_model(draft_model_path, torch.device(device), torch.float32)
-    data = load_job(requester.system, job_id, start, load_tokenizer(draft_model_path), info.max_positions, False)
+    data = _load(requester, job_id, load_tokenizer(draft_model_path), info.max_positions, False)
     return audit_job(data, _tolerance(tolerance_wad), draft_model=model).draft
 
 
@@ -295,7 +303,7 @@ def replay_target(
     cpu = torch.device("cpu")
     target = load_model(target_model_path, cpu, torch.float32)
     draft = load_model(draft_model_path, cpu, torch.float32)
-    data = load_job(requester.system, job_id, start, load_tokenizer(target_model_path), target_info.max_positions)
+    data = _load(requester, job_id, load_tokenizer(target_model_path), target_info.max_positions, True)
     positions = [(p.cycle, p.index) for p in target_positions(data)]
     return audit_job(
         data, _tolerance(tolerance_wad), draft_model=draft, target_model=target, draft_cycles=(), target=positions

@@ -22,6 +22,15 @@
   fed only the last `LazyPolicy.window` (2) tokens (no KV cache, a constant cost per step). Its q and x are
   honest for that cheaper model; a DraftReplay with the registered model finds q off beyond tolerance.
 
+* A colluding pair for transcript mode, where no contract checks a cycle before settlement: an `overaccept`
+  verifier (`OverAcceptingVerifySession`) accepts every proposal of a cycle the rule cuts short (it signs an accept
+  count the rule refutes; p, q and the tokens stay honest), and a `cosign` drafter co-signs whatever its verifier
+  answers (`cosigning_rule`: its link checks the signatures, the state chain and the reveal, never the accept count).
+  The drafter gains the pay of every proposal, the requester gets tokens no verification sampled. Settlement
+  accepts it (it does not re-run the rule); a watchdog's rule check of the settled records finds it, and
+  `challengeRule` slashes both signers. In per-cycle mode both are honest (the market re-runs the rule on each
+  verification, so an over-accepting `submitVerification` would only revert).
+
 Each overrides only the honest session's one decision (`DraftSession._choose` or the model it computes q with,
 `VerifySession._decide` or `_draft_faults`, in node/decoding/proposer.py and scorer.py), so everything else is
 the honest code.
@@ -58,6 +67,7 @@ class DrafterBehavior(_Behavior):
     HONEST = "honest"
     BIASED = "biased"  # BiasedDraftSession
     LAZY = "lazy"  # LazyDraftSession
+    COSIGN = "cosign"  # transcript mode: co-signs any Verification (cosigning_rule)
 
 
 class VerifierBehavior(_Behavior):
@@ -65,6 +75,7 @@ class VerifierBehavior(_Behavior):
     RETALIATE = "retaliate"  # RetaliatingVerifySession
     SHADE = "shade"  # ShadingVerifySession
     COLLUDE = "collude"  # ColludingVerifySession
+    OVERACCEPT = "overaccept"  # transcript mode: OverAcceptingVerifySession, with a cosign drafter
 
 
 class RefereeBehavior(_Behavior):
@@ -248,6 +259,53 @@ class ColludingVerifySession(VerifySession):
         return ()
 
 
+# --------------------------------------------------------------------------- transcript mode: a colluding pair
+
+
+class OverAcceptingVerifySession(VerifySession):
+    """Accepts all γ proposals of any cycle whose honest verdict rejects one (every proposal inside the vocabulary),
+    keeping the honest p and outToken: a record whose `accepted` the rule refutes."""
+
+    def _decide(self, cycle: int, reveal: bytes, draft: Draft, p_rows: np.ndarray, q_rows: np.ndarray) -> Decision:
+        honest = super()._decide(cycle, reveal, draft, p_rows, q_rows)
+        k = len(draft.tokens)
+        if honest.accepted >= k or any(not 0 <= int(t) < p_rows.shape[1] for t in draft.tokens):
+            return honest
+        return Decision(root=honest.root, p=honest.p, accepted=k, out_token=honest.out_token)
+
+
+def cosigning_rule(spec, draft, v, prev_reveal: bytes, generated: int) -> tuple[int, ...]:
+    """`link.job.check_cycle` without the accept count: the tokens the Verification says the cycle emits. The reveal
+    is still checked (settlement reverts on a wrong one, and a colluder wants its pay)."""
+    from node.link.job import RuleViolation
+
+    if protocol.hash_chain(v.reveal, 1) != prev_reveal:
+        raise RuleViolation(f"Verification of cycle {draft.cycle}: the reveal is not the next link of the chain")
+    job = spec.job
+    emitted = [*draft.tokens[: v.accepted], v.out_token]
+    return tuple(protocol.truncate_emitted(emitted, job.eos_token_id, job.max_new_tokens - generated))
+
+
+def link_drafter_options(behavior: DrafterBehavior | str, draft_model, policy: BiasPolicy | None = None) -> dict:
+    """`DrafterLink`'s keyword arguments for a transcript job drafted with `behavior` (none when honest)."""
+    behavior = DrafterBehavior.parse(behavior)
+    if behavior is DrafterBehavior.COSIGN:
+        return {"rule": cosigning_rule}
+    if behavior is DrafterBehavior.HONEST:
+        return {}
+    return {"new_session": lambda job: draft_session(behavior, draft_model, job, policy)}
+
+
+def link_verifier_options(behavior: VerifierBehavior | str) -> dict:
+    """`LinkServer.open_job`'s keyword arguments for a transcript job verified with `behavior` (none when honest)."""
+    behavior = VerifierBehavior.parse(behavior)
+    if behavior is VerifierBehavior.OVERACCEPT:
+        return {"session_class": OverAcceptingVerifySession, "rule": cosigning_rule}
+    if behavior is VerifierBehavior.COLLUDE:
+        return {"session_class": ColludingVerifySession}
+    return {}
+
+
 def verify_session(
     behavior: VerifierBehavior | str,
     target_model,
@@ -279,11 +337,15 @@ __all__ = [
     "DrafterBehavior",
     "LazyDraftSession",
     "LazyPolicy",
+    "OverAcceptingVerifySession",
     "RetaliatingVerifySession",
     "RetaliationPolicy",
     "ShadePolicy",
     "ShadingVerifySession",
     "VerifierBehavior",
+    "cosigning_rule",
     "draft_session",
+    "link_drafter_options",
+    "link_verifier_options",
     "verify_session",
 ]

@@ -1,7 +1,9 @@
 """The dispute half of the requester client: open a dispute with the evidence rebuilt from chain data, draw
 its referees, read it, appeal a round's verdict and wait for it (contracts/DisputeManager.sol, docs/disputes.md).
 
-A mixin of `Requester` (node/roles/requester.py), whose `system`, `disputes` and `_send` it uses.
+A mixin of `Requester` (node/roles/requester.py) and of the watchdog node, whose `system`, `disputes` and `_send` it
+uses. A transcript job's cycles come from its settlement (node/roles/settled.py), and a cycle is pulled into the
+market before its dispute opens: the same flow for the CLI and the watchdog.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from node.chain.enums import (
     solidity_name,
 )
 from node.chain.errors import TransactionReverted
-from node.roles import chaindata
+from node.roles import chaindata, settled
 from node.roles.errors import RequesterError
 from node.roles.reports import (
     DisputeInfo,
@@ -54,6 +56,8 @@ class DisputeClient:
         kind = _dispute_kind(kind)
         self.job_view(job_id)
         record, leaf_proof = self.dispute_evidence(job_id, cycle, index)
+        # a transcript cycle is proven against cycleRecordHash only once pulled there (nothing sent when it was)
+        settled.pull(self.system, self._send, job_id, cycle, self.deployment.start_block, key and f"{key}:pull")
         bond = disputes.functions.bond().call()
         _, receipt = self._send(
             "openDispute",
@@ -130,14 +134,14 @@ class DisputeClient:
     def dispute_evidence(self, job_id: int, cycle: int, index: int) -> tuple[tuple, tuple]:
         """(record preimage, leaf proof) of position `index` of `cycle`, rebuilt from chain data alone."""
         try:
-            record = chaindata.record_preimage(self.system, job_id, cycle, from_block=self.deployment.start_block)
+            data = settled.job_cycle(self.system, job_id, cycle, self.deployment.start_block)
+            record = data.record_preimage()
         except LookupError as exc:
             raise RequesterError(f"cannot dispute cycle {cycle} of job {job_id}: {exc}") from None
         gamma = len(record[1])
         if not 0 <= index <= gamma:
             raise RequesterError(f"--index must be in 0..{gamma} (γ = {gamma}; index {gamma} is the outToken)")
-        proof = chaindata.leaf_proof(self.system, job_id, cycle, index, from_block=self.deployment.start_block)
-        return record, proof
+        return record, data.leaf_proof(index)
 
     def job_disputes(self, job_id: int) -> list[DisputeInfo]:
         if self.disputes is None:

@@ -26,7 +26,7 @@ from node.chain.enums import JobStatus, Phase
 from node.chain.events import ChainEvent
 from node.decoding.loading import max_positions, vocab_size
 from node.decoding.messages import DecodingJob
-from node.roles import behaviors, chain_checks, chaindata, transcript_jobs
+from node.roles import behaviors, chain_checks, chaindata, settled, transcript_jobs
 from node.roles.behaviors import DrafterBehavior
 from node.roles.jobs import resume_draft_session
 from node.roles.models import next_token_rows
@@ -311,7 +311,7 @@ class DrafterNode(PartyNode):
             top = [(int(t), int(w)) for t, w in transcript.top_k["q_top"][index]]
             return int(transcript.q[index]), top
         dj = self._job(job_id)
-        data = chaindata.cycles(self.market, job_id, from_block=self.start_block, with_p=False)
+        data = settled.job_cycles(self.system, job_id, self.start_block, with_p=False)  # either mode
         context = list(dj.job.prompt) + [t for x in data[:c] for t in x.output] + list(data[c].tokens[:index])
         context = list(chain_checks.sanitized(context, self.vocab_size))  # a model takes no out-of-range token
         row = next_token_rows(self.draft_model, context, dj.job.sampling)[0]

@@ -42,7 +42,7 @@ from node import protocol
 from node.chain.enums import DisputeKind, DisputeStatus, Outcome, Verdict, solidity_name
 from node.chain.events import ChainEvent
 from node.decoding.messages import DecodingJob
-from node.roles import chaindata
+from node.roles import chaindata, settled
 from node.roles.base import NodeBase
 from node.roles.chaindata import ChainCycle
 from node.roles.jobs import job_from_record
@@ -338,7 +338,7 @@ class RefereeNode(NodeBase):
             self.log.error("dispute on job %d: its models are not the ones I hold; cannot judge", job_id)
             return None
         job = job_from_record(record, self.tokenizer)
-        data = chaindata.cycles(self.market, job_id, from_block=self.start_block, with_p=False)
+        data = settled.job_cycles(self.system, job_id, self.start_block, with_p=False)  # either mode
         prefix = list(job.prompt) + [t for x in data[:c] for t in x.output]
         cyc = chaindata.with_p(self.market, data[c])
         judgement = judge_position(

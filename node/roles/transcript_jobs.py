@@ -140,15 +140,18 @@ def link_silence(node) -> float:
 
 def open_on_link(node, job_id: int) -> None:
     """Serve the accepted job on the node's LinkServer, from the server's own event loop (its jobs are that loop's)."""
+    from node.roles.behaviors import link_verifier_options
+
     spec, seed = spec_of(node, job_id), verifier_seed(node.account.key, job_id)
     server = node.link_server
+    options = link_verifier_options(node.behavior)  # {} when honest
     loop = getattr(server, "loop", None)
     if loop is None:
-        server.open_job(spec, seed)
+        server.open_job(spec, seed, **options)
     else:
 
         async def _open():
-            return server.open_job(spec, seed)
+            return server.open_job(spec, seed, **options)
 
         asyncio.run_coroutine_threadsafe(_open(), loop).result(60)
     if server.on_silent is None:  # a drafter silent past --link-silence wakes the job here: then it is forced
@@ -229,6 +232,7 @@ def _drafter_link(node, job_id: int):
     from node.link.chain import EndpointError, endpoint_of
     from node.link.drafter import DrafterLink
     from node.link.wire import Limits
+    from node.roles.behaviors import link_drafter_options
 
     spec = spec_of(node, job_id)
     try:
@@ -238,8 +242,17 @@ def _drafter_link(node, job_id: int):
         return None
     silence = link_silence(node)
     limits = Limits(idle_timeout_s=silence)
+    options = link_drafter_options(node.behavior, node.draft_model, node.bias_policy)  # {} when honest
     return DrafterLink(
-        node.account, node.store, node.draft_model, spec, url, limits, give_up_after_s=silence, retry_delay_s=0.1
+        node.account,
+        node.store,
+        node.draft_model,
+        spec,
+        url,
+        limits,
+        give_up_after_s=silence,
+        retry_delay_s=0.1,
+        **options,
     )
 
 

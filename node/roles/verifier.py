@@ -25,7 +25,7 @@ from node.chain.events import ChainEvent
 from node.decoding.loading import max_positions, vocab_size
 from node.decoding.messages import DecodingJob, Draft, DraftFault, Verification
 from node.decoding.scorer import VerifySession
-from node.roles import behaviors, chaindata, transcript_jobs
+from node.roles import behaviors, chaindata, settled, transcript_jobs
 from node.roles.behaviors import DrafterBehavior, VerifierBehavior
 from node.roles.jobs import chain_head, resume_verify_session, verifier_seed
 from node.roles.models import next_token_rows
@@ -581,7 +581,7 @@ class VerifierNode(PartyNode):
             top = [(int(tok), int(w)) for tok, w in t.top_k["p_top"][position]]
             return (int(t.p[index]) if index < k else int(t.top_k["out_prob"])), top
         vj = self._job(job_id)
-        data = chaindata.cycles(self.market, job_id, from_block=self.start_block, with_p=False)
+        data = settled.job_cycles(self.system, job_id, self.start_block, with_p=False)  # either mode
         cyc = chaindata.with_p(self.market, data[c])
         position = index if index < cyc.gamma else cyc.accepted
         context = list(vj.job.prompt) + [t for x in data[:c] for t in x.output] + list(cyc.tokens[:position])

@@ -15,6 +15,13 @@ kind (the first binding fault: a drafter or verifier found cheating once loses i
 add risk, not proof), none on a position already disputed, none past the challenge window, and none that would lock
 more than `bond_budget_wei` in its open disputes (the job waits while the budget is spent; its disputes free it).
 
+Transcript jobs (docs/protocol.md "Transcript mode (v2)") are audited from their settlement's calldata, the same
+per-cycle view (node/roles/settled.py), with two differences. Settlement does not re-run the accept rule, so every
+settled record is checked against it first (pure math, all cycles): a record the rule refutes (only a colluding pair
+co-signs one) is answered with `challengeRule` on its first such cycle, no bond and no referees, which slashes both
+signers (the replay audit is skipped: that conviction forfeits all the job's pay). Otherwise a confirmed replay
+fault is pulled (`pullCycle`, unless pulled already) and disputed like a per-cycle one, within the bond budget.
+
 Exactly once across kill -9: the audit's findings are stored before any dispute is opened; each opening goes through
 the node's TxSender under the key `watchdog:open:{job}:{cycle}:{index}:{kind}` (signed and recorded before it is
 broadcast), so a restart completes the same transaction instead of sending a second one. As challenger it draws
@@ -29,13 +36,14 @@ import logging
 import uuid
 from collections.abc import Collection
 
-from eth_utils import keccak, to_checksum_address
+from eth_utils import keccak, to_checksum_address, to_hex
+from web3.logs import DISCARD
 
 from node import audit_sampling
 from node.chain.enums import DisputeKind, DisputeStatus, JobStatus, Outcome, solidity_name
 from node.chain.errors import TransactionReverted
 from node.chain.events import ChainEvent
-from node.roles import chaindata
+from node.roles import chaindata, settled
 from node.roles.audit import Audit, audit_job, load_job, target_positions
 from node.roles.base import NodeBase
 from node.roles.disputing import DisputeClient
@@ -46,6 +54,8 @@ from node.roles.schedule import DISPUTE, JOB
 SEED_NAME = "watchdog-audit-seed"
 DEFAULT_WEIGHTING = "uniform"  # docs/watchdog.md: a weighting a cheater knows tells it where audits are rarest
 _LOST_RACE = ("PositionUnderDispute", "PositionAlreadyProven", "JobWrongStatus", "ChallengerIsAccused")
+_TRANSCRIPT_RECHECK_S = 60  # chain seconds between looks at a transcript job running off chain (JobFinished wakes it)
+_LOST_CHALLENGE = ("NotChallengeable", "JobWrongStatus")  # someone else's challenge, or finalize, came first
 
 
 def parse_rate(value: float, what: str) -> float:
@@ -174,7 +184,10 @@ class WatchdogNode(NodeBase, DisputeClient):
         view = self.job_view(job_id)
         status, params = view["status"], dict(stored.params)
         if status in (JobStatus.Open, JobStatus.Running):
-            self.schedule.defer_until(JOB, job_id, view["deadline"] + 1)  # JobFinished wakes it earlier
+            wake = view["deadline"] + 1  # JobFinished wakes it earlier
+            if view.get("transcript") and status == JobStatus.Running:  # off chain: its deadline passes unheeded
+                wake = max(wake, self.chain_time() + _TRANSCRIPT_RECHECK_S)
+            self.schedule.defer_until(JOB, job_id, wake)
             return 0
         if status != JobStatus.Finished:
             pending = [c for c in params.get("candidates", []) if c.get("result") is None]
@@ -195,7 +208,8 @@ class WatchdogNode(NodeBase, DisputeClient):
         did = 0
         for candidate in params["candidates"]:
             if candidate.get("result") is None:
-                did += self._dispute(job_id, candidate, view)
+                opened = self._challenge if candidate["kind"] == "rule" else self._dispute
+                did += opened(job_id, candidate, view)
                 self.store.save_job(job_id, self.role, "active", params)
         if all(c.get("result") is not None for c in params["candidates"]):
             self._done(job_id, params)
@@ -212,10 +226,20 @@ class WatchdogNode(NodeBase, DisputeClient):
         """Audit the job (see the module doc); its summary and the dispute candidates, for the store."""
         try:
             data = load_job(self.system, job_id, self.start_block, self.tokenizer, self.max_positions)
-        except JobRefused as exc:
+        except (JobRefused, chaindata.ChainDataError) as exc:  # e.g. a transcript settled through a contract wallet
             self.log.warning("job %d: not auditable: %s", job_id, exc)
             return None
         record = data.record
+        if settled.is_transcript(self.system, job_id):
+            broken = settled.rule_faults(self.system, job_id, data.cycles)  # before the models: it needs none
+            for _, why in broken:
+                self.log.warning("job %d: the co-signed record breaks the rule: %s", job_id, why)
+            # the contract's own rule decides: a record it does not refute (or a job convicted already) is audited
+            # by replay like any other
+            broken = [b for b in broken if settled.refuted_on_chain(self.system, job_id, b[0], self.address)]
+            if broken:
+                summary = {"cycles": len(data.cycles), "rule_faults": [list(b) for b in broken]}
+                return {"audit": summary, "candidates": [{"kind": "rule", "cycle": broken[0][0], "index": 0}]}
         if record.draft_model != self.draft_id or record.target_model != self.target_id:
             self.log.info("job %d: its models are not the ones I hold; not audited", job_id)
             return None
@@ -298,6 +322,44 @@ class WatchdogNode(NodeBase, DisputeClient):
         proposals = [audit_sampling.Position(c.cycle, i, 0.0, 1.0, 0.0) for c in data.cycles for i in range(c.gamma)]
         chosen = audit_sampling.select(proposals, self.draft_rate, "uniform", self._draft_seed, data.record.job_id)
         return {p.cycle for p in chosen}
+
+    # ------------------------------------------------------------------ a rule challenge (transcript jobs)
+
+    def _challenge(self, job_id: int, candidate: dict, view: dict) -> int:
+        """`challengeRule` on a settled record the accept rule refutes (no bond); sets the candidate's `result`."""
+        cycle = candidate["cycle"]
+        key = f"watchdog:challenge:{job_id}:{cycle}"
+        if self.store.sent_tx(key) is None:
+            if self.chain_time() > view["deadline"]:
+                candidate["result"] = "the challenge window ended"
+                self.log.warning("job %d cycle %d: not challenged: the challenge window ended", job_id, cycle)
+                return 0
+            if settled.convicted(self.system, job_id):
+                candidate["result"] = "already convicted"
+                self.log.info("job %d: a rule challenge convicted it already", job_id)
+                return 0
+        try:
+            call = settled.challenge_call(self.system, job_id, cycle, self.start_block)
+            receipt = self.sender.send_call(key, call)
+        except TransactionReverted as exc:
+            candidate["result"] = f"not sent: {exc.error_name or exc}"
+            level = logging.INFO if exc.error_name in _LOST_CHALLENGE else logging.ERROR
+            self.log.log(level, "job %d cycle %d: the challenge reverted: %s", job_id, cycle, exc.error_name or exc)
+            return 0
+        (won,) = self.market.events.TranscriptConvicted().process_receipt(receipt, errors=DISCARD)
+        reward = int(won["args"]["reward"])
+        candidate["result"] = {"challenge_tx": to_hex(receipt["transactionHash"]), "reward": reward}
+        self.log.warning(
+            "job %d cycle %d: rule challenge won: drafter slashed %d wei, verifier %d wei; my reward %d wei",
+            job_id,
+            cycle,
+            int(won["args"]["fromDrafter"]),
+            int(won["args"]["fromVerifier"]),
+            reward,
+        )
+        if reward and int(self.market.functions.owed(self.address).call()):
+            self.sender.send_call(f"watchdog:withdraw-market:{job_id}", self.market.functions.withdraw())
+        return 1
 
     # ------------------------------------------------------------------ opening a dispute
 
@@ -388,7 +450,7 @@ class WatchdogNode(NodeBase, DisputeClient):
 
         record = chaindata.job_request(self.market, job_id, from_block=self.start_block)
         job = job_from_record(record, self.tokenizer)
-        data = chaindata.cycles(self.market, job_id, from_block=self.start_block, with_p=False)
+        data = settled.job_cycles(self.system, job_id, self.start_block, with_p=False)  # either mode
         prefix = list(job.prompt) + [t for x in data[:cycle] for t in x.output]
         cyc = chaindata.with_p(self.market, data[cycle])
         return judge_position(
