@@ -1513,7 +1513,7 @@ def print_matrix(m: dict, args) -> None:
         "CycleVerified's block; transcript: the first streamed cycle). txs/job: every party's transactions of the job, "
         "submit to finalize (per cycle: submit, accept, a commit and a verification a cycle, finalize; transcript: "
         "submit, accept, settle, finalize); withdrawals apart: "
-        + ", ".join(f"{r['mode']}@{r['block_time_s']} {r['withdrawal_txs_per_job']:.0f}" for r in m["rows"])
+        + ", ".join(f"{r['mode']}@{r['block_time_s']} {r['withdrawal_txs_per_job']:.3g}" for r in m["rows"])
         + f". gas/token: those transactions' gas / tokens. Per-cycle rows at ≥ {SLOW_BLOCK_S} s blocks decode "
         f"{args.slow_tokens} tokens (two blocks a cycle: ~{2 * SLOW_BLOCK_S}+ s each), the others {args.tokens}."
     )

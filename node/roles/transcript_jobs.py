@@ -186,8 +186,10 @@ def _start_link(node, job_id: int) -> int:
         return 0
     silence = node.link_silence_s
     limits = Limits(idle_timeout_s=silence)
+    # both nodes start on the same JobAccepted, so the first hello often comes a few ms before the verifier serves
+    # the job: retry soon (the delay doubles up to 2 s), the first token waits for it (scripts/bench_e2e.py TTFT)
     link = DrafterLink(
-        node.account, node.store, node.draft_model, spec, url, limits, give_up_after_s=silence, retry_delay_s=0.1
+        node.account, node.store, node.draft_model, spec, url, limits, give_up_after_s=silence, retry_delay_s=0.02
     )
     if len(link.ledger.settlement_sigs) == 2:  # settled over the link before a restart: no need to reconnect
         return settle_on_chain(node, link.ledger)
