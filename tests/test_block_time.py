@@ -75,3 +75,19 @@ def test_a_bad_block_time_is_one_line_and_starts_nothing(tmp_path, bad):
     clean_error(cli("chain", "up", "--port", port, "--block-time", bad, home=home), "--block-time", "seconds")
     assert not (home / "anvil.pid").exists() and not (home / "deployment.json").exists()
     assert not Web3(Web3.HTTPProvider(f"http://127.0.0.1:{port}")).is_connected()
+
+
+@pytest.mark.parametrize("client", ["anvil", "hardhat"])
+def test_set_block_time_switches_a_running_chain_both_ways(client):
+    from node.chain.anvil import running_anvil, set_block_time
+    from node.chain.hardhat import running_hardhat
+
+    with (running_anvil if client == "anvil" else running_hardhat)() as chain:
+        w3 = Web3(Web3.HTTPProvider(chain.rpc_url))
+        set_block_time(chain.rpc_url, 1)
+        assert 1 <= blocks_over(w3, 2.2) <= 3
+        set_block_time(chain.rpc_url, 0)  # back to a block per transaction: none on their own, each tx at once
+        assert blocks_over(w3, 1.2) == 0
+        assert max(send_and_time(w3) for _ in range(2)) < 0.5
+        with pytest.raises(ValueError, match="whole seconds"):
+            set_block_time(chain.rpc_url, -1)

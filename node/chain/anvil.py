@@ -91,8 +91,12 @@ def set_block_time(rpc_url: str, seconds: int) -> None:
     seconds = check_block_time(seconds)
     version = _rpc(rpc_url, "web3_clientVersion")
     interval = seconds * 1000 if "hardhat" in str(version).lower() else seconds
-    _rpc(rpc_url, "evm_setAutomine", not seconds)
-    _rpc(rpc_url, "evm_setIntervalMining", interval)
+    if seconds:
+        _rpc(rpc_url, "evm_setAutomine", False)
+        _rpc(rpc_url, "evm_setIntervalMining", interval)
+    else:  # this order: on anvil, setIntervalMining(0) after setAutomine(true) leaves it mining nothing
+        _rpc(rpc_url, "evm_setIntervalMining", 0)
+        _rpc(rpc_url, "evm_setAutomine", True)
 
 
 def _rpc(url: str, method: str, *params):

@@ -150,7 +150,7 @@ def drafter_work(node, job_id: int) -> int:
     run = node.link_runs.get(job_id)
     if run is None:
         return _start_link(node, job_id)
-    if run.thread.is_alive():
+    if run.result is None and run.error is None:  # not `thread.is_alive()`: its last act, mark_dirty, comes first
         node.schedule.defer_until(JOB, job_id, node.chain_time() + RECHECK_S)
         return 0
     from node.link.chain import settle_on_chain
