@@ -1383,7 +1383,8 @@ def reverted_node_txs(rpc: Rpc, store_dir: pathlib.Path) -> list[dict]:
 
 # ====================================================================== modes × block times
 
-SLOW_BLOCK_S = 5  # per-cycle rows at block times from here on decode `--slow-tokens` tokens (two blocks a cycle)
+ONCHAIN_BLOCKS_BUDGET = 64  # per-cycle rows at b s blocks decode min(N, max(--slow-tokens, 64 / b)) tokens: ~2 b s a
+# cycle of ~2.5 tokens, so a row takes about a minute instead of an hour
 JOB_KINDS = {
     "onchain": ("submit", "accept", "commits", "verifications", "finalize"),
     "transcript": ("submit", "accept", "settle", "finalize"),
@@ -1415,6 +1416,10 @@ def row_of(mode: str, report: dict) -> dict:
     }
 
 
+def onchain_tokens(args, block_time: int) -> int:
+    return min(args.tokens, max(args.slow_tokens, ONCHAIN_BLOCKS_BUDGET // block_time)) if block_time else args.tokens
+
+
 def run_matrix(args, block_times: list[int], modes: list[str]) -> dict:
     rows, reports = [], {}
     for bt in block_times:
@@ -1422,8 +1427,8 @@ def run_matrix(args, block_times: list[int], modes: list[str]) -> dict:
             a = argparse.Namespace(**vars(args))
             a.block_time_s = bt
             if mode == "onchain":
-                if bt >= SLOW_BLOCK_S:
-                    a.tokens = min(args.tokens, args.slow_tokens)
+                if bt:
+                    a.tokens = onchain_tokens(args, bt)
                 if bt:  # minutes a job: one, and no dispute (measured at 0 s blocks)
                     a.repeats, a.no_dispute, a.engine_runs = 1, True, 1
                     a.job_timeout = max(args.job_timeout, 60 + 30 * bt * a.tokens)
@@ -1514,8 +1519,9 @@ def print_matrix(m: dict, args) -> None:
         "submit to finalize (per cycle: submit, accept, a commit and a verification a cycle, finalize; transcript: "
         "submit, accept, settle, finalize); withdrawals apart: "
         + ", ".join(f"{r['mode']}@{r['block_time_s']} {r['withdrawal_txs_per_job']:.3g}" for r in m["rows"])
-        + f". gas/token: those transactions' gas / tokens. Per-cycle rows at ≥ {SLOW_BLOCK_S} s blocks decode "
-        f"{args.slow_tokens} tokens (two blocks a cycle: ~{2 * SLOW_BLOCK_S}+ s each), the others {args.tokens}."
+        + ". gas/token: those transactions' gas / tokens. Per-cycle rows at b > 0 s blocks decode min(N, max("
+        f"{args.slow_tokens}, {ONCHAIN_BLOCKS_BUDGET}/b)) tokens (two blocks a cycle, ~2b s), the others N = "
+        f"{args.tokens}; the modes' outputs are compared on their common prefix."
     )
     c = m.get("concurrent")
     if c:
@@ -1676,7 +1682,7 @@ def main(argv=None) -> int:
         "--slow-tokens",
         type=int,
         default=8,
-        help=f"tokens of the per-cycle rows at block times >= {SLOW_BLOCK_S} s (two blocks a cycle)",
+        help=f"per-cycle rows at b > 0 s blocks decode min(--tokens, max(this, {ONCHAIN_BLOCKS_BUDGET}/b)) tokens",
     )
     parser.add_argument(
         "--concurrent",
