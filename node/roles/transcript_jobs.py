@@ -153,7 +153,7 @@ def drafter_work(node, job_id: int) -> int:
     run = node.link_runs.get(job_id)
     if run is None:
         return _start_link(node, job_id)
-    if run.thread.is_alive():
+    if run.result is None and run.error is None:  # not `thread.is_alive()`: its last act, mark_dirty, comes first
         node.schedule.defer_until(JOB, job_id, node.chain_time() + RECHECK_S)
         return 0
     from node.link.chain import settle_on_chain
@@ -191,6 +191,8 @@ def _start_link(node, job_id: int) -> int:
     silence = node.link_silence_s
     limits = Limits(idle_timeout_s=silence)
     options = link_drafter_options(node.behavior, node.draft_model, node.bias_policy)  # {} when honest
+    # both nodes start on the same JobAccepted, so the first hello often comes a few ms before the verifier serves
+    # the job: retry soon (the delay doubles up to 2 s), the first token waits for it (scripts/bench_e2e.py TTFT)
     link = DrafterLink(
         node.account,
         node.store,
@@ -199,7 +201,7 @@ def _start_link(node, job_id: int) -> int:
         url,
         limits,
         give_up_after_s=silence,
-        retry_delay_s=0.1,
+        retry_delay_s=0.02,
         **options,
     )
     if len(link.ledger.settlement_sigs) == 2:  # settled over the link before a restart: no need to reconnect
