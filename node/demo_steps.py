@@ -268,7 +268,7 @@ def step6_biased_job(demo: Demo) -> None:
         f"{gas:,} gas): its record hash {demo.pull['record_hash'][:18]}… is now in the market, for the referees"
     )
     console.print(
-        f"then opened dispute {info.dispute_id} ({info.kind}) on cycle {info.cycle} index {info.index} with a "
+        f"then opened dispute {info.dispute_id} (DraftReplay) on cycle {info.cycle} index {info.index} with a "
         f"{format_eth(demo.watchdog.disputes.functions.bond().call())} bond; referees drawn: "
         f"{', '.join(info.referees) or 'none yet'}"
     )
@@ -451,8 +451,8 @@ def step8_settle(demo: Demo) -> None:
     demo.summary["colluding_refund"] = {"refund": paid["colluding"]["refund"], "escrow": demo.colluding.escrow_wei}
     console.print(_gas_table(demo))
     console.print(
-        "the job rows are the requester's and the pair's transactions (submit, accept, settle, finalize): a "
-        "transcript job's cost does not grow with its cycles; the challenge and the dispute are paid by who sends them"
+        "a job row is the requester's and the pair's transactions: submit, accept, settle (every cycle's record in "
+        "its calldata, in one transaction), finalize; the challenge and the dispute are paid by whoever sends them"
     )
     demo.requester.close()
     demo.watchdog.close()
