@@ -183,7 +183,7 @@ def step5_colluding_job(demo: Demo) -> None:
     )
     params, _ = _watchdog_verdict(demo, job.job_id)
     _print_audit(job.job_id, params)
-    [candidate] = params.get("candidates") or [None]
+    candidate = (params.get("candidates") or [None])[0]
     if candidate is None or candidate["kind"] != "rule" or not isinstance(candidate.get("result"), dict):
         raise DemoError(f"the watchdog did not rule-challenge job {job.job_id}: {params.get('candidates')}")
     market = demo.system.market
