@@ -404,7 +404,8 @@ def transactions(demo: Demo, job_id: int, dispute_ids: tuple[int, ...] = ()) -> 
 
 
 def _gas_table(demo: Demo) -> Table:
-    table = Table(box=None, header_style="bold", title=f"transactions and gas (a block every {demo.block_time} s)")
+    blocks = f"a block every {demo.block_time} s" if demo.block_time else "a block per transaction"
+    table = Table(box=None, header_style="bold", title=f"transactions and gas ({blocks})")
     for column in ("job", "what", "txs", "gas", "tokens", "gas / token", "calls"):
         table.add_column(column, justify="right" if column in ("txs", "gas", "tokens", "gas / token") else "left")
     jobs = [("honest", demo.honest), ("colluding pair", demo.colluding), ("biased drafter", demo.biased)]
