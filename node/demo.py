@@ -1,7 +1,7 @@
 """`verispec demo`: the whole system on this machine in a few minutes (docs/cli.md, "The demo").
 
 Eight steps on one shared `Demo` state: a local chain, staked operators, then a block every `block_time` s (1 s by
-default: interval mining); ten `verispec serve` processes (two verifiers serving transcript jobs on `--listen`, a
+default: interval mining); nine `verispec serve` processes (two verifiers serving transcript jobs on `--listen`, a
 watchdog among them); transcript jobs: an honest one streamed to the terminal, a colluding pair's whose co-signed
 wrong cycle the watchdog node rule-challenges, a biased drafter's whose cycle the watchdog pulls and disputes; the
 referees' verdict; the settlement and what every job and dispute cost in gas. The job steps are in
