@@ -23,6 +23,7 @@ from node import BUNDLED_DRAFT, BUNDLED_TARGET
 from node.chain.enums import DisputeKind
 from node.cli_chain import chain_app
 from node.cli_context import CHAIN, KEY, KINDS, ROLES, CliError, CommandGroup, JobArg, JsonOpt, Session, session_options
+from node.cli_demo import demo
 from node.cli_dispute import challenge
 from node.cli_serve import serve
 from node.cli_transcript import DEFAULT_MODE, check_mode, transcript_app, wait_for_transcript
@@ -467,26 +468,7 @@ app.command()(challenge)  # node/cli_dispute.py
 # ---------------------------------------------------------------- the demo
 
 
-@app.command()
-def demo(
-    home: Annotated[
-        Path | None,
-        typer.Option(
-            "--home", help="Keep the demo's chain logs, stores and plot here (default: a fresh temp directory)."
-        ),
-    ] = None,
-    max_tokens: Annotated[int, typer.Option("--max-tokens", help="Tokens per job.")] = 48,
-    prompt: Annotated[str, typer.Option("--prompt", help="The honest job's prompt.")] = "def fibonacci(n):\n",
-):
-    """Everything end to end on a local chain: nodes as processes, an honest job, a biased drafter slashed.
-
-    Starts anvil, deploys, registers and starts a drafter, a verifier and three referees as separate
-    `verispec serve` processes, runs an honest job (text + per-cycle acceptance + plot), then a job with a
-    biased drafter, finds a biased position by replaying the draft model over chain data, disputes it and
-    shows the referees' votes and the slash. Stops everything it started, also on Ctrl-C."""
-    from node.demo import run_demo
-
-    run_demo(home=home, max_tokens=max_tokens, prompt=prompt)
+app.command()(demo)  # node/cli_demo.py
 
 
 def run() -> None:

@@ -50,16 +50,28 @@ def chain_up(
         list[str],
         typer.Option("--param", help="Deployment parameter NAME=VALUE (e.g. challenge_window=3600); repeatable."),
     ] = [],
+    block_time: Annotated[
+        str,
+        typer.Option(
+            "--block-time",
+            help="Seconds between blocks (interval mining, like a real chain's); 0: a block per transaction.",
+        ),
+    ] = "0",
     as_json: JsonOpt = False,
 ):
     """Start a dev chain in the background (pid file in the home), deploy the contracts, write the deployment file."""
+    from node.chain.anvil import check_block_time
     from node.chain.local import CLIENTS
     from node.chain.local import chain_up as up
 
     if client not in CLIENTS:
         raise CliError(f"--client must be one of {', '.join(CLIENTS)}, got {client!r}")
+    try:  # checked before anything starts (typer's own int parsing would print a usage box, not one line)
+        seconds = check_block_time(block_time)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
     params = _parse_params(param) if param else None
-    chain = up(ctx.obj.home_dir(), port, params, client=client)
+    chain = up(ctx.obj.home_dir(), port, params, client=client, block_time=seconds)
     if as_json:
         emit_json(
             {
@@ -69,11 +81,14 @@ def chain_up(
                 "deployment": str(chain.deployment_path),
                 "addresses": chain.deployment.addresses,
                 "chain_id": chain.deployment.chain_id,
+                "block_time_s": chain.block_time,
             }
         )
         return
+    mining = f"a block every {chain.block_time} s" if chain.block_time else "a block per transaction"
     console.print(
-        f"[green]chain up[/]: {chain.client} pid {chain.pid} at {chain.rpc_url} (chain id {chain.deployment.chain_id})"
+        f"[green]chain up[/]: {chain.client} pid {chain.pid} at {chain.rpc_url} (chain id {chain.deployment.chain_id}, "
+        f"{mining})"
     )
     print_addresses(chain.deployment.addresses)
     console.print(f"  deployment file  {chain.deployment_path}")

@@ -59,10 +59,20 @@ def check_mode(mode: str, market) -> str:
     return mode
 
 
-def wait_for_transcript(requester, job_id: int, max_tokens: int, *, quiet: bool, target_model: Path, **kwargs):
+def wait_for_transcript(
+    requester,
+    job_id: int,
+    max_tokens: int,
+    *,
+    quiet: bool,
+    target_model: Path,
+    streamed: list[int] | None = None,
+    **kwargs,
+):
     """`submit` of a transcript job: once a verifier accepts it, print its text as the verifier verifies it (the
     stream of its registered endpoint), then wait for the settlement on chain (`requester.wait`: JobFinished) and
-    say whether what streamed is what settled. Returns the finish reason."""
+    say whether what streamed is what settled. Returns the finish reason; `streamed` (a list) gets the tokens that
+    streamed (the demo compares them with the settlement)."""
     import time
 
     from websockets.exceptions import WebSocketException
@@ -73,7 +83,7 @@ def wait_for_transcript(requester, job_id: int, max_tokens: int, *, quiet: bool,
     from node.link.wire import LinkRefused
     from node.roles.checkpoints import load_tokenizer
 
-    tokenizer, tokens = load_tokenizer(target_model), []
+    tokenizer, tokens = load_tokenizer(target_model), (streamed if streamed is not None else [])
     accept_timeout, start = kwargs.get("accept_timeout", 120.0), time.monotonic()
 
     def show(cycle: int, new: list[int]) -> None:

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import os
 import pathlib
@@ -72,6 +73,10 @@ REQUESTER, DRAFTER, VERIFIER, REFEREES, CHALLENGER = 1, 2, 3, (4, 5, 6), 7
 PRICE_ACCEPTED, PRICE_PASS = 10**12, 3 * 10**12
 DEFAULT_PROMPT = "import os\nimport sys\n\n\ndef main(argv=None):\n"
 NO_SPECULATE_ENV = "VERISPEC_BENCH_NO_SPECULATE"
+# the drafter's salt, fixed so that both modes run the same randomness (same job id, verifier seed and salt: the
+# same tokens); read by every node (process) the benchmark starts. Its value changes no cost.
+SALT_ENV = "VERISPEC_BENCH_SALT"
+BENCH_SALT = 0x5EED_0F_BE4C4
 
 
 # ====================================================================== probes (timing only)
@@ -256,10 +261,16 @@ def make_node(
     artifacts,
     device,
     active_poll_interval=None,
+    listen: bool = False,
 ):
+    from node import protocol
     from node.chain.keys import dev_account
     from node.chain.rpc import connect
     from node.roles import DrafterNode, RefereeNode, VerifierNode
+
+    if os.environ.get(SALT_ENV):
+        fixed = int(os.environ[SALT_ENV])
+        protocol.new_salt = lambda: fixed  # the drafter's choice, fixed across modes (SALT_ENV)
 
     options = {"artifacts": artifacts}
     if poll_interval is not None:
@@ -271,9 +282,14 @@ def make_node(
         return DrafterNode(w3, deployment, account, store, DRAFT, TARGET, device=device, **options)
     if role == "verifier":
         speculate = os.environ.get(NO_SPECULATE_ENV) != "1"  # --no-speculate (inherited by node processes)
-        return VerifierNode(
+        node = VerifierNode(
             w3, deployment, account, store, TARGET, DRAFT, device=device, speculate=speculate, **options
         )
+        if listen:  # transcript jobs: its link on a free loopback port, published in the registry (serve --listen)
+            from node.cli_transcript import start_link
+
+            start_link(node, ("127.0.0.1", 0))
+        return node
     return RefereeNode(w3, deployment, account, store, TARGET, DRAFT, device=device, **options)
 
 
@@ -282,13 +298,33 @@ class ThreadNodes:
 
     mode = "threads"
 
-    def __init__(self, specs, rpc_url, deployment, store_dir, poll_interval, artifacts, device, active_poll_interval):
+    def __init__(
+        self,
+        specs,
+        rpc_url,
+        deployment,
+        store_dir,
+        poll_interval,
+        artifacts,
+        device,
+        active_poll_interval,
+        listen=False,
+    ):
         install_probes()
         self.nodes = [
             (
                 role,
                 make_node(
-                    role, i, rpc_url, deployment, store_dir, poll_interval, artifacts, device, active_poll_interval
+                    role,
+                    i,
+                    rpc_url,
+                    deployment,
+                    store_dir,
+                    poll_interval,
+                    artifacts,
+                    device,
+                    active_poll_interval,
+                    listen,
                 ),
             )
             for role, i in specs
@@ -333,6 +369,7 @@ class ProcessNodes:
         threads,
         profile=None,
         active_poll_interval=None,
+        listen=False,
     ):
         from node.processes import NodeProcesses
 
@@ -365,6 +402,8 @@ class ProcessNodes:
                 cmd += ["--device", device]
             if profile:
                 cmd += ["--profile", str(profile)]
+            if listen:
+                cmd += ["--_listen", "1"]
             self.nodes.start(role, cmd, threads=threads)
         try:
             self.nodes.wait_ready(timeout=300, marker="READY")
@@ -401,6 +440,7 @@ def serve(args) -> None:
             None,
             args.device,
             args.active_poll_interval,
+            bool(args._listen),
         )
         for i in indices
     ]
@@ -466,6 +506,47 @@ class Rpc:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"no receipt for {tx_hash}")
             time.sleep(0.002)
+
+
+class HeadWatch(threading.Thread):
+    """The requester's view of an interval-mined chain: when each block was first seen (eth_blockNumber every
+    `interval` s, as a client following new heads would). On such a chain a transaction's effect is visible from
+    its block's arrival, not from its sending."""
+
+    def __init__(self, url: str, interval: float = 0.01):
+        super().__init__(daemon=True, name="head-watch")
+        self.rpc, self.interval, self.seen = Rpc(url), interval, {}
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        last = -1
+        while not self.stopped.is_set():
+            number = int(self.rpc("eth_blockNumber"), 16)
+            if number > last:
+                self.seen[number], last = time.monotonic(), number
+            self.stopped.wait(self.interval)
+
+    def seen_at(self, block: int) -> float:
+        """When the first block >= `block` was seen (blocks mined between two polls are seen together)."""
+        return min(t for n, t in self.seen.items() if n >= block)
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.join(timeout=5)
+
+
+def block_of(rpc: Rpc, tx_hash) -> int:
+    return int(rpc.receipt(tx_hash if isinstance(tx_hash, str) else "0x" + bytes(tx_hash).hex())["blockNumber"], 16)
+
+
+def set_mining(rpc_url: str, block_time: int) -> None:
+    """Interval mining every `block_time` s, or back to a block per transaction (0; what waits in the mempool is
+    mined at once)."""
+    from node.chain.anvil import set_block_time
+
+    set_block_time(rpc_url, block_time)
+    if not block_time:
+        Rpc(rpc_url)("evm_mine")
 
 
 def gas_of(rpc: Rpc, tx_hashes) -> dict:
@@ -733,6 +814,12 @@ def run(args) -> dict:
                 args.active_poll_interval,
             )
         report["config"]["node_start_s"] = time.monotonic() - started
+        block_time = getattr(args, "block_time_s", 0)
+        report["config"]["block_time_s"] = block_time
+        watch = HeadWatch(rpc_url)
+        if block_time:  # from here the chain mines a block every block_time s, as a public chain would
+            set_mining(rpc_url, block_time)
+            watch.start()
 
         jobs = []
         try:
@@ -769,6 +856,9 @@ def run(args) -> dict:
                 salt = chaindata.job_salt(system, job_id, from_block=start_block)
                 engine[job_id] += engine_runs(decoder, prompt_ids, args.tokens, job_id, seeds[job_id], n_engine, salt)
 
+            if block_time:  # the decoding is measured: the rest (counted, not timed) waits for no block
+                watch.stop()
+                set_mining(rpc_url, 0)
             dispute = None
             if not args.no_dispute:
                 dispute = run_dispute(rpc, system, job_ids[0], start_block, accounts, args.job_timeout)
@@ -795,17 +885,7 @@ def run(args) -> dict:
         finally:
             probes = nodes.stop()
 
-        # every transaction the nodes sent (their stores), and which of them reverted on chain (lost races)
-        reverted = []
-        for db in sorted(tmp.glob("*.db")):
-            import sqlite3
-
-            with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
-                for key, tx_hash in conn.execute("SELECT idempotency_key, tx_hash FROM sent_txs"):
-                    receipt = rpc("eth_getTransactionReceipt", tx_hash)
-                    if receipt is not None and int(receipt["status"], 16) == 0:
-                        reverted.append({"node": db.stem, "key": key, "gas": int(receipt["gasUsed"], 16)})
-        report["reverted_node_txs"] = reverted
+        report["reverted_node_txs"] = reverted_node_txs(rpc, tmp)
 
         # withdrawals (after the nodes stopped, so no nonce of theirs is touched)
         withdrawals = []
@@ -841,15 +921,23 @@ def run(args) -> dict:
             same_cycles = [(c.tokens, c.q, c.accepted, c.out_token) for c in cycles] == [
                 (r.proposals, r.q, r.accepted, r.out_token) for r in salted[0][1].cycles
             ]
-            last_verify = f"job:{j}:cycle:{len(cycles) - 1}:verify"
-            t_end = next(m[0] for m in verifier_probe["marks"] if m[1] == "sent" and m[2][0] == last_verify)
+            verified = tx_hashes(market.events.CycleVerified, start_block, jobId=j)
+            accepted = tx_hashes(market.events.JobAccepted, start_block, jobId=j)
+            if block_time:  # seen by the requester when the blocks holding them arrive
+                t_end, t_first, t_accept = (
+                    watch.seen_at(block_of(rpc, h)) for h in (verified[-1], verified[0], accepted[0])
+                )
+            else:  # mined as sent (a block per transaction): the verifier's marks
+                sent_at = {m[2][0]: m[0] for m in verifier_probe["marks"] if m[1] == "sent"}
+                t_end = sent_at[f"job:{j}:cycle:{len(cycles) - 1}:verify"]
+                t_first, t_accept = sent_at[f"job:{j}:cycle:0:verify"], sent_at[f"job:{j}:accept"]
             e2e_s = t_end - job["t0"]
             windows.append((job["t0"], t_end))
             engine_s = median(t for t, _ in runs)
             submit = gas_of(rpc, [job["submit_tx"]])
             accept = gas_of(rpc, tx_hashes(market.events.JobAccepted, start_block, jobId=j))
             commits = gas_of(rpc, tx_hashes(market.events.DraftCommitted, start_block, jobId=j))
-            verifies = gas_of(rpc, tx_hashes(market.events.CycleVerified, start_block, jobId=j))
+            verifies = gas_of(rpc, verified)
             finalize = gas_of(rpc, tx_hashes(market.events.JobFinalized, start_block, jobId=j))
             for kind, g in (
                 ("submit", submit),
@@ -872,6 +960,9 @@ def run(args) -> dict:
                 same_cycles_as_engine=same_cycles,
                 e2e_s=e2e_s,
                 e2e_tok_s=len(chain_tokens) / e2e_s,
+                decode_tok_s=len(chain_tokens) / (t_end - t_accept),
+                ttft_s=t_first - job["t0"],
+                output=chain_tokens,
                 engine_s=engine_s,
                 engine_tok_s=len(engine_tokens) / engine_s,
                 engine_runs_s=[t for t, _ in runs],
@@ -900,6 +991,8 @@ def run(args) -> dict:
         report["jobs"] = jobs
         report["summary"] = {
             "e2e_tok_s": e2e,
+            "decode_tok_s": median(j["decode_tok_s"] for j in jobs),
+            "ttft_s": median(j["ttft_s"] for j in jobs),
             "engine_tok_s": eng,
             "e2e_over_engine": e2e / eng,
             "chain_overhead": eng / e2e,
@@ -1009,6 +1102,437 @@ def run_dispute(rpc: Rpc, system, job_id: int, start_block: int, accounts, timeo
         "wall_s": wall,
         "cost": cost,
     }
+
+
+# ====================================================================== transcript mode (protocol v2)
+
+STALL_S = 2.0  # a gap this long between two streamed cycles of a job (or no end at all): the job stalled
+
+
+def start_nodes(args, groups, rpc_url, deployment, deployment_path, tmp, artifacts, listen=False):
+    if args.nodes == "threads":
+        specs = [(role, i) for role, indices in groups for i in indices]
+        return ThreadNodes(
+            specs,
+            rpc_url,
+            deployment,
+            tmp,
+            args.poll_interval,
+            artifacts,
+            args.device,
+            args.active_poll_interval,
+            listen,
+        )
+    return ProcessNodes(
+        groups,
+        rpc_url,
+        deployment_path,
+        tmp,
+        args.poll_interval,
+        args.device,
+        args.threads,
+        args.profile,
+        args.active_poll_interval,
+        listen,
+    )
+
+
+async def follow_streams(uri: str, job_ids: list[int], timeout: float) -> dict[int, dict]:
+    """The requester's side: subscribe to every job's token stream (retrying until the verifier serves it) and record
+    when each cycle's tokens arrive: {job: {"tokens": [...], "frames": [(time, cycle, n tokens)]}}."""
+    import asyncio
+
+    from node.link.requester import stream_tokens
+    from node.link.wire import LinkRefused
+
+    deadline = time.monotonic() + timeout
+
+    async def follow(job_id):
+        while True:
+            frames: list = []
+
+            def arrived(cycle, tokens, frames=frames):
+                frames.append((time.monotonic(), cycle, len(tokens)))
+
+            try:
+                tokens = await stream_tokens(uri, job_id, arrived, timeout_s=timeout)
+                return {"tokens": tokens, "frames": frames}
+            except LinkRefused as exc:  # not served yet: the verifier opens it once its acceptance is mined
+                if "not served" not in str(exc) or time.monotonic() > deadline:
+                    raise
+            await asyncio.sleep(0.01)
+
+    results = await asyncio.gather(*(follow(j) for j in job_ids))
+    return dict(zip(job_ids, results))
+
+
+def run_transcript(args, concurrent: int = 0) -> dict:
+    """Transcript-mode jobs (`submitTranscriptJob`) served by a drafter and a verifier node (`serve verifier --listen`:
+    its link on loopback, published in the registry) on a fresh anvil; a requester in this process follows each
+    job's token stream. `concurrent` > 0: that many jobs submitted at once, served by the one verifier."""
+    import asyncio
+
+    import torch
+
+    from node.chain.anvil import running_anvil
+    from node.chain.compile import compile_contracts
+    from node.chain.deploy import deploy_system
+    from node.chain.deployment import Deployment
+    from node.chain.keys import dev_account
+    from node.chain.rpc import connect
+    from node.chain.transcript import read_settlement
+    from node.decoding import SpeculativeDecoder
+    from node.link.chain import EndpointError, endpoint_of
+    from node.roles.jobs import prompt_tokens, verifier_seed
+    from node.roles.models import load_model, load_tokenizer, model_id, node_device
+
+    torch.set_num_threads(args.threads)
+    device, dtype = node_device(args.device)
+    tokenizer = load_tokenizer(TARGET, DRAFT)
+    prompt_ids = prompt_tokens(tokenizer, args.prompt.encode())
+    ids = {"draft": model_id(DRAFT), "target": model_id(TARGET)}
+    decoder = SpeculativeDecoder(
+        load_model(TARGET, device, dtype),
+        load_model(DRAFT, device, dtype),
+        gamma=args.gamma,
+        temperature=args.temperature,
+        top_k=args.top_k,
+        top_p=args.top_p,
+        verify_draft=True,
+    )
+    artifacts = compile_contracts()
+    block_time = args.block_time_s
+    n_jobs = concurrent or args.repeats
+    report: dict = {
+        "config": {
+            "mode": "transcript",
+            "tokens": args.tokens,
+            "gamma": args.gamma,
+            "block_time_s": block_time,
+            "jobs": n_jobs,
+            "concurrent": bool(concurrent),
+            "nodes": args.nodes,
+            "torch_threads": args.threads,
+            "device": str(device),
+        }
+    }
+    with running_anvil() as anvil, tempfile.TemporaryDirectory(prefix="bench-e2e-v2-") as tmp:
+        tmp = pathlib.Path(tmp)
+        rpc_url = anvil.rpc_url
+        w3, rpc = connect(rpc_url), Rpc(rpc_url)
+        accounts = w3.eth.accounts
+        start_block = w3.eth.block_number + 1
+        system = deploy_system(w3, accounts[0], artifacts=artifacts)
+        market, params = system.market, system.params
+        reg = system.registry.functions
+        rpc.send(reg.registerDrafter(ids["draft"], ids["target"], WAD // 2, VOCAB), accounts[DRAFTER], STAKE)
+        rpc.send(reg.register(Role.Verifier, [ids["target"]], [VOCAB]), accounts[VERIFIER], STAKE)
+        deployment = Deployment.of_system(w3, system, rpc_url, start_block)
+        deployment_path = deployment.save(tmp / "deployment.json")
+        first_job = market.functions.jobCount().call() + 1
+        job_ids = list(range(first_job, first_job + n_jobs))
+        verifier_key = dev_account(VERIFIER).key
+        seeds = {j: verifier_seed(verifier_key, j) for j in job_ids}
+        decoder.generate(prompt_ids, min(args.tokens, 16), job_id=10**9, verifier_seed=bytes(32))  # warm-up
+        engine: dict[int, list] = {j: [] for j in job_ids}
+        n_engine = args.engine_runs
+
+        groups = [("drafter", [DRAFTER]), ("verifier", [VERIFIER])]
+        nodes = start_nodes(args, groups, rpc_url, deployment, deployment_path, tmp, artifacts, listen=True)
+        watch = HeadWatch(rpc_url)
+        jobs, streams = [], {}
+        try:
+
+            def published():
+                try:
+                    return endpoint_of(system.registry, accounts[VERIFIER])
+                except EndpointError:
+                    return None
+
+            uri = wait_until(published, 60, what="the verifier's endpoint in the registry")
+            if block_time:
+                set_mining(rpc_url, block_time)
+                watch.start()
+            request = dict(
+                draftModel=ids["draft"],
+                targetModel=ids["target"],
+                drafter=accounts[DRAFTER],
+                verifier=accounts[VERIFIER],
+                gamma=args.gamma,
+                temperature=round(args.temperature * WAD),
+                topK=args.top_k,
+                topP=round(args.top_p * WAD),
+                maxTokens=args.tokens,
+                eosToken=NO_EOS,
+                pricePerAcceptedToken=PRICE_ACCEPTED,
+                pricePerPass=PRICE_PASS,
+            )
+            escrow = args.tokens * (PRICE_ACCEPTED + PRICE_PASS)
+            batches = [job_ids] if concurrent else [[j] for j in job_ids]
+            for batch in batches:
+                for j in batch:  # the engine alone right before (the nodes idle), with the job's randomness
+                    engine[j] += engine_runs(decoder, prompt_ids, args.tokens, j, seeds[j], n_engine, BENCH_SALT)
+                sent = [
+                    market.functions.submitTranscriptJob(request, args.prompt.encode()).transact(
+                        {"from": accounts[REQUESTER], "value": escrow}
+                    )
+                    for _ in batch
+                ]  # all of a batch before any receipt: concurrent jobs share their blocks
+                for j, tx in zip(batch, sent):
+                    receipt = rpc.receipt("0x" + bytes(tx).hex())
+                    jobs.append({"job_id": j, "t0": time.monotonic(), "submit_tx": receipt["transactionHash"]})
+                streams.update(asyncio.run(follow_streams(uri, batch, args.job_timeout)))
+                for j in batch:
+                    engine[j] += engine_runs(decoder, prompt_ids, args.tokens, j, seeds[j], n_engine, BENCH_SALT)
+            if block_time:  # the decoding is measured: settle, finalize and withdrawals are counted, not timed
+                watch.stop()
+                set_mining(rpc_url, 0)
+            wait_until(
+                lambda: all(market.functions.jobStatus(j).call() >= JobStatus.Finished for j in job_ids),
+                args.job_timeout,
+                what="the drafter node's settlements",
+            )
+            w3.provider.make_request("evm_increaseTime", [params.challenge_window + 1])
+            w3.provider.make_request("evm_mine", [])
+            try:
+                wait_until(
+                    lambda: all(market.functions.jobStatus(j).call() == JobStatus.Finalized for j in job_ids),
+                    args.finalize_timeout,
+                    interval=0.1,
+                    what="finalization by the nodes",
+                )
+            except TimeoutError:
+                for j in job_ids:
+                    if market.functions.jobStatus(j).call() != JobStatus.Finalized:
+                        rpc.send(market.functions.finalize(j), accounts[REQUESTER])
+        finally:
+            watch.stop() if watch.is_alive() else None
+            probes = nodes.stop()
+        report["reverted_node_txs"] = reverted_node_txs(rpc, tmp)
+        withdrawals = [
+            rpc.send(market.functions.withdraw(), accounts[i])["transactionHash"]
+            for i in (DRAFTER, VERIFIER, REQUESTER)
+            if market.functions.owed(accounts[i]).call() > 0
+        ]
+        accept_marks = {m[2][0]: m[0] for m in probes["verifier"][0]["marks"] if m[1] == "sent"}
+        kinds = ("submit", "accept", "settle", "finalize")
+        for job in jobs:
+            j = job["job_id"]
+            stream = streams[j]
+            settled = read_settlement(w3, system.transcript, j, start_block)
+            runs = engine[j]
+            engine_tokens = runs[-1][1].tokens
+            accept_tx = tx_hashes(market.events.JobAccepted, start_block, jobId=j)[0]
+            t_accept = watch.seen_at(block_of(rpc, accept_tx)) if block_time else accept_marks[f"job:{j}:accept"]
+            times = [job["t0"], t_accept] + [t for t, _, _ in stream["frames"]]
+            t_first, t_end = stream["frames"][0][0], stream["frames"][-1][0]
+            tokens = stream["tokens"]
+            gas = {
+                "submit": gas_of(rpc, [job["submit_tx"]]),
+                "accept": gas_of(rpc, [accept_tx]),
+                "settle": gas_of(rpc, tx_hashes(system.transcript.events.TranscriptSettled, start_block, jobId=j)),
+                "finalize": gas_of(rpc, tx_hashes(market.events.JobFinalized, start_block, jobId=j)),
+            }
+            job.update(
+                tokens=len(tokens),
+                cycles=len(settled.cycles),
+                identical_to_engine=tokens == settled.output(NO_EOS, args.tokens) == engine_tokens
+                and all(r.tokens == engine_tokens for _, r in runs),
+                decode_s=t_end - t_accept,
+                decode_tok_s=len(tokens) / (t_end - t_accept),
+                engine_s=median(t for t, _ in runs),
+                engine_tok_s=len(engine_tokens) / median(t for t, _ in runs),
+                ttft_s=t_first - job["t0"],
+                accept_to_first_token_s=t_first - t_accept,
+                max_gap_s=max(b - a for a, b in itertools.pairwise(times[1:])),
+                gas=gas,
+                output=tokens,
+                t_accept=t_accept,
+                t_end=t_end,
+            )
+            job.pop("t0")
+        cost = {k: {x: sum(jb["gas"][k][x] for jb in jobs) / len(jobs) for x in ("txs", "gas", "wei")} for k in kinds}
+        cost["withdrawals"] = {k: v / len(jobs) for k, v in gas_of(rpc, withdrawals).items()}
+        report["jobs"] = jobs
+        first, last = min(j["t_accept"] for j in jobs), max(j["t_end"] for j in jobs)
+        report["summary"] = {
+            "decode_tok_s": median(j["decode_tok_s"] for j in jobs),
+            "engine_tok_s": median(j["engine_tok_s"] for j in jobs),
+            "ttft_s": median(j["ttft_s"] for j in jobs),
+            "all_identical_to_engine": all(j["identical_to_engine"] for j in jobs),
+            "total_tok_s": sum(j["tokens"] for j in jobs) / (last - first),
+            "stalled": [j["job_id"] for j in jobs if j["max_gap_s"] > STALL_S or j["tokens"] != args.tokens],
+        }
+        report["gas"] = {"job_cost": cost}
+    return report
+
+
+def reverted_node_txs(rpc: Rpc, store_dir: pathlib.Path) -> list[dict]:
+    """Every transaction the nodes sent (their stores) that reverted on chain (lost races)."""
+    import sqlite3
+
+    reverted = []
+    for db in sorted(store_dir.glob("*.db")):
+        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
+            for key, tx_hash in conn.execute("SELECT idempotency_key, tx_hash FROM sent_txs"):
+                receipt = rpc("eth_getTransactionReceipt", tx_hash)
+                if receipt is not None and int(receipt["status"], 16) == 0:
+                    reverted.append({"node": db.stem, "key": key, "gas": int(receipt["gasUsed"], 16)})
+    return reverted
+
+
+# ====================================================================== modes × block times
+
+ONCHAIN_BLOCKS_BUDGET = 64  # per-cycle rows at b s blocks decode min(N, max(--slow-tokens, 64 / b)) tokens: ~2 b s a
+# cycle of ~2.5 tokens, so a row takes about a minute instead of an hour
+JOB_KINDS = {
+    "onchain": ("submit", "accept", "commits", "verifications", "finalize"),
+    "transcript": ("submit", "accept", "settle", "finalize"),
+}
+
+
+def row_of(mode: str, report: dict) -> dict:
+    """One line of the mode × block-time table from a run's report."""
+    s, cost = report["summary"], report["gas"]["job_cost"]
+    kinds = JOB_KINDS[mode]
+    job_gas = sum(cost[k]["gas"] for k in kinds)
+    tokens = report["jobs"][0]["tokens"]
+    return {
+        "mode": mode,
+        "block_time_s": report["config"]["block_time_s"],
+        "tokens": tokens,
+        "jobs": len(report["jobs"]),
+        "decode_tok_s": s["decode_tok_s"],
+        "engine_tok_s": s["engine_tok_s"],
+        "e2e_over_engine": s["decode_tok_s"] / s["engine_tok_s"],
+        "ttft_s": s["ttft_s"],
+        "txs_per_job": sum(cost[k]["txs"] for k in kinds),
+        "txs_by_kind": {k: cost[k]["txs"] for k in kinds},
+        "withdrawal_txs_per_job": cost["withdrawals"]["txs"],
+        "gas_per_job": job_gas,
+        "gas_per_token": job_gas / tokens,
+        "identical_to_engine": s["all_identical_to_engine"],
+        "output": report["jobs"][0]["output"],
+    }
+
+
+def onchain_tokens(args, block_time: int) -> int:
+    return min(args.tokens, max(args.slow_tokens, ONCHAIN_BLOCKS_BUDGET // block_time)) if block_time else args.tokens
+
+
+def run_matrix(args, block_times: list[int], modes: list[str]) -> dict:
+    rows, reports = [], {}
+    for bt in block_times:
+        for mode in modes:
+            a = argparse.Namespace(**vars(args))
+            a.block_time_s = bt
+            if mode == "onchain":
+                if bt:
+                    a.tokens = onchain_tokens(args, bt)
+                if bt:  # minutes a job: one, and no dispute (measured at 0 s blocks)
+                    a.repeats, a.no_dispute, a.engine_runs = 1, True, 1
+                    a.job_timeout = max(args.job_timeout, 60 + 30 * bt * a.tokens)
+                report = run(a)
+            else:
+                report = run_transcript(a)
+            reports[f"{mode}@{bt}"] = report
+            rows.append(row_of(mode, report))
+            print(f"  {mode} at {bt} s blocks: {rows[-1]['decode_tok_s']:.1f} tok/s", file=sys.stderr, flush=True)
+    out: dict = {"rows": rows, "reports": reports}
+    # the same job id, verifier seed and salt: both modes emit the same tokens (a prefix of them, at fewer tokens)
+    for bt in block_times:
+        got = [r["output"] for r in rows if r["block_time_s"] == bt]
+        if len(got) == 2:
+            n = min(map(len, got))
+            for r in rows:
+                if r["block_time_s"] == bt:
+                    r["same_output_across_modes"] = got[0][:n] == got[1][:n]
+    if args.concurrent:
+        a = argparse.Namespace(**vars(args))
+        a.block_time_s = block_times[0]
+        report = run_transcript(a, concurrent=args.concurrent)
+        s = report["summary"]
+        out["concurrent"] = {
+            "jobs": args.concurrent,
+            "block_time_s": a.block_time_s,
+            "tokens_per_job": args.tokens,
+            "per_job_tok_s": [j["decode_tok_s"] for j in report["jobs"]],
+            "max_gap_s": [j["max_gap_s"] for j in report["jobs"]],
+            "total_tok_s": s["total_tok_s"],
+            "engine_tok_s": s["engine_tok_s"],
+            "stalled": s["stalled"],
+            "all_identical_to_engine": s["all_identical_to_engine"],
+        }
+        reports["concurrent"] = report
+    out["load"] = machine_load()
+    return out
+
+
+def machine_load() -> dict:
+    one, five, fifteen = os.getloadavg()
+    return {"loadavg_1_5_15": [one, five, fifteen], "cpus": os.cpu_count()}
+
+
+def print_matrix(m: dict, args) -> None:
+    print(
+        f"bench_e2e: modes × block times, γ={args.gamma}, T={args.temperature:g}, nodes as {args.nodes}, "
+        f"{args.threads} torch thread(s); load {', '.join(f'{x:.2f}' for x in m['load']['loadavg_1_5_15'])} "
+        f"on {m['load']['cpus']} CPUs"
+    )
+    print()
+    head = (
+        "mode",
+        "block s",
+        "tokens",
+        "decode tok/s",
+        "engine tok/s",
+        "e2e/engine",
+        "TTFT s",
+        "txs/job",
+        "gas/token",
+        "= engine",
+    )
+    print("| " + " | ".join(head) + " |")
+    print("|" + "|".join("---" if i < 1 else "---:" for i in range(len(head))) + "|")
+    for r in m["rows"]:
+        same = r["identical_to_engine"] and r.get("same_output_across_modes", True)
+        cells = (
+            r["mode"],
+            str(r["block_time_s"]),
+            str(r["tokens"]),
+            f"{r['decode_tok_s']:.1f}",
+            f"{r['engine_tok_s']:.1f}",
+            f"{r['e2e_over_engine']:.2f}",
+            f"{r['ttft_s']:.2f}",
+            f"{r['txs_per_job']:.0f}",
+            f"{r['gas_per_token']:,.0f}",
+            str(same),
+        )
+        print("| " + " | ".join(cells) + " |")
+    print()
+    print(
+        "decode tok/s: tokens / (the job's acceptance -> its last token at the requester); acceptance and tokens are "
+        "seen as a requester sees them (at 0 s blocks a transaction is mined as sent; otherwise when its block "
+        "arrives). engine tok/s: SpeculativeDecoder alone on the same job (id, verifier seed, salt), in the same run. "
+        "TTFT: from the submit transaction's receipt to the first token the requester sees (per cycle: the first "
+        "CycleVerified's block; transcript: the first streamed cycle). txs/job: every party's transactions of the job, "
+        "submit to finalize (per cycle: submit, accept, a commit and a verification a cycle, finalize; transcript: "
+        "submit, accept, settle, finalize); withdrawals apart: "
+        + ", ".join(f"{r['mode']}@{r['block_time_s']} {r['withdrawal_txs_per_job']:.3g}" for r in m["rows"])
+        + ". gas/token: those transactions' gas / tokens. Per-cycle rows at b > 0 s blocks decode min(N, max("
+        f"{args.slow_tokens}, {ONCHAIN_BLOCKS_BUDGET}/b)) tokens (two blocks a cycle, ~2b s), the others N = "
+        f"{args.tokens}; the modes' outputs are compared on their common prefix."
+    )
+    c = m.get("concurrent")
+    if c:
+        print()
+        per_job = ", ".join(f"{x:.1f}" for x in c["per_job_tok_s"])
+        print(
+            f"{c['jobs']} concurrent transcript jobs × {c['tokens_per_job']} tokens, one verifier, "
+            f"{c['block_time_s']} s blocks: per job {per_job} tok/s; in total {c['total_tok_s']:.1f} tok/s (engine "
+            f"alone {c['engine_tok_s']:.1f}); longest gap between two cycles {max(c['max_gap_s']):.2f} s; stalled: "
+            f"{c['stalled'] or 'none'}; outputs = engine: {c['all_identical_to_engine']}"
+        )
 
 
 # ====================================================================== output
@@ -1143,11 +1667,44 @@ def main(argv=None) -> int:
         metavar="DIR",
         help="(--nodes processes) write a cProfile of each node process's loop to DIR/<role><n>.prof",
     )
+    parser.add_argument(
+        "--mode",
+        choices=["transcript", "onchain", "both"],
+        default="both",
+        help="transcript (v2: cycles over the link), onchain (per cycle), or both side by side",
+    )
+    parser.add_argument(
+        "--block-time",
+        default="0,1,12",
+        help="comma-separated block times in s (0: a block per transaction); each mode runs at each",
+    )
+    parser.add_argument(
+        "--slow-tokens",
+        type=int,
+        default=8,
+        help=f"per-cycle rows at b > 0 s blocks decode min(--tokens, max(this, {ONCHAIN_BLOCKS_BUDGET}/b)) tokens",
+    )
+    parser.add_argument(
+        "--concurrent",
+        type=int,
+        default=0,
+        metavar="K",
+        help="also: K transcript jobs at once, one verifier (at the first block time); tokens/s per job and in total",
+    )
     parser.add_argument("--job-timeout", type=float, default=300.0)
     parser.add_argument("--finalize-timeout", type=float, default=20.0)
-    for hidden in ("--_serve", "--_indices", "--_rpc", "--_deployment", "--_store", "--_stats"):
+    for hidden in ("--_serve", "--_indices", "--_rpc", "--_deployment", "--_store", "--_stats", "--_listen"):
         parser.add_argument(hidden, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    try:
+        from node.chain.anvil import check_block_time
+
+        block_times = [check_block_time(x) for x in args.block_time.split(",")]
+    except ValueError as exc:
+        parser.error(str(exc))
+    if args.concurrent and args.concurrent < 2:
+        parser.error("--concurrent K wants K >= 2 jobs")
+    os.environ.setdefault(SALT_ENV, str(BENCH_SALT))  # the node processes inherit it
     if args.no_speculate:
         os.environ[NO_SPECULATE_ENV] = "1"
     if args._serve:
@@ -1156,11 +1713,20 @@ def main(argv=None) -> int:
     import logging
 
     logging.basicConfig(level=logging.ERROR)
-    report = run(args)
+    modes = ["transcript", "onchain"] if args.mode == "both" else [args.mode]
+    if modes == ["onchain"] and block_times == [0] and not args.concurrent:  # the per-cycle report, in detail
+        args.block_time_s = 0
+        report = run(args)
+        if args.json:
+            print(json.dumps(report, indent=1, default=str))
+        else:
+            print_table(report)
+        return 0
+    matrix = run_matrix(args, block_times, modes)
     if args.json:
-        print(json.dumps(report, indent=1, default=str))
+        print(json.dumps(matrix, indent=1, default=str))
     else:
-        print_table(report)
+        print_matrix(matrix, args)
     return 0
 
 

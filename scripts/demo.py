@@ -1,10 +1,11 @@
 #!/usr/bin/env python
 """`make demo`: the whole system end to end on a local chain — the same as `verispec demo [OPTIONS]`.
 
-Starts anvil, deploys the contracts, runs two drafters (one biased), a verifier, three referees and a watchdog as
-separate `verispec serve` processes, an honest job and a biased drafter's job; the watchdog node audits both from
-chain data, disputes a biased position by itself, and the demo shows the referees' votes, the slash and the
-watchdog's withdrawal. Stops everything it started, also on Ctrl-C.
+Starts anvil with 1 s blocks (`--block-time`), deploys the contracts, runs three drafters (honest, biased, cosign),
+two verifiers (honest, overaccept) serving transcript jobs, three referees and a watchdog as separate `verispec serve`
+processes; streams an honest transcript job; the watchdog node rule-challenges the colluding pair's co-signed wrong
+cycle (both slashed) and pulls and disputes a biased drafter's cycle (the referees convict it); then the settlement and
+each job's and dispute's gas. Stops everything it started, also on Ctrl-C.
 """
 
 import sys

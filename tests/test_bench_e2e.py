@@ -1,5 +1,8 @@
 """scripts/bench_e2e.py end to end: a drafter and a verifier node serve a job on a fresh anvil, beside the engine.
 
+`--mode onchain --block-time 0` is the per-cycle report in detail (the first tests); the mode × block-time table
+(`--mode both --block-time 0,1 --concurrent 4`) is checked at a tiny size in the last one.
+
 Runs the script as a subprocess with --json and a small --tokens, and checks the report's structure and that
 the job's on-chain output equals SpeculativeDecoder.generate's (same prompt, pair, γ, sampling, job id and
 verifier seed), cycle for cycle. The nodes run as threads (fast to start); one dispute is driven to the end.
@@ -33,6 +36,10 @@ def run_bench(*args: str, timeout: float = 80) -> dict:
 @pytest.fixture(scope="module")
 def report() -> dict:
     return run_bench(
+        "--mode",
+        "onchain",
+        "--block-time",
+        "0",
         "--tokens",
         "10",
         "--repeats",
@@ -104,7 +111,39 @@ def test_the_report_has_every_figure(report):
 
 
 def test_nodes_as_separate_processes_give_the_engine_output_too():
-    report = run_bench("--tokens", "6", "--repeats", "1", "--engine-runs", "1", "--no-dispute", timeout=85)
+    report = run_bench(
+        "--mode", "onchain", "--block-time", "0", "--tokens", "6", "--repeats", "1", "--engine-runs", "1",
+        "--no-dispute", timeout=85,
+    )  # fmt: skip
     assert report["config"]["nodes"] == "processes"
     assert report["summary"]["all_identical_to_engine"] and report["dispute"] is None
     assert report["breakdown"]["drafter"]["rpc_calls_per_cycle"]  # the probes came back from the node processes
+
+
+def test_modes_side_by_side_at_two_block_times_and_concurrent_transcript_jobs():
+    m = run_bench(
+        "--mode", "both", "--block-time", "0,1", "--tokens", "5", "--repeats", "1", "--engine-runs", "1",
+        "--nodes", "threads", "--no-dispute", "--concurrent", "4", timeout=90,
+    )  # fmt: skip
+    rows = {(r["mode"], r["block_time_s"]): r for r in m["rows"]}
+    assert set(rows) == {("transcript", 0), ("onchain", 0), ("transcript", 1), ("onchain", 1)}
+    for (mode, bt), r in rows.items():
+        assert r["tokens"] == 5 and r["identical_to_engine"] and r["same_output_across_modes"], (mode, bt)
+        assert r["decode_tok_s"] > 0 and r["engine_tok_s"] > 0 and r["ttft_s"] > 0
+        assert r["e2e_over_engine"] == pytest.approx(r["decode_tok_s"] / r["engine_tok_s"])
+        assert r["gas_per_token"] == pytest.approx(r["gas_per_job"] / 5)
+        assert r["withdrawal_txs_per_job"] == 3  # drafter, verifier, requester's refund: apart from the job's
+    # the same job id, verifier seed and salt: the same tokens in both modes and at both block times
+    assert len({tuple(r["output"]) for r in rows.values()}) == 1
+    # transcript: submit, accept, settle, finalize whatever the length; per cycle: + two a cycle
+    assert all(r["txs_by_kind"] == {"submit": 1, "accept": 1, "settle": 1, "finalize": 1} for (mode, _), r in
+               rows.items() if mode == "transcript")  # fmt: skip
+    cycles = m["reports"]["onchain@1"]["jobs"][0]["cycles"]
+    assert rows[("onchain", 1)]["txs_per_job"] == 3 + 2 * cycles
+    # at 1 s blocks a per-cycle job waits for two blocks a cycle, a transcript job for none after its acceptance
+    assert rows[("onchain", 1)]["decode_tok_s"] < 5 / (0.9 * cycles) < rows[("transcript", 1)]["decode_tok_s"]
+    assert rows[("transcript", 1)]["ttft_s"] > 0.5  # the acceptance waits for a block
+    c = m["concurrent"]
+    assert c["jobs"] == 4 and len(c["per_job_tok_s"]) == 4 and c["total_tok_s"] > 0
+    assert c["stalled"] == [] and c["all_identical_to_engine"]
+    assert m["load"]["cpus"] >= 1 and len(m["load"]["loadavg_1_5_15"]) == 3

@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -208,7 +209,7 @@ def test_help_texts():
         ("finalize",): ["--rpc"],
         ("unbond",): ["--key"],
         ("withdraw",): ["--key"],
-        ("demo",): ["--home"],
+        ("demo",): ["--home", "--block-time"],
     }
     for path, options in expected.items():
         result = cli(*path, "--help")
@@ -670,17 +671,18 @@ def _run_demo(home: Path, stop_after: str | None = None, timeout: float = 600):
         start_new_session=True,
     )
     lines = []
-    deadline = time.monotonic() + timeout
+    # a demo that hangs without printing is killed too: the test's runtime is bounded either way
+    killer = threading.Timer(timeout, lambda: os.killpg(process.pid, signal.SIGKILL))
+    killer.start()
     try:
         for line in process.stdout:
             lines.append(line)
             if stop_after and stop_after in line:
                 process.send_signal(signal.SIGINT)
                 stop_after = None
-            if time.monotonic() > deadline:
-                break
         process.wait(timeout=60)
     finally:
+        killer.cancel()
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
@@ -697,6 +699,12 @@ def _assert_all_stopped(home: Path, output: str) -> None:
     assert not (home / "anvil.pid").exists()
 
 
+def test_demo_refuses_a_bad_block_time_before_it_starts_anything(tmp_path):
+    for bad in ("x", "-1", "1.5", "100000"):
+        clean_error(cli("demo", "--home", tmp_path / "demo", "--block-time", bad), "--block-time", repr(bad))
+    assert not (tmp_path / "demo").exists()
+
+
 def test_demo_stops_everything_on_ctrl_c(tmp_path):
     home = tmp_path / "demo"
     code, output = _run_demo(home, stop_after="node processes up", timeout=300)
@@ -705,11 +713,44 @@ def test_demo_stops_everything_on_ctrl_c(tmp_path):
 
 
 def test_demo_end_to_end(tmp_path):
+    """The demo on 1 s blocks shows what it claims: the honest job's stream is its settlement, the watchdog's rule
+    challenge slashed both colluders and refunded the requester, the pulled cycle's dispute convicted the biased
+    drafter. The chain is gone afterwards: what the demo read from it is in demo.json, checked against the
+    deployment's parameters and the watchdog node's own store (which the demo only reads)."""
+    from node.chain.params import DeploymentParams
+    from node.store import NodeStore
+
     home = tmp_path / "demo"
-    code, output = _run_demo(home)
+    code, output = _run_demo(home, timeout=540)
     assert code == 0, output[-5000:]
-    for expected in ("an honest job", "decoded from CycleVerified", "AccusedLost", "AccusedCheated", "demo done"):
+    for expected in ("a block every 1 s", "stream", "challengeRule", "pullCycle", "AccusedLost", "gas / token"):
         assert expected in output, expected
+    summary = json.loads((home / "demo.json").read_text())
+    honest = summary["honest"]
+    assert honest["streamed"] and honest["streamed"] == honest["settled"]
+    assert f"{len(honest['settled'])} tokens streamed = the {len(honest['settled'])} settled" in output
+    params = DeploymentParams()
+    rule = summary["rule_challenge"]
+    assert rule["from_drafter"] == rule["from_verifier"] == params.rule_slash
+    assert [a - b for a, b in zip(rule["stakes_before"], rule["stakes_after"])] == [params.rule_slash] * 2
+    assert rule["reward"] == params.rule_slash * params.rule_reward_bps // 10_000 == rule["withdrawn"]
+    refund = summary["colluding_refund"]
+    assert refund["refund"] == refund["escrow"] > 0
+    dispute = summary["dispute"]
+    assert (dispute["kind"], dispute["status"], dispute["outcome"]) == ("draft", "Resolved", "AccusedLost")
+    assert dispute["accused"] == dispute["biased_drafter"] and dispute["cheated_votes"] == 3
+    assert dispute["stake_before"] - dispute["stake_after"] == params.accused_slash == dispute["slashed"]
+    assert (dispute["pull"]["job"], dispute["pull"]["cycle"]) == (dispute["job"], dispute["cycle"])
+    # the watchdog node's store: it sent the challenge and opened the dispute itself
+    [store_path] = (home / "nodes").glob("watchdog-*.db")
+    with NodeStore(store_path) as store:
+        [challenged] = store.job(rule["job"], "watchdog").params["candidates"]
+        [disputed] = store.job(dispute["job"], "watchdog").params["candidates"][:1]
+    assert challenged["kind"] == "rule" and challenged["result"]["challenge_tx"] == rule["tx"]
+    assert (disputed["kind"], disputed["result"]) == ("draft", dispute["id"])
+    gas = {(row["job"], row["what"]): row for row in summary["gas"]}
+    assert {(rule["job"], "rule challenge"), (dispute["job"], "dispute"), (honest["job"], "job")} <= set(gas)
+    assert gas[(honest["job"], "job")]["tokens"] == len(honest["settled"])
     assert (home / "acceptance.png").stat().st_size > 10_000
     _assert_all_stopped(home, output)
 

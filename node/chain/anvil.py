@@ -15,6 +15,7 @@ import requests
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 ANVIL_BINARY = PROJECT_ROOT / "node_modules" / ".bin" / "anvil"
 ANVIL_CHAIN_ID = 31337
+MAX_BLOCK_TIME_S = 3600  # more than an hour between blocks is a typo (milliseconds for seconds), not a dev chain
 
 
 class AnvilError(RuntimeError):
@@ -72,18 +73,60 @@ def anvil_command(port: int, accounts: int, balance_eth: int, *extra_args: str) 
     ]
 
 
+def check_block_time(value) -> int:
+    """Seconds between blocks for interval mining (`chain up --block-time N`; 0: a block per transaction). A whole
+    number 0..MAX_BLOCK_TIME_S (anvil's evm_setIntervalMining takes whole seconds), else ValueError (one line)."""
+    text = str(value).strip()
+    if not text.isdigit() or int(text) > MAX_BLOCK_TIME_S:
+        raise ValueError(
+            f"--block-time wants whole seconds from 0 (a block per transaction) to {MAX_BLOCK_TIME_S}, got {value!r}"
+        )
+    return int(text)
+
+
+def set_block_time(rpc_url: str, seconds: int) -> None:
+    """Switch a running dev chain (anvil or hardhat) to a block every `seconds` s, or back to a block per transaction
+    (0). Done after deployment, so that deploying takes no block waits. Hardhat counts the interval in ms, anvil in
+    s; both need automine off for interval mining to take over."""
+    seconds = check_block_time(seconds)
+    version = _rpc(rpc_url, "web3_clientVersion")
+    interval = seconds * 1000 if "hardhat" in str(version).lower() else seconds
+    if seconds:
+        _rpc(rpc_url, "evm_setAutomine", False)
+        _rpc(rpc_url, "evm_setIntervalMining", interval)
+    else:  # this order: on anvil, setIntervalMining(0) after setAutomine(true) leaves it mining nothing
+        _rpc(rpc_url, "evm_setIntervalMining", 0)
+        _rpc(rpc_url, "evm_setAutomine", True)
+
+
+def _rpc(url: str, method: str, *params):
+    reply = requests.post(url, json={"jsonrpc": "2.0", "id": 1, "method": method, "params": list(params)}, timeout=10)
+    body = reply.json()
+    if "error" in body:
+        raise AnvilError(f"{url} refused {method}: {body['error'].get('message', body['error'])}")
+    return body.get("result")
+
+
+def block_time_args(block_time: int) -> tuple[str, ...]:
+    seconds = check_block_time(block_time)
+    return ("--block-time", str(seconds)) if seconds else ()
+
+
 def start_anvil(
     port: int | None = None,
     accounts: int = 20,
     balance_eth: int = 100_000,
     extra_args: tuple[str, ...] = (),
     startup_timeout: float = 30.0,
+    block_time: int = 0,
 ) -> Anvil:
+    """An anvil on `port` (a free one by default); `block_time` > 0: a block every that many s, from the start (for
+    a chain that is deployed first, call `set_block_time` after deploying instead)."""
     if not ANVIL_BINARY.exists():
         raise AnvilError(f"{ANVIL_BINARY} is missing: run `make setup` (npm install) first")
     port = port or free_port()
     process = subprocess.Popen(
-        anvil_command(port, accounts, balance_eth, *extra_args),
+        anvil_command(port, accounts, balance_eth, *extra_args, *block_time_args(block_time)),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         start_new_session=True,

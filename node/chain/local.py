@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from node.chain.anvil import ANVIL_BINARY, _rpc_ready, anvil_command, free_port
+from node.chain.anvil import ANVIL_BINARY, _rpc_ready, anvil_command, check_block_time, free_port, set_block_time
 from node.chain.deploy import deploy_system
 from node.chain.deployment import Deployment
 from node.chain.hardhat import HARDHAT_BINARY, HARDHAT_CONFIG, hardhat_command, hardhat_env
@@ -48,6 +48,7 @@ class LocalChain:
     deployment_path: Path
     log_path: Path | None
     client: str = "anvil"
+    block_time: int = 0  # seconds between blocks; 0: a block per transaction
 
 
 def pid_path(home: Path) -> Path:
@@ -181,11 +182,20 @@ def deploy_to(
 
 
 def chain_up(
-    home: Path, port: int | None = None, params: DeploymentParams | None = None, client: str = "anvil"
+    home: Path,
+    port: int | None = None,
+    params: DeploymentParams | None = None,
+    client: str = "anvil",
+    block_time: int = 0,
 ) -> LocalChain:
     """Start a detached dev chain (`client`: anvil or hardhat) for `home`, deploy, write the deployment file.
-    Refuses a second chain per home."""
+    `block_time` > 0: then a block every `block_time` s (interval mining, switched on once deployed, so deploying
+    waits for no block). Refuses a second chain per home."""
     home = Path(home)
+    try:
+        block_time = check_block_time(block_time)
+    except ValueError as exc:
+        raise LocalChainError(str(exc)) from None
     running = read_pid(home)
     if running is not None:
         raise LocalChainError(
@@ -200,11 +210,13 @@ def chain_up(
     try:
         # no chain of this home runs (checked above): a deployment file left there names contracts that are gone
         deployment = deploy_to(url, home, params, pid=pid, force=True)
+        if block_time:
+            set_block_time(url, block_time)
     except BaseException:
         stop_pid(pid)
         pid_path(home).unlink(missing_ok=True)
         raise
-    return LocalChain(url, pid, deployment, home / DEPLOYMENT_FILE, log_path(home, client), client)
+    return LocalChain(url, pid, deployment, home / DEPLOYMENT_FILE, log_path(home, client), client, block_time)
 
 
 def _terminate_group(pid: int, timeout: float = 10.0) -> None:

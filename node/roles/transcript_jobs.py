@@ -190,7 +190,7 @@ def drafter_work(node, job_id: int) -> int:
         run.forced = True  # each cycle taken in over the link wakes the job: the answer goes out once it exists
     if run is None:
         return _start_link(node, job_id)
-    if run.thread.is_alive():
+    if run.result is None and run.error is None:  # not `thread.is_alive()`: its last act, mark_dirty, comes first
         if not run.forced:  # (forced: rechecked on the wall clock, the deadline is on chain)
             node.schedule.defer_until(JOB, job_id, node.chain_time() + RECHECK_S)
         return 0
@@ -243,6 +243,8 @@ def _drafter_link(node, job_id: int):
     silence = link_silence(node)
     limits = Limits(idle_timeout_s=silence)
     options = link_drafter_options(node.behavior, node.draft_model, node.bias_policy)  # {} when honest
+    # both nodes start on the same JobAccepted, so the first hello often comes a few ms before the verifier serves
+    # the job: retry soon (the delay doubles up to 2 s), the first token waits for it (scripts/bench_e2e.py TTFT)
     return DrafterLink(
         node.account,
         node.store,
@@ -251,7 +253,7 @@ def _drafter_link(node, job_id: int):
         url,
         limits,
         give_up_after_s=silence,
-        retry_delay_s=0.1,
+        retry_delay_s=0.02,
         **options,
     )
 

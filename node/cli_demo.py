@@ -1,0 +1,37 @@
+"""`verispec demo`: the command (the demo itself is node/demo.py and node/demo_steps.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+
+def demo(
+    home: Annotated[
+        Path | None,
+        typer.Option(
+            "--home", help="Keep the demo's chain logs, stores and plot here (default: a fresh temp directory)."
+        ),
+    ] = None,
+    max_tokens: Annotated[int, typer.Option("--max-tokens", help="Tokens per job.")] = 48,
+    prompt: Annotated[str, typer.Option("--prompt", help="The honest job's prompt.")] = "def fibonacci(n):\n",
+    block_time: Annotated[
+        str,
+        typer.Option(
+            "--block-time",
+            help="Seconds between blocks once the operators are registered (0: a block per transaction).",
+        ),
+    ] = "1",
+):
+    """Everything end to end on a local chain with 1 s blocks: nodes as processes, transcript jobs, a colluding pair
+    and a biased drafter slashed.
+
+    Starts anvil, deploys, registers and starts drafters, verifiers (serving transcript jobs), three referees and a
+    watchdog as separate `verispec serve` processes; streams an honest transcript job's text; lets the watchdog
+    rule-challenge a colluding pair's co-signed wrong cycle (both slashed) and pull and dispute a biased drafter's
+    cycle (the referees convict it); settles and prints the gas. Stops everything it started, also on Ctrl-C."""
+    from node.demo import run_demo
+
+    run_demo(home=home, max_tokens=max_tokens, prompt=prompt, block_time=block_time)

@@ -1,0 +1,93 @@
+"""`verispec chain up --block-time N`: interval mining on a real anvil (and Hardhat's node), instant mining by default.
+
+With N > 0 blocks come on their own, about every N s, and a transaction waits in the mempool for the next one; with
+N = 0 (the default) nothing is mined without a transaction and each transaction is mined as it arrives. A bad N is
+one error line and starts nothing.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+
+import pytest
+from web3 import Web3
+
+from node.chain.anvil import free_port
+from tests.test_cli import clean_error, cli, cli_process, ok
+
+
+def up(home, *args):
+    info = json.loads(ok(cli_process("chain", "up", "--port", free_port(), "--json", *args, home=home, timeout=120)))
+    return info, Web3(Web3.HTTPProvider(info["rpc_url"]))
+
+
+def blocks_over(w3: Web3, seconds: float) -> int:
+    start = w3.eth.block_number
+    time.sleep(seconds)
+    return w3.eth.block_number - start
+
+
+def send_and_time(w3: Web3) -> float:
+    """Seconds from sending a plain transfer to its receipt."""
+    accounts = w3.eth.accounts
+    start = time.monotonic()
+    tx = w3.eth.send_transaction({"from": accounts[1], "to": accounts[2], "value": 1})
+    w3.eth.wait_for_transaction_receipt(tx, timeout=30, poll_latency=0.02)
+    return time.monotonic() - start
+
+
+@pytest.mark.parametrize("client", ["anvil", "hardhat"])
+def test_blocks_advance_on_their_own_every_n_seconds(tmp_path, client):
+    home = tmp_path / client
+    info, w3 = up(home, "--client", client, "--block-time", "1")
+    try:
+        assert info["block_time_s"] == 1 and info["client"] == client
+        assert w3.eth.get_code(info["addresses"]["InferenceMarket"])  # deployed before interval mining began
+        assert 3 <= blocks_over(w3, 4.2) <= 5  # ~one a second, with no transaction sent
+        # a transaction waits for the next block: on average half a block time, never much more than one
+        waits = [send_and_time(w3) for _ in range(3)]
+        assert max(waits) < 1.6 and sum(waits) / len(waits) > 0.1, waits
+        stamps = [w3.eth.get_block(n)["timestamp"] for n in range(w3.eth.block_number - 3, w3.eth.block_number + 1)]
+        assert all(b - a in (0, 1, 2) for a, b in itertools.pairwise(stamps)) and stamps[-1] - stamps[0] >= 2, stamps
+    finally:
+        ok(cli("chain", "down", home=home))
+
+
+def test_instant_mining_is_the_default(tmp_path):
+    home = tmp_path / "instant"
+    info, w3 = up(home)
+    try:
+        assert info["block_time_s"] == 0
+        assert blocks_over(w3, 1.5) == 0  # no block without a transaction
+        before = w3.eth.block_number
+        waits = [send_and_time(w3) for _ in range(3)]
+        assert w3.eth.block_number == before + 3 and max(waits) < 0.5, waits  # one block per transaction, at once
+    finally:
+        ok(cli("chain", "down", home=home))
+
+
+@pytest.mark.parametrize("bad", ["-1", "abc", "1.5", "", "3601", "1e9", "99999999999999999999"])
+def test_a_bad_block_time_is_one_line_and_starts_nothing(tmp_path, bad):
+    home = tmp_path / "bad"
+    port = free_port()
+    clean_error(cli("chain", "up", "--port", port, "--block-time", bad, home=home), "--block-time", "seconds")
+    assert not (home / "anvil.pid").exists() and not (home / "deployment.json").exists()
+    assert not Web3(Web3.HTTPProvider(f"http://127.0.0.1:{port}")).is_connected()
+
+
+@pytest.mark.parametrize("client", ["anvil", "hardhat"])
+def test_set_block_time_switches_a_running_chain_both_ways(client):
+    from node.chain.anvil import running_anvil, set_block_time
+    from node.chain.hardhat import running_hardhat
+
+    with (running_anvil if client == "anvil" else running_hardhat)() as chain:
+        w3 = Web3(Web3.HTTPProvider(chain.rpc_url))
+        set_block_time(chain.rpc_url, 1)
+        assert 1 <= blocks_over(w3, 2.2) <= 3
+        set_block_time(chain.rpc_url, 0)  # back to a block per transaction: none on their own, each tx at once
+        assert blocks_over(w3, 1.2) == 0
+        assert max(send_and_time(w3) for _ in range(2)) < 0.5
+        with pytest.raises(ValueError, match="whole seconds"):
+            set_block_time(chain.rpc_url, -1)
