@@ -43,6 +43,7 @@ DRAFTER_KEY, VERIFIER_KEY, OUTSIDER_KEY = dev_account(2).key, dev_account(3).key
 OUT = 777
 ACCEPTS = [4, 2, 3]  # γ = 4: 5 + 3 + 4 = 12 tokens, the job's maxTokens, so the last cycle ends it
 MAX_TOKENS = 12
+GAMMA = 4  # job_request's default
 CHEATED = Verdict.AccusedCheated
 
 
@@ -357,7 +358,7 @@ def _force_by_drafter(env, t, k):
         t.verifications[k - 1] if k else None,
         t.sign(t.verifications[k - 1], VERIFIER_KEY) if k else b"",
     )
-    return env.system.transcript.functions.forceMove(t.job_id, ev, [c.as_tuple() for c in t.cycles[:k]])
+    return env.system.transcript.functions.forceMove(t.job_id, ev, TX.pack_cycles(t.cycles[:k], GAMMA))
 
 
 def test_silent_verifier_is_slashed_and_the_job_settles_at_the_co_signed_state(chain, env):
@@ -416,7 +417,7 @@ def test_silent_drafter_after_the_verifiers_force(chain, env):
         t.verifications[k],
         t.sign(t.verifications[k], VERIFIER_KEY),
     )
-    transact(env.w3, ts.forceMove(job_id, ev, [c.as_tuple() for c in t.cycles[:k]]), a.verifier)
+    transact(env.w3, ts.forceMove(job_id, ev, TX.pack_cycles(t.cycles[:k], GAMMA)), a.verifier)
     stake = env.registry.functions.stakeOf(a.drafter).call()
     advance(env.w3, p.commit_timeout + 1)
     transact(env.w3, ts.claimForce(job_id), a.outsider)
@@ -441,7 +442,7 @@ def test_a_drafter_answers_the_verifiers_force_with_its_next_draft(chain, env):
         t.verifications[1],
         t.sign(t.verifications[1], VERIFIER_KEY),
     )
-    transact(env.w3, ts.forceMove(job_id, ev, [t.cycles[0].as_tuple()]), a.verifier)
+    transact(env.w3, ts.forceMove(job_id, ev, TX.pack_cycles(t.cycles[:1])), a.verifier)
     _revert(
         env,
         ts.answerForce(job_id, TX.draft_answer(t.drafts[2], t.sign(t.drafts[2], OUTSIDER_KEY))),
@@ -457,7 +458,7 @@ def test_a_drafter_that_never_sent_a_draft_is_not_slashed(chain, env):
     a, p = env.actors, env.params
     ts = env.system.transcript.functions
     stake = env.registry.functions.stakeOf(a.drafter).call()
-    transact(env.w3, ts.forceMove(job_id, TX.no_draft_evidence(), []), a.verifier)
+    transact(env.w3, ts.forceMove(job_id, TX.no_draft_evidence(), TX.pack_cycles([], GAMMA)), a.verifier)
     advance(env.w3, p.commit_timeout + 1)
     transact(env.w3, ts.claimForce(job_id), a.outsider)
     assert env.registry.functions.stakeOf(a.drafter).call() == stake
@@ -485,7 +486,7 @@ def test_a_stale_force_is_superseded_by_a_force_at_a_later_state(chain, env):
     ts = env.system.transcript.functions
     transact(env.w3, _force_by_drafter(env, t, 0), a.drafter)
     _revert(env, _force_by_drafter(env, t, 0), a.drafter, "ForcePending")
-    cycles = [t.cycles[0].as_tuple()]
+    cycles = TX.pack_cycles(t.cycles[:1])
     transact(env.w3, ts.forceMove(job_id, _evidence_of_verifier(t, 1), cycles), a.verifier)
     force = ts.forceOf(job_id).call()
     assert force[9] == a.drafter and force[5] == 2
@@ -503,7 +504,7 @@ def test_a_force_whose_pending_verification_ends_the_job_settles_at_once(chain, 
     stakes = [env.registry.functions.stakeOf(x).call() for x in (a.drafter, a.verifier)]
     # the drafter would not sign the Settlement: the verifier posts its verification of the last cycle
     receipt = transact(
-        env.w3, ts.forceMove(job_id, _evidence_of_verifier(t, 2), [c.as_tuple() for c in t.cycles[:2]]), a.verifier
+        env.w3, ts.forceMove(job_id, _evidence_of_verifier(t, 2), TX.pack_cycles(t.cycles[:2])), a.verifier
     )
     assert events(env.system.transcript, receipt, "ForceCompleted")[0].args.cycles == 3
     assert [env.registry.functions.stakeOf(x).call() for x in (a.drafter, a.verifier)] == stakes
@@ -522,7 +523,7 @@ def test_a_verifier_force_with_a_wrong_verification_is_refused(chain, env):
     ts = env.system.transcript.functions
     _revert(
         env,
-        ts.forceMove(job_id, _evidence_of_verifier(t, 1), [t.cycles[0].as_tuple()]),
+        ts.forceMove(job_id, _evidence_of_verifier(t, 1), TX.pack_cycles(t.cycles[:1])),
         env.actors.verifier,
         "RuleViolated",
     )
@@ -530,7 +531,7 @@ def test_a_verifier_force_with_a_wrong_verification_is_refused(chain, env):
     ev = TX.evidence(
         t.drafts[1], t.sign(t.drafts[1], DRAFTER_KEY), t.verifications[0], t.sign(t.verifications[0], OUTSIDER_KEY)
     )
-    _revert(env, ts.forceMove(job_id, ev, [t.cycles[0].as_tuple()]), env.actors.drafter, "TranscriptWrongSigner")
+    _revert(env, ts.forceMove(job_id, ev, TX.pack_cycles(t.cycles[:1])), env.actors.drafter, "TranscriptWrongSigner")
 
 
 def test_a_settlement_answers_a_force(chain, env):
@@ -557,7 +558,9 @@ def test_on_chain_checks_of_a_running_job_use_the_drafters_salt(chain, env):
     ts = env.system.transcript.functions
     transact(env.w3, _force_by_drafter(env, t, 1), env.actors.drafter)
     transact(env.w3, ts.answerForce(job_id, TX.verification_answer(t.cycles[1], t.reveals[1])), env.actors.verifier)
-    transact(env.w3, ts.forceMove(job_id, _evidence_of_verifier(t, 1), [t.cycles[0].as_tuple()]), env.actors.verifier)
+    transact(
+        env.w3, ts.forceMove(job_id, _evidence_of_verifier(t, 1), TX.pack_cycles(t.cycles[:1])), env.actors.verifier
+    )
     assert ts.forceOf(job_id).call()[5] == 2
 
 
