@@ -55,6 +55,10 @@ def _token(rng: random.Random) -> int:
     return t if t != EOS else t + 1
 
 
+def _scaled(q: int, rng: random.Random) -> int:
+    return q * rng.randrange(WAD) // WAD
+
+
 def synth_cycles(job_id: int, length: int, reveals: list[bytes], seed: int) -> list[TX.Cycle]:
     """The job's cycles until it has emitted `length` tokens (the last one cut at maxTokens, as v1 cuts it)."""
     rng, cycles, emitted = random.Random(seed), [], 0
