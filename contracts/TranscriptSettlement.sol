@@ -5,6 +5,7 @@ import {MerkleProof} from "@openzeppelin/contracts/utils/cryptography/MerkleProo
 import {IInferenceMarket} from "./interfaces/IInferenceMarket.sol";
 import {InferenceMarket} from "./InferenceMarket.sol";
 import {CycleRecord} from "./lib/CycleRecord.sol";
+import {PackedCycles} from "./lib/PackedCycles.sol";
 import {SpecMath} from "./lib/SpecMath.sol";
 import {TranscriptSigner} from "./lib/TranscriptSigner.sol";
 import {TranscriptTypes} from "./lib/TranscriptTypes.sol";
@@ -21,16 +22,6 @@ import {TranscriptTypes} from "./lib/TranscriptTypes.sol";
 /// the only contract it calls is the market (views, and the hooks, which are nonReentrant themselves), and every
 /// function writes its own state before that call.
 contract TranscriptSettlement is TranscriptSigner {
-    /// @notice One cycle as settlement posts it: the draft (tokens, q), the verifier's p and the v1 record fields.
-    /// The record's draft root is recomputed from (tokens, q), so the posting is the job's data availability.
-    struct Cycle {
-        uint32[] tokens;
-        uint64[] q;
-        uint64[] p;
-        uint32 accepted;
-        uint32 outToken;
-    }
-
     /// @notice What settlement posts beside the cycles: the Settlement, both signatures, the salt, the last reveal.
     struct Signed {
         TranscriptTypes.Settlement settlement;
@@ -65,7 +56,8 @@ contract TranscriptSettlement is TranscriptSigner {
         bytes draftSig;
     }
 
-    /// @notice What a settled (or force-settled) job keeps: the records root challenges prove against.
+    /// @notice What `settled` reports of a settled (or force-settled) job: the records root challenges prove against
+    /// (stored), its cycle count (the market's) and whether a rule challenge convicted it.
     struct Settled {
         bytes32 recordsRoot; // zero: no cycle was settled
         uint32 cycles;
@@ -117,7 +109,10 @@ contract TranscriptSettlement is TranscriptSigner {
     /// @notice The challenger's share (basis points, < 10,000) of the smaller of the two rule-challenge slashes.
     uint256 public immutable ruleRewardBps;
 
-    mapping(uint256 jobId => Settled) private _settled;
+    // a settled job's records root (zero: none) and whether a rule challenge convicted it; its cycle count is the
+    // market's (transcriptFinish writes it), so settlement stores one new slot
+    mapping(uint256 jobId => bytes32) private _roots;
+    mapping(uint256 jobId => bool) private _convicted;
     mapping(uint256 jobId => Force) private _forces;
     // 1 + the cycle count of the last force by `forcer` that was answered: its next force must reach further (an
     // answered party is not made to answer the same move twice)
@@ -214,31 +209,33 @@ contract TranscriptSettlement is TranscriptSigner {
     /// becomes Finished with v1's counts, so `finalize` after the challenge window pays as v1.
     /// @dev The accept rule is not re-run here (rule challenges do). Supersedes a pending force move.
     /// @param a The Settlement, its two signatures, the salt and the last reveal.
-    /// @param cycles The cycles 0..n-1.
-    function settle(Signed calldata a, Cycle[] calldata cycles) external {
+    /// @param cycles The cycles 0..n-1, packed (PackedCycles: the γ byte, then 5 + 19γ bytes a cycle).
+    function settle(Signed calldata a, bytes calldata cycles) external {
         TranscriptTypes.Settlement calldata s = a.settlement;
         uint256 jobId = s.jobId;
         InferenceMarket.JobView memory job = _runningJob(jobId);
-        if (cycles.length != s.cycles) revert WrongCycles(s.cycles, cycles.length);
+        uint256 n = PackedCycles.count(cycles, job.gamma);
+        if (n != s.cycles) revert WrongCycles(s.cycles, n);
         {
             bytes32 digest = _settlementDigest(s);
             _requireSigner(digest, a.drafterSig, job.drafter);
             _requireSigner(digest, a.verifierSig, job.verifier);
         }
-        bytes32[] memory leaves = new bytes32[](cycles.length);
-        Tally memory t = _fold(jobId, job, TranscriptTypes.genesisState(jobId, a.salt), cycles, leaves);
+        bytes32[] memory leaves = new bytes32[](n);
+        Tally memory t = _fold(jobId, job, TranscriptTypes.genesisState(jobId, a.salt), cycles, leaves, n);
         if (t.state != s.state) revert StateMismatch(s.state, t.state);
         if (t.emitted != s.tokensOut) revert TokensOutMismatch(s.tokensOut, t.emitted);
         bytes32 root = bytes32(0);
-        if (cycles.length != 0) {
+        if (n != 0) {
             if (!t.finished) revert TranscriptNotEnded();
-            _checkReveal(job, cycles.length - 1, a.lastReveal);
+            _checkReveal(job, n - 1, a.lastReveal);
             root = SpecMath.root(leaves);
         }
-        delete _forces[jobId];
-        _settled[jobId] = Settled(root, s.cycles, false);
+        // deleting a force that does not exist would still pay for five cold zero-to-zero stores
+        if (_forces[jobId].silent != address(0)) delete _forces[jobId];
+        _roots[jobId] = root;
         emit TranscriptSettled(jobId, s.cycles, s.tokensOut, root, a.lastReveal);
-        market.transcriptFinish(jobId, _outcome(cycles.length, t, a.salt, IInferenceMarket.FinishReason.Completed));
+        market.transcriptFinish(jobId, _outcome(n, t, a.salt, IInferenceMarket.FinishReason.Completed));
     }
 
     // ------------------------------------------------------------------ challenges and pulls
@@ -252,22 +249,27 @@ contract TranscriptSettlement is TranscriptSigner {
     /// @dev Reverts {RecordFollowsRule} on a good record. One successful challenge per job.
     /// @param jobId The job.
     /// @param cycle The cycle.
-    /// @param c The cycle's data, as settlement posted it.
+    /// @param c The cycle's data, as settlement posted it: a packed run of this one cycle.
     /// @param reveal The verifier's reveal of `cycle` (H^(cycle+1)(reveal) is its chain head).
     /// @param proof The record's proof (`protocol.record_proof`).
-    function challengeRule(uint256 jobId, uint32 cycle, Cycle calldata c, bytes32 reveal, bytes32[] calldata proof)
+    function challengeRule(uint256 jobId, uint32 cycle, bytes calldata c, bytes32 reveal, bytes32[] calldata proof)
         external
     {
-        Settled storage record = _settled[jobId];
-        if (record.recordsRoot == bytes32(0) || record.convicted) revert NotChallengeable(jobId);
+        bytes32 root = _roots[jobId];
+        // slither-disable-next-line incorrect-equality (a root, not a balance: zero means nothing was settled)
+        if (root == bytes32(0) || _convicted[jobId]) revert NotChallengeable(jobId);
         InferenceMarket.JobView memory job = market.getJob(jobId);
-        bytes32 draftRoot = SpecMath.draftRootCalldata(jobId, cycle, c.tokens, c.q);
-        _proveRecord(record.recordsRoot, cycle, CycleRecord.hashCalldata(draftRoot, c.p, c.accepted, c.outToken), proof);
+        uint256 posted = PackedCycles.count(c, job.gamma);
+        if (posted != 1) revert WrongCycles(1, posted);
+        PackedCycles.Cycle memory cy = PackedCycles.alloc(job.gamma);
+        PackedCycles.load(c, 0, cy);
+        bytes32 draftRoot = _draftRoot(jobId, cycle, cy, new bytes32[](job.gamma));
+        _proveRecord(root, cycle, _recordHash(draftRoot, cy), proof);
         _checkReveal(job, cycle, reveal);
-        if (_followsRule(_rule(job, job.salt, draftRoot, reveal, c.accepted, c.outToken), c.tokens, c.q, c.p)) {
+        if (_followsRule(_rule(job, job.salt, draftRoot, reveal, cy.accepted, cy.outToken), cy.tokens, cy.q, cy.p)) {
             revert RecordFollowsRule(jobId, cycle);
         }
-        record.convicted = true;
+        _convicted[jobId] = true;
         emit RuleChallengeWon(jobId, cycle, msg.sender);
         market.transcriptConvict(jobId, msg.sender, ruleSlash, ruleRewardBps);
     }
@@ -282,7 +284,7 @@ contract TranscriptSettlement is TranscriptSigner {
     function pullCycle(uint256 jobId, uint32 cycle, TranscriptTypes.Record calldata r, bytes32[] calldata proof)
         external
     {
-        bytes32 root = _settled[jobId].recordsRoot;
+        bytes32 root = _roots[jobId];
         // slither-disable-next-line incorrect-equality (a root, not a balance: zero means nothing was settled)
         if (root == bytes32(0)) revert NotChallengeable(jobId);
         bytes32 recordHash = CycleRecord.hashCalldata(r.draftRoot, r.p, r.accepted, r.outToken);
@@ -303,12 +305,12 @@ contract TranscriptSettlement is TranscriptSigner {
     /// its consent). Without an answer, `claimForce` settles at the co-signed state and slashes the silent party.
     /// @param jobId The job.
     /// @param e The evidence.
-    /// @param cycles The cycles 0..k-1 (their data: the job's data availability, as at settlement).
-    function forceMove(uint256 jobId, Evidence calldata e, Cycle[] calldata cycles) external {
+    /// @param cycles The cycles 0..k-1, packed as at settlement (their data: the job's data availability).
+    function forceMove(uint256 jobId, Evidence calldata e, bytes calldata cycles) external {
         InferenceMarket.JobView memory job = _runningJob(jobId);
         bool byDrafter = msg.sender == job.drafter;
         if (!byDrafter && msg.sender != job.verifier) revert NotParty(msg.sender);
-        uint256 k = cycles.length;
+        uint256 k = PackedCycles.count(cycles, job.gamma);
         _checkLevel(jobId, k + (e.pendingSig.length != 0 ? 1 : 0));
         if (!byDrafter && e.draftSig.length == 0) {
             _forceWithoutDraft(jobId, job, k);
@@ -317,7 +319,7 @@ contract TranscriptSettlement is TranscriptSigner {
         bool withPending = e.pendingSig.length != 0;
         if (!byDrafter && !withPending) revert NotParty(msg.sender); // a verifier forcing posts its verification
         bytes32[] memory leaves = new bytes32[](k + (withPending ? 1 : 0));
-        (Tally memory t, bytes32 reveal) = _coSigned(jobId, job, e, cycles, leaves);
+        (Tally memory t, bytes32 reveal) = _coSigned(jobId, job, e, cycles, leaves, k);
         Force memory f = Force(bytes32(0), bytes32(0), bytes32(0), e.draft.salt, 0, 0, 0, 0, false, address(0), true);
         if (withPending) {
             _applyPending(jobId, job, e, t, leaves, k);
@@ -410,7 +412,7 @@ contract TranscriptSettlement is TranscriptSigner {
     /// @param jobId The job.
     /// @return The job's settlement record.
     function settled(uint256 jobId) external view returns (Settled memory) {
-        return _settled[jobId];
+        return Settled(_roots[jobId], uint32(market.getJob(jobId).cycle), _convicted[jobId]);
     }
 
     /// @notice The pending force move of `jobId` (`silent` zero: none).
@@ -453,11 +455,11 @@ contract TranscriptSettlement is TranscriptSigner {
         uint256 jobId,
         InferenceMarket.JobView memory job,
         Evidence calldata e,
-        Cycle[] calldata cycles,
-        bytes32[] memory leaves
+        bytes calldata cycles,
+        bytes32[] memory leaves,
+        uint256 k
     ) private view returns (Tally memory t, bytes32 reveal) {
-        uint256 k = cycles.length;
-        t = _fold(jobId, job, TranscriptTypes.genesisState(jobId, e.draft.salt), cycles, leaves);
+        t = _fold(jobId, job, TranscriptTypes.genesisState(jobId, e.draft.salt), cycles, leaves, k);
         if (t.finished) revert CycleAfterEnd(k); // the job ended at cycle k-1: that is a Settlement
         _checkDraft(jobId, job, e.draft, e.draftSig, k, t.state);
         if (k != 0) {
@@ -482,13 +484,12 @@ contract TranscriptSettlement is TranscriptSigner {
         if (v.draftRoot != e.draft.draftRoot) revert DraftRootMismatch(k);
         _requireSigner(_verificationDigest(v), e.pendingSig, job.verifier);
         _checkReveal(job, k, v.reveal);
-        _verifyOnChain(
-            _rule(job, e.draft.salt, v.draftRoot, v.reveal, v.accepted, v.outToken), k, e.draft.tokens, e.draft.q, v.p
-        );
+        uint32[] memory tokens = e.draft.tokens;
+        _verifyOnChain(_rule(job, e.draft.salt, v.draftRoot, v.reveal, v.accepted, v.outToken), k, tokens, e.draft.q, v.p);
         bytes32 recordHash = CycleRecord.hashCalldata(v.draftRoot, v.p, v.accepted, v.outToken);
         bytes32 next = TranscriptTypes.nextState(t.state, recordHash);
         if (next != v.state) revert StateMismatch(v.state, next);
-        _step(t, job, k, e.draft.tokens, v.accepted, v.outToken);
+        _stepUnpacked(t, job, k, tokens, v.accepted, v.outToken);
         t.state = next;
         leaves[k] = TranscriptTypes.recordLeaf(uint32(k), recordHash);
     }
@@ -498,61 +499,121 @@ contract TranscriptSettlement is TranscriptSigner {
         if (!job.transcript || job.status != IInferenceMarket.JobStatus.Running) revert NotTranscriptJob(jobId);
     }
 
-    /// @dev Folds `cycles` from `genesis`: per cycle the lengths (γ), the draft root from (tokens, q), the record hash,
-    /// the state step, the leaf (into `leaves`) and v1's emission and α counts. A cycle after the job's end reverts.
+    /// @dev Folds the first `n` cycles of the packed run `cycles` (its length checked by `PackedCycles.count`) from
+    /// `genesis`: per cycle accepted ≤ γ, the draft root from (tokens, q), the record hash, the state step, the leaf
+    /// (into `leaves`) and v1's emission and α counts. A cycle after the job's end reverts. Each record is hashed
+    /// straight from calldata (`PackedCycles.recordHash`: nothing unpacked or allocated, so memory grows with the
+    /// records' leaves only).
     function _fold(
         uint256 jobId,
         InferenceMarket.JobView memory job,
         bytes32 genesis,
-        Cycle[] calldata cycles,
-        bytes32[] memory leaves
+        bytes calldata cycles,
+        bytes32[] memory leaves,
+        uint256 n
     ) private pure returns (Tally memory t) {
         t.state = genesis;
-        uint256 n = cycles.length;
+        uint256 gamma = job.gamma;
+        uint256 eos = job.eosToken;
         for (uint256 c; c < n; ++c) {
             if (t.finished) revert CycleAfterEnd(c);
-            Cycle calldata cy = cycles[c];
-            uint256 gamma = job.gamma;
-            if (cy.tokens.length != gamma || cy.p.length != gamma || cy.accepted > gamma) revert BadCycle(c);
-            bytes32 draftRoot = SpecMath.draftRootCalldata(jobId, uint32(c), cy.tokens, cy.q); // q's length: here
-            bytes32 recordHash = CycleRecord.hashCalldata(draftRoot, cy.p, cy.accepted, cy.outToken);
-            t.state = TranscriptTypes.nextState(t.state, recordHash);
-            leaves[c] = TranscriptTypes.recordLeaf(uint32(c), recordHash);
-            _step(t, job, c, cy.tokens, cy.accepted, cy.outToken);
+            (bytes32 recordHash, uint256 accepted, uint256 outToken, uint256 eosAt) =
+                PackedCycles.recordHash(jobId, c, PackedCycles.recordAt(cycles, gamma, c), gamma, eos);
+            if (accepted > gamma) revert BadCycle(c);
+            t.state = _chainStep(t.state, leaves, c, recordHash);
+            _step(t, job, c, gamma, accepted, outToken, eosAt);
         }
     }
 
-    /// @dev v1's emission of one verified cycle (InferenceMarket._emitOutput and _nextSlot0): the accepted proposals
-    /// then outToken, cut after EOS and at maxTokens; a rejection counts unless the cut came before the outToken.
+    /// @dev TranscriptTypes.nextState and recordLeaf of record `c` in one block (the leaf into `leaves`, c below its
+    /// length): called once a posted cycle, where two library calls and a bounds check cost more than the hashes.
+    function _chainStep(bytes32 state, bytes32[] memory leaves, uint256 c, bytes32 recordHash)
+        private
+        pure
+        returns (bytes32 next)
+    {
+        assembly ("memory-safe") {
+            mstore(0x00, state)
+            mstore(0x20, recordHash)
+            next := keccak256(0x00, 0x40)
+            mstore(0x00, c) // c < 2^32: a calldata run cannot hold more records
+            mstore(0x00, keccak256(0x00, 0x40))
+            mstore(add(leaves, shl(5, add(c, 1))), keccak256(0x00, 0x20))
+        }
+    }
+
+    /// @dev The draft root of an unpacked cycle (§4: SpecMath's leaf and tree), `nodes` (γ entries) its scratch.
+    function _draftRoot(uint256 jobId, uint256 cycle, PackedCycles.Cycle memory cy, bytes32[] memory nodes)
+        private
+        pure
+        returns (bytes32)
+    {
+        uint256 gamma = nodes.length;
+        for (uint256 i; i < gamma; ++i) {
+            nodes[i] = SpecMath.leaf(jobId, uint32(cycle), uint32(i), cy.tokens[i], cy.q[i]);
+        }
+        return SpecMath.root(nodes);
+    }
+
+    /// @dev The v1 record hash of an unpacked cycle (accepted ≤ γ and outToken < 2^32 by the packing's widths).
+    function _recordHash(bytes32 draftRoot, PackedCycles.Cycle memory cy) private pure returns (bytes32) {
+        return CycleRecord.hash(draftRoot, cy.p, uint32(cy.accepted), uint32(cy.outToken));
+    }
+
+    /// @dev `_step` of a cycle whose tokens are a memory array (a force move's pending verification).
+    function _stepUnpacked(
+        Tally memory t,
+        InferenceMarket.JobView memory job,
+        uint256 c,
+        uint32[] memory tokens,
+        uint256 accepted,
+        uint256 outToken
+    ) private pure {
+        uint256 eosAt = accepted;
+        for (uint256 i; i < accepted; ++i) {
+            if (tokens[i] == job.eosToken) {
+                eosAt = i;
+                break;
+            }
+        }
+        _step(t, job, c, tokens.length, accepted, outToken, eosAt);
+    }
+
+    /// @dev v1's emission of one verified cycle of `gamma` proposals (InferenceMarket._emitOutput and _nextSlot0): the
+    /// accepted proposals then outToken, cut after the first EOS (`eosAt`: the first accepted proposal that is EOS, or
+    /// `accepted` when none is) and at maxTokens; a rejection counts unless the cut came before the outToken.
     function _step(
         Tally memory t,
         InferenceMarket.JobView memory job,
         uint256 c,
-        uint32[] calldata tokens,
+        uint256 gamma,
         uint256 accepted,
-        uint256 outToken
+        uint256 outToken,
+        uint256 eosAt
     ) private pure {
         if (t.finished) revert CycleAfterEnd(c);
-        uint256 room = uint256(job.maxTokens) - t.emitted;
-        uint256 count = accepted + 1;
-        bool finished = false;
-        if (count >= room) {
-            count = room;
-            finished = true;
-        }
-        for (uint256 i; i < count; ++i) {
-            uint256 token = i < accepted ? tokens[i] : outToken;
-            if (token == job.eosToken) {
-                count = i + 1;
+        // unchecked: a running job has emitted < maxTokens (it finishes when it reaches them), accepted ≤ γ ≤ 255,
+        // and the counts stay below the cycle count times 256
+        unchecked {
+            uint256 room = uint256(job.maxTokens) - t.emitted;
+            uint256 count = accepted + 1;
+            bool finished = false;
+            if (count >= room) {
+                count = room;
                 finished = true;
-                break;
             }
+            // the position of the first EOS among the emitted (accepted proposals, then outToken at `accepted`)
+            uint256 eos = eosAt < accepted ? eosAt : (outToken == job.eosToken ? accepted : type(uint256).max);
+            if (eos < count) {
+                count = eos + 1;
+                finished = true;
+            }
+            t.emitted += count;
+            bool cut = finished && count <= accepted;
+            if (accepted < gamma && !cut) ++t.rejected;
+            t.finished = finished;
+            t.outCut = cut;
         }
-        t.emitted += count;
-        bool cut = finished && count <= accepted;
-        if (accepted < tokens.length && !cut) ++t.rejected;
-        t.finished = finished;
-        t.outCut = cut;
     }
 
     /// @dev Reverts unless `d` is the drafter's signed Draft of cycle `cycle` of `jobId` on `prevState`, with the job's
@@ -593,9 +654,9 @@ contract TranscriptSettlement is TranscriptSigner {
     function _verifyOnChain(
         Rule memory r,
         uint256 cycle,
-        uint32[] calldata tokens,
-        uint64[] calldata q,
-        uint64[] calldata p
+        uint32[] memory tokens,
+        uint64[] memory q,
+        uint64[] memory p
     ) private pure {
         if (p.length != tokens.length || r.accepted > tokens.length) revert BadCycle(cycle);
         if (!_followsRule(r, tokens, q, p)) revert RuleViolated(cycle);
@@ -616,8 +677,11 @@ contract TranscriptSettlement is TranscriptSigner {
     /// @dev Reverts unless H^(cycle+1)(reveal) is the verifier's chain head (its high 191 bits, as the market keeps it).
     function _checkReveal(InferenceMarket.JobView memory job, uint256 cycle, bytes32 reveal) private pure {
         bytes32 h = reveal;
-        for (uint256 i; i <= cycle; ++i) {
-            h = SpecMath.chainHash(h);
+        // SpecMath.chainHash cycle + 1 times, as one loop in scratch space: settlement runs it once per posted cycle
+        assembly ("memory-safe") {
+            mstore(0x00, h)
+            for { let i := 0 } iszero(gt(i, cycle)) { i := add(i, 1) } { mstore(0x00, keccak256(0x00, 0x20)) }
+            h := mload(0x00)
         }
         if ((uint256(h) ^ uint256(job.commitment)) & _HIGH_BITS != 0) revert RevealMismatch(cycle);
     }
@@ -625,7 +689,7 @@ contract TranscriptSettlement is TranscriptSigner {
     /// @dev The v1 accept rule on one cycle (InferenceMarket.submitVerification, docs/protocol.md §4): every q in
     /// 1..WAD and p in 0..WAD, outToken below the vocabulary, and `accepted` equal to the count of the walk with the
     /// job's salt, cut before the first proposal at or above the vocabulary.
-    function _followsRule(Rule memory r, uint32[] calldata tokens, uint64[] calldata q, uint64[] calldata p)
+    function _followsRule(Rule memory r, uint32[] memory tokens, uint64[] memory q, uint64[] memory p)
         private
         pure
         returns (bool)
@@ -636,12 +700,12 @@ contract TranscriptSettlement is TranscriptSigner {
         return _capAtVocab(tokens, _count(r, q, p), r.vocab) == r.accepted;
     }
 
-    function _count(Rule memory r, uint64[] calldata q, uint64[] calldata p) private pure returns (uint256) {
-        return SpecMath.countAcceptedCalldata(r.reveal, r.draftRoot, q, p, r.salt);
+    function _count(Rule memory r, uint64[] memory q, uint64[] memory p) private pure returns (uint256) {
+        return SpecMath.countAccepted(r.reveal, r.draftRoot, q, p, uint64(r.salt));
     }
 
     /// @dev Every q in 1..WAD and every p in 0..WAD (v1's commitDraft and submitVerification revert otherwise).
-    function _inRange(uint64[] calldata q, uint64[] calldata p) private pure returns (bool) {
+    function _inRange(uint64[] memory q, uint64[] memory p) private pure returns (bool) {
         uint256 k = q.length;
         for (uint256 i; i < k; ++i) {
             if (!SpecMath.isDraftProbability(q[i]) || !SpecMath.isTargetProbability(p[i])) return false;
@@ -650,7 +714,7 @@ contract TranscriptSettlement is TranscriptSigner {
     }
 
     /// @dev The accept count cut before the first proposal at or above the vocabulary (InferenceMarket._capAtVocab).
-    function _capAtVocab(uint32[] calldata tokens, uint256 count, uint256 vocab) private pure returns (uint256) {
+    function _capAtVocab(uint32[] memory tokens, uint256 count, uint256 vocab) private pure returns (uint256) {
         for (uint256 i; i < count; ++i) {
             if (tokens[i] >= vocab) return i;
         }
@@ -680,7 +744,7 @@ contract TranscriptSettlement is TranscriptSigner {
     /// @dev Ends a force-moved job at `f`'s cycles, slashing `silent` (when it consented) as for a v1 timeout.
     function _finishForce(uint256 jobId, Force memory f, IInferenceMarket.FinishReason reason, address silent) private {
         delete _forces[jobId];
-        _settled[jobId] = Settled(f.recordsRoot, f.cycles, false);
+        _roots[jobId] = f.recordsRoot;
         IInferenceMarket.TranscriptOutcome memory o =
             IInferenceMarket.TranscriptOutcome(f.cycles, f.emitted, f.rejected, f.outCut, f.salt, reason, silent, f.slash);
         market.transcriptFinish(jobId, o);

@@ -296,8 +296,8 @@ def test_the_verifier_node_answers_a_force_from_its_store(tmp_path):
             assert STOP_AT in ledger.verifications and not ledger.done
             k = STOP_AT
             ev = TX.evidence(*ledger.drafts[k], *ledger.verifications[k - 1])
-            cycles = [TX.Cycle.of(ledger.drafts[c][0], ledger.verifications[c][0]).as_tuple() for c in range(k)]
-            transact(w3, system.transcript.functions.forceMove(job_id, ev, cycles), address(DRAFTER))
+            cycles = [TX.Cycle.of(ledger.drafts[c][0], ledger.verifications[c][0]) for c in range(k)]
+            transact(w3, TX.force_call(system.transcript, job_id, ev, cycles), address(DRAFTER))
             advance(w3, 3)  # a later block: the node's periodic recheck of the job
             answered = system.transcript.events.ForceAnsweredVerification()
             _wait_for(lambda: answered.get_logs(from_block=0), 120, "the verifier's answer", [verifier])

@@ -9,6 +9,7 @@ from eth_hash.auto import keccak
 
 from chainutil import (  # noqa: F401  (env is a fixture)
     DRAFT_MODEL,
+    EOS,
     ROLE_REFEREE,
     SALT,
     SEED,
@@ -43,6 +44,7 @@ DRAFTER_KEY, VERIFIER_KEY, OUTSIDER_KEY = dev_account(2).key, dev_account(3).key
 OUT = 777
 ACCEPTS = [4, 2, 3]  # γ = 4: 5 + 3 + 4 = 12 tokens, the job's maxTokens, so the last cycle ends it
 MAX_TOKENS = 12
+GAMMA = 4  # job_request's default
 CHEATED = Verdict.AccusedCheated
 
 
@@ -50,7 +52,9 @@ class Transcript:
     """A job's signed transcript, built as the two nodes would: Drafts on the co-signed state, Verifications with
     the v1 rule's accept count (`lie`: cycles whose signed count is one more than the rule's)."""
 
-    def __init__(self, env, job_id, accepts=ACCEPTS, lie=(), salt=SALT, seed=SEED, realistic=True):
+    def __init__(
+        self, env, job_id, accepts=ACCEPTS, lie=(), salt=SALT, seed=SEED, realistic=True, eos_at=None, outs=None
+    ):
         self.env, self.job_id, self.salt = env, job_id, salt
         self.domain = T.Domain(env.w3.eth.chain_id, env.system.transcript.address)
         job = job_view(env, job_id)
@@ -58,15 +62,16 @@ class Transcript:
         self.drafts, self.verifications, self.cycles = [], [], []
         state = P.transcript_genesis(job_id, salt)
         for c, a in enumerate(accepts):
-            d = make_draft(job_id, c, job["gamma"])
+            d = eos_draft(job_id, c, job["gamma"], (eos_at or {}).get(c))
+            out_token = (outs or {}).get(c, OUT)
             draft = T.Draft.build(job_id, c, state, d.tokens, d.q, salt)
             # full-width p whose accept count depends on the uniforms (so on the reveal and the salt)
             p = realistic_p(self.reveals[c], d, a, salt) if realistic else forcing_p(job["gamma"], a)
             accepted = P.count_accepted(self.reveals[c], draft.draft_root, d.q, p, salt)
             assert accepted == a
             claimed = accepted + 1 if c in lie else accepted  # the lie pays the drafter one more token
-            state = P.next_state(state, P.cycle_record_hash(draft.draft_root, p, claimed, OUT))
-            v = T.Verification(job_id, c, draft.draft_root, p, self.reveals[c], claimed, OUT, state)
+            state = P.next_state(state, P.cycle_record_hash(draft.draft_root, p, claimed, out_token))
+            v = T.Verification(job_id, c, draft.draft_root, p, self.reveals[c], claimed, out_token, state)
             self.drafts.append(draft)
             self.verifications.append(v)
             self.cycles.append(TX.Cycle.of(draft, v))
@@ -92,6 +97,14 @@ class Transcript:
             self.reveals[len(self.cycles) - 1],
             self.cycles if cycles is None else cycles,
         )
+
+
+def eos_draft(job_id, cycle, gamma, eos_index=None):
+    """make_draft's proposals, with EOS proposed at `eos_index` (None: nowhere)."""
+    d = make_draft(job_id, cycle, gamma)
+    if eos_index is not None:
+        d.tokens[eos_index] = EOS
+    return d
 
 
 def transcript_job(env, **overrides) -> int:
@@ -124,36 +137,57 @@ def owed(env, who):
 # ---------------------------------------------------------------- settlement
 
 
-def test_honest_settlement_pays_exactly_what_per_cycle_mode_pays(chain, env):
+@pytest.mark.parametrize(
+    "accepts, eos_at, outs",
+    [
+        (ACCEPTS, None, None),  # ends at maxTokens with the last outToken
+        ([4, 4, 4], None, None),  # maxTokens cuts the last cycle inside its accepted proposals (out cut)
+        ([4, 3], {1: 1}, None),  # an accepted EOS ends it, the rest of the cycle cut
+        ([4, 2], None, {1: EOS}),  # the outToken is EOS
+    ],
+    ids=["max-tokens", "max-tokens-cut", "eos-accepted", "eos-out-token"],
+)
+def test_honest_settlement_pays_exactly_what_per_cycle_mode_pays(chain, env, accepts, eos_at, outs):
     # the per-cycle job: the same drafts, p, accept counts and outTokens, on chain cycle by cycle
     v1 = submit_job(env, maxTokens=MAX_TOKENS)
     runner = JobRunner(env, v1)
     runner.accept()
     v1_output = []
-    for c, a in enumerate(ACCEPTS):
-        _, verify, _ = runner.cycle(c, accept=a, out_token=OUT, realistic=True)
+    for c, a in enumerate(accepts):
+        draft = eos_draft(v1, c, GAMMA, (eos_at or {}).get(c))
+        out = (outs or {}).get(c, OUT)
+        _, verify, _ = runner.cycle(c, accept=a, out_token=out, draft=draft, realistic=True)
         v1_output += unpack_output(events(env.market, verify, "CycleVerified")[0].args.output)
     assert job_view(env, v1)["status"] == STATUS_FINISHED
     v1_pay, v1_alpha = finalize(env, v1)
 
     job_id = transcript_job(env)
     assert job_view(env, job_id)["transcript"] and job_view(env, job_id)["status"] == STATUS_RUNNING
-    t = Transcript(env, job_id)
+    t = Transcript(env, job_id, accepts=accepts, eos_at=eos_at, outs=outs)
     receipt = transact(env.w3, t.settle_call(), env.actors.verifier)
     (ev,) = events(env.system.transcript, receipt, "TranscriptSettled")
     hashes = TX.record_hashes(job_id, t.cycles)
-    assert (ev.args.cycles, ev.args.tokensOut, ev.args.recordsRoot) == (3, MAX_TOKENS, P.records_root(hashes))
+    assert (ev.args.cycles, ev.args.tokensOut, ev.args.recordsRoot) == (
+        len(accepts),
+        len(v1_output),
+        P.records_root(hashes),
+    )
+    assert tuple(env.system.transcript.functions.settled(job_id).call()) == (
+        P.records_root(hashes),
+        len(accepts),
+        False,
+    )
     view = job_view(env, job_id)
     v1_view = job_view(env, v1)
     for field in ("cycle", "emitted", "rejected", "drafterTokens"):
         assert view[field] == v1_view[field], field
     assert view["status"] == STATUS_FINISHED and view["salt"] == SALT
-    # chain data alone rebuilds the transcript and its output
+    # chain data alone rebuilds the transcript and its output: the packed calldata decodes to exactly the records
     read = TX.read_settlement(env.w3, env.system.transcript, job_id)
-    assert read.cycles == t.cycles and read.reveals() == t.reveals[:3]
-    assert read.output(view["eosToken"], MAX_TOKENS) == v1_output and len(v1_output) == MAX_TOKENS
+    assert read.cycles == t.cycles and read.reveals() == t.reveals[: len(accepts)]
+    assert read.output(view["eosToken"], MAX_TOKENS) == v1_output
     pay, alpha = finalize(env, job_id)
-    assert pay == v1_pay and alpha == v1_alpha and alpha[0] == 3
+    assert pay == v1_pay and alpha == v1_alpha and alpha[0] == len(accepts)
     assert job_view(env, job_id)["status"] == STATUS_FINALIZED
 
 
@@ -357,7 +391,7 @@ def _force_by_drafter(env, t, k):
         t.verifications[k - 1] if k else None,
         t.sign(t.verifications[k - 1], VERIFIER_KEY) if k else b"",
     )
-    return env.system.transcript.functions.forceMove(t.job_id, ev, [c.as_tuple() for c in t.cycles[:k]])
+    return env.system.transcript.functions.forceMove(t.job_id, ev, TX.pack_cycles(t.cycles[:k], GAMMA))
 
 
 def test_silent_verifier_is_slashed_and_the_job_settles_at_the_co_signed_state(chain, env):
@@ -416,7 +450,7 @@ def test_silent_drafter_after_the_verifiers_force(chain, env):
         t.verifications[k],
         t.sign(t.verifications[k], VERIFIER_KEY),
     )
-    transact(env.w3, ts.forceMove(job_id, ev, [c.as_tuple() for c in t.cycles[:k]]), a.verifier)
+    transact(env.w3, ts.forceMove(job_id, ev, TX.pack_cycles(t.cycles[:k], GAMMA)), a.verifier)
     stake = env.registry.functions.stakeOf(a.drafter).call()
     advance(env.w3, p.commit_timeout + 1)
     transact(env.w3, ts.claimForce(job_id), a.outsider)
@@ -441,7 +475,7 @@ def test_a_drafter_answers_the_verifiers_force_with_its_next_draft(chain, env):
         t.verifications[1],
         t.sign(t.verifications[1], VERIFIER_KEY),
     )
-    transact(env.w3, ts.forceMove(job_id, ev, [t.cycles[0].as_tuple()]), a.verifier)
+    transact(env.w3, ts.forceMove(job_id, ev, TX.pack_cycles(t.cycles[:1])), a.verifier)
     _revert(
         env,
         ts.answerForce(job_id, TX.draft_answer(t.drafts[2], t.sign(t.drafts[2], OUTSIDER_KEY))),
@@ -457,7 +491,7 @@ def test_a_drafter_that_never_sent_a_draft_is_not_slashed(chain, env):
     a, p = env.actors, env.params
     ts = env.system.transcript.functions
     stake = env.registry.functions.stakeOf(a.drafter).call()
-    transact(env.w3, ts.forceMove(job_id, TX.no_draft_evidence(), []), a.verifier)
+    transact(env.w3, ts.forceMove(job_id, TX.no_draft_evidence(), TX.pack_cycles([], GAMMA)), a.verifier)
     advance(env.w3, p.commit_timeout + 1)
     transact(env.w3, ts.claimForce(job_id), a.outsider)
     assert env.registry.functions.stakeOf(a.drafter).call() == stake
@@ -485,7 +519,7 @@ def test_a_stale_force_is_superseded_by_a_force_at_a_later_state(chain, env):
     ts = env.system.transcript.functions
     transact(env.w3, _force_by_drafter(env, t, 0), a.drafter)
     _revert(env, _force_by_drafter(env, t, 0), a.drafter, "ForcePending")
-    cycles = [t.cycles[0].as_tuple()]
+    cycles = TX.pack_cycles(t.cycles[:1])
     transact(env.w3, ts.forceMove(job_id, _evidence_of_verifier(t, 1), cycles), a.verifier)
     force = ts.forceOf(job_id).call()
     assert force[9] == a.drafter and force[5] == 2
@@ -503,7 +537,7 @@ def test_a_force_whose_pending_verification_ends_the_job_settles_at_once(chain, 
     stakes = [env.registry.functions.stakeOf(x).call() for x in (a.drafter, a.verifier)]
     # the drafter would not sign the Settlement: the verifier posts its verification of the last cycle
     receipt = transact(
-        env.w3, ts.forceMove(job_id, _evidence_of_verifier(t, 2), [c.as_tuple() for c in t.cycles[:2]]), a.verifier
+        env.w3, ts.forceMove(job_id, _evidence_of_verifier(t, 2), TX.pack_cycles(t.cycles[:2])), a.verifier
     )
     assert events(env.system.transcript, receipt, "ForceCompleted")[0].args.cycles == 3
     assert [env.registry.functions.stakeOf(x).call() for x in (a.drafter, a.verifier)] == stakes
@@ -522,7 +556,7 @@ def test_a_verifier_force_with_a_wrong_verification_is_refused(chain, env):
     ts = env.system.transcript.functions
     _revert(
         env,
-        ts.forceMove(job_id, _evidence_of_verifier(t, 1), [t.cycles[0].as_tuple()]),
+        ts.forceMove(job_id, _evidence_of_verifier(t, 1), TX.pack_cycles(t.cycles[:1])),
         env.actors.verifier,
         "RuleViolated",
     )
@@ -530,7 +564,7 @@ def test_a_verifier_force_with_a_wrong_verification_is_refused(chain, env):
     ev = TX.evidence(
         t.drafts[1], t.sign(t.drafts[1], DRAFTER_KEY), t.verifications[0], t.sign(t.verifications[0], OUTSIDER_KEY)
     )
-    _revert(env, ts.forceMove(job_id, ev, [t.cycles[0].as_tuple()]), env.actors.drafter, "TranscriptWrongSigner")
+    _revert(env, ts.forceMove(job_id, ev, TX.pack_cycles(t.cycles[:1])), env.actors.drafter, "TranscriptWrongSigner")
 
 
 def test_a_settlement_answers_a_force(chain, env):
@@ -557,7 +591,9 @@ def test_on_chain_checks_of_a_running_job_use_the_drafters_salt(chain, env):
     ts = env.system.transcript.functions
     transact(env.w3, _force_by_drafter(env, t, 1), env.actors.drafter)
     transact(env.w3, ts.answerForce(job_id, TX.verification_answer(t.cycles[1], t.reveals[1])), env.actors.verifier)
-    transact(env.w3, ts.forceMove(job_id, _evidence_of_verifier(t, 1), [t.cycles[0].as_tuple()]), env.actors.verifier)
+    transact(
+        env.w3, ts.forceMove(job_id, _evidence_of_verifier(t, 1), TX.pack_cycles(t.cycles[:1])), env.actors.verifier
+    )
     assert ts.forceOf(job_id).call()[5] == 2
 
 
@@ -601,3 +637,101 @@ def test_an_answered_force_cannot_be_repeated(chain, env):
     _revert(env, _force_by_drafter(env, t, 1), a.drafter, "ForceAlreadyAnswered")
     transact(env.w3, _force_by_drafter(env, t, 2), a.drafter)  # the next cycle's draft: a new move to answer
     assert ts.forceOf(job_id).call()[5] == 2
+
+
+# ---------------------------------------------------------------- the settlement encoding (PackedCycles)
+
+
+def _settle_packed(t, data):
+    """settle with `data` as the cycles' calldata, the rest of the call as the honest one."""
+    s = t.settlement()
+    signed = (s.as_tuple(), t.sign(s, DRAFTER_KEY), t.sign(s, VERIFIER_KEY), t.salt, t.reveals[len(t.cycles) - 1])
+    return t.env.system.transcript.functions.settle(signed, data)
+
+
+def test_malformed_packed_cycles_revert_with_their_error_and_settle_nothing(chain, env):
+    job_id = transcript_job(env)
+    t = Transcript(env, job_id)
+    good = TX.pack_cycles(t.cycles)
+    size = TX.record_size(GAMMA)
+    assert len(good) == 1 + 3 * size and size == 5 + 19 * GAMMA
+    a = env.actors.verifier
+    malformed = {
+        "PackedLength": [
+            b"",
+            good[:-1],
+            good + b"\x00",
+            good[: 1 + size + 7],
+            good[:1] + good[1 : 1 + size] * 2 + b"\x01",
+        ],
+        "PackedGamma": [bytes([GAMMA + 1]) + good[1:], bytes([0]) + good[1:]],
+        "WrongCycles": [good[: 1 + 2 * size], good + good[1 : 1 + size]],  # a whole record missing or added
+    }
+    for error, datas in malformed.items():
+        for data in datas:
+            _revert(env, _settle_packed(t, data), a, error)
+    # cycles packed for another γ (3 proposals each) also name their γ
+    short = [TX.Cycle(c.tokens[:3], c.q[:3], c.p[:3], min(c.accepted, 3), c.out_token) for c in t.cycles]
+    _revert(env, _settle_packed(t, TX.pack_cycles(short)), a, "PackedGamma")
+    # accepted above γ fits the byte but not the rule
+    over = bytearray(good)
+    over[1] = GAMMA + 1
+    _revert(env, _settle_packed(t, bytes(over)), a, "BadCycle")
+    # forceMove and challengeRule read the same encoding
+    ts = env.system.transcript.functions
+    ev = TX.evidence(t.drafts[1], t.sign(t.drafts[1], DRAFTER_KEY))
+    _revert(env, ts.forceMove(job_id, ev, TX.pack_cycles(t.cycles[:1])[:-1]), env.actors.drafter, "PackedLength")
+    _revert(env, ts.forceMove(job_id, ev, b"\x05" + good[1 : 1 + size]), env.actors.drafter, "PackedGamma")
+    assert job_view(env, job_id)["status"] == STATUS_RUNNING
+    transact(env.w3, _settle_packed(t, good), a)
+    proof = P.record_proof(TX.record_hashes(job_id, t.cycles), 1)
+    one = TX.pack_cycles(t.cycles[1:2])
+    for data, error in ((one[:-1], "PackedLength"), (TX.pack_cycles(t.cycles[1:3]), "WrongCycles")):
+        _revert(env, ts.challengeRule(job_id, 1, data, t.reveals[1], proof), env.actors.outsider, error)
+
+
+def test_calldata_that_does_not_hash_to_the_signed_state_reverts(chain, env):
+    """Any one bit of a posted field changes a record hash (tokens and q through the draft root), so the fold misses
+    the signed state: StateMismatch, nothing settled."""
+    job_id = transcript_job(env)
+    t = Transcript(env, job_id)
+    good = TX.pack_cycles(t.cycles)
+    size = TX.record_size(GAMMA)
+    # cycle 1's outToken, then its proposal 2's token, q and p (5 + 19·2 bytes into the record)
+    proposal = 1 + size + 5 + 19 * 2
+    for at, bit in ((1 + size + 4, 0), (proposal + 3, 0), (proposal + 6, 3), (proposal + 18, 0)):
+        data = bytearray(good)
+        data[at] ^= 1 << bit
+        _revert(env, _settle_packed(t, bytes(data)), env.actors.verifier, "StateMismatch")
+    assert job_view(env, job_id)["status"] == STATUS_RUNNING
+
+
+@pytest.mark.parametrize("gamma, accepts", [(1, [1] * 6), (7, [7, 4]), (16, [11])])
+def test_packed_runs_at_every_gamma_settle_and_decode_to_the_signed_records(chain, env, gamma, accepts):
+    job_id = transcript_job(env, gamma=gamma)
+    t = Transcript(env, job_id, accepts=accepts)
+    receipt = transact(env.w3, t.settle_call(), env.actors.drafter)
+    (ev,) = events(env.system.transcript, receipt, "TranscriptSettled")
+    assert ev.args.recordsRoot == P.records_root(TX.record_hashes(job_id, t.cycles))
+    assert TX.read_settlement(env.w3, env.system.transcript, job_id).cycles == t.cycles
+
+
+def test_pack_cycles_round_trips_and_refuses_what_the_contract_would():
+    cycles = [TX.Cycle((0, 2**32 - 1), (1, WAD), (0, 2**60 - 1), 2, 2**32 - 1), TX.Cycle((5, 6), (7, 8), (9, 10), 0, 3)]
+    data = TX.pack_cycles(cycles)
+    assert len(data) == 1 + 2 * TX.record_size(2) and data[0] == 2
+    assert TX.unpack_cycles(data) == cycles
+    assert TX.pack_cycles([], 4) == b"\x04" and TX.unpack_cycles(b"\x04") == []
+    bad = [
+        lambda: TX.pack_cycles([TX.Cycle((1,), (2**60,), (0,), 0, 0)]),  # q past 60 bits
+        lambda: TX.pack_cycles([TX.Cycle((2**32,), (1,), (0,), 0, 0)]),  # token past 32 bits
+        lambda: TX.pack_cycles([TX.Cycle((1,), (1,), (0,), 2, 0)]),  # accepted above γ
+        lambda: TX.pack_cycles([cycles[0], TX.Cycle((1,), (1,), (0,), 0, 0)]),  # two γs in one run
+        lambda: TX.pack_cycles([]),  # an empty run needs its γ
+        lambda: TX.unpack_cycles(data[:-1]),
+        lambda: TX.unpack_cycles(b""),
+        lambda: TX.unpack_cycles(b"\x00"),
+    ]
+    for call in bad:
+        with pytest.raises(ValueError):
+            call()

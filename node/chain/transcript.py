@@ -18,6 +18,10 @@ from node import protocol as P
 from node.chain.transcript_messages import Draft, Settlement, Verification
 
 EMPTY_DRAFT = (0, 0, bytes(32), bytes(32), [], [], 0)
+# The settlement encoding (contracts/lib/PackedCycles.sol, docs/protocol.md "Settlement encoding"): a γ byte, then
+# per cycle accepted (1 byte) and outToken (4), then per proposal token (32 bits), q (60 bits), p (60 bits).
+RECORD_FIXED, PROPOSAL_BYTES, PROB_BITS = 5, 19, 60
+MAX_GAMMA = 16  # InferenceMarket.MAX_GAMMA
 EMPTY_VERIFICATION = (0, 0, bytes(32), [], bytes(32), 0, 0, bytes(32))
 
 
@@ -40,12 +44,70 @@ class Cycle:
     def as_tuple(self) -> tuple:
         return (list(self.tokens), list(self.q), list(self.p), self.accepted, self.out_token)
 
+    def packed(self) -> bytes:
+        """This cycle's record in the settlement encoding (no γ byte): ValueError when a field does not fit it."""
+        gamma = len(self.tokens)
+        if not (len(self.q) == len(self.p) == gamma) or not 0 <= self.accepted <= min(gamma, 255):
+            raise ValueError(f"a cycle of {gamma} tokens, {len(self.q)} q, {len(self.p)} p, accepted {self.accepted}")
+        out = bytearray([self.accepted]) + _uint(self.out_token, 32, "outToken").to_bytes(4, "big")
+        for t, q, p in zip(self.tokens, self.q, self.p):
+            word = (
+                _uint(t, 32, "token") << 2 * PROB_BITS
+                | _uint(q, PROB_BITS, "q") << PROB_BITS
+                | _uint(p, PROB_BITS, "p")
+            )
+            out += word.to_bytes(PROPOSAL_BYTES, "big")
+        return bytes(out)
+
     def record(self, job_id: int, cycle: int) -> tuple[bytes, list[int], int, int]:
         """The v1 record (draftRoot, p, accepted, outToken), its draft root recomputed from (tokens, q)."""
         return P.draft_root(job_id, cycle, self.tokens, self.q), list(self.p), self.accepted, self.out_token
 
     def record_hash(self, job_id: int, cycle: int) -> bytes:
         return P.cycle_record_hash(*self.record(job_id, cycle))
+
+
+def _uint(value: int, bits: int, name: str) -> int:
+    if not 0 <= int(value) < 1 << bits:
+        raise ValueError(f"{name} {value} does not fit the settlement encoding's {bits} bits")
+    return int(value)
+
+
+def record_size(gamma: int) -> int:
+    return RECORD_FIXED + PROPOSAL_BYTES * gamma
+
+
+def pack_cycles(cycles: Sequence[Cycle], gamma: int | None = None) -> bytes:
+    """A run of cycles in the settlement encoding (what settle, forceMove and challengeRule take). `gamma` is needed
+    only for an empty run; every cycle must have γ proposals."""
+    gamma = len(cycles[0].tokens) if gamma is None and cycles else gamma
+    if gamma is None or not 1 <= gamma <= MAX_GAMMA:
+        raise ValueError(f"γ must be 1..{MAX_GAMMA}, got {gamma}")
+    records = [c.packed() for c in cycles]
+    if any(len(r) != record_size(gamma) for r in records):
+        raise ValueError(f"every cycle of a run must have γ = {gamma} proposals")
+    return bytes([gamma]) + b"".join(records)
+
+
+def unpack_cycles(data: bytes) -> list[Cycle]:
+    """The cycles of a packed run, read as hostile chain data: ValueError on the malformations the contract refuses
+    (no γ byte, γ out of range, a length that is not whole records)."""
+    data = bytes(data)
+    if not data or not 1 <= data[0] <= MAX_GAMMA:
+        raise ValueError("a packed run starts with its γ byte (1..16)")
+    gamma, size = data[0], record_size(data[0])
+    if (len(data) - 1) % size:
+        raise ValueError(f"a packed run of {len(data)} bytes is not whole {size}-byte records of γ = {gamma}")
+    mask = (1 << PROB_BITS) - 1
+    cycles = []
+    for at in range(1, len(data), size):
+        rec = data[at : at + size]
+        props = [int.from_bytes(rec[o : o + PROPOSAL_BYTES], "big") for o in range(RECORD_FIXED, size, PROPOSAL_BYTES)]
+        tokens = tuple(w >> 2 * PROB_BITS for w in props)
+        q = tuple(w >> PROB_BITS & mask for w in props)
+        p = tuple(w & mask for w in props)
+        cycles.append(Cycle(tokens, q, p, rec[0], int.from_bytes(rec[1:5], "big")))
+    return cycles
 
 
 def record_hashes(job_id: int, cycles: Sequence[Cycle]) -> list[bytes]:
@@ -60,22 +122,31 @@ def settle_call(
     salt: int,
     last_reveal: bytes,
     cycles: Sequence[Cycle],
+    gamma: int | None = None,
 ):
-    """`TranscriptSettlement.settle` with the Settlement, both signatures, the salt, the last reveal and the cycles."""
+    """`TranscriptSettlement.settle` with the Settlement, both signatures, the salt, the last reveal and the cycles
+    (packed; `gamma` is needed only when there are none)."""
     signed = (settlement.as_tuple(), drafter_sig, verifier_sig, salt, last_reveal)
-    return transcript.functions.settle(signed, [c.as_tuple() for c in cycles])
+    return transcript.functions.settle(signed, pack_cycles(cycles, gamma))
 
 
 def challenge_call(transcript: Contract, job_id: int, cycles: Sequence[Cycle], cycle: int, reveal: bytes):
     """`challengeRule` on `cycle` of a settled job, with its proof against the records root."""
     proof = P.record_proof(record_hashes(job_id, cycles), cycle)
-    return transcript.functions.challengeRule(job_id, cycle, cycles[cycle].as_tuple(), reveal, proof)
+    return transcript.functions.challengeRule(job_id, cycle, pack_cycles([cycles[cycle]]), reveal, proof)
 
 
 def pull_call(transcript: Contract, job_id: int, cycles: Sequence[Cycle], cycle: int):
     """`pullCycle`: the record of `cycle` and its proof, so the dispute manager can prove against it."""
     proof = P.record_proof(record_hashes(job_id, cycles), cycle)
     return transcript.functions.pullCycle(job_id, cycle, cycles[cycle].record(job_id, cycle), proof)
+
+
+def force_call(transcript: Contract, job_id: int, evidence: tuple, cycles: Sequence[Cycle], gamma: int | None = None):
+    """`forceMove` with its Evidence (`evidence`, `no_draft_evidence`) and the co-signed cycles 0..k-1, packed. γ
+    comes from the cycles or the Evidence's Draft; pass it for a force with neither (`no_draft_evidence`)."""
+    gamma = gamma or (len(cycles[0].tokens) if cycles else len(evidence[0][4])) or None
+    return transcript.functions.forceMove(job_id, evidence, pack_cycles(cycles, gamma))
 
 
 def evidence(
@@ -141,10 +212,6 @@ class SettledTranscript:
         return tokens
 
 
-def _cycles(raw) -> list[Cycle]:
-    return [Cycle(tuple(c["tokens"]), tuple(c["q"]), tuple(c["p"]), c["accepted"], c["outToken"]) for c in raw]
-
-
 def _decode(w3: Web3, transcript: Contract, tx_hash) -> tuple[str, dict]:
     fn, args = transcript.decode_function_input(w3.eth.get_transaction(tx_hash)["input"])
     return fn.fn_name, args
@@ -163,7 +230,11 @@ def read_settlement(w3: Web3, transcript: Contract, job_id: int, from_block: int
             raise LookupError(f"job {job_id}'s TranscriptSettled came from {name}, not settle")
         signed = args["a"]
         return SettledTranscript(
-            job_id, dict(signed["settlement"]), signed["salt"], bytes(signed["lastReveal"]), _cycles(args["cycles"])
+            job_id,
+            dict(signed["settlement"]),
+            signed["salt"],
+            bytes(signed["lastReveal"]),
+            unpack_cycles(args["cycles"]),
         )
     ended = transcript.events.ForceSettled().get_logs(from_block=from_block, argument_filters=flt)
     completed = transcript.events.ForceCompleted().get_logs(from_block=from_block, argument_filters=flt)
@@ -179,7 +250,7 @@ def read_settlement(w3: Web3, transcript: Contract, job_id: int, from_block: int
     name, args = _decode(w3, transcript, source)
     if name != "forceMove":
         raise LookupError(f"job {job_id}'s force came from {name}, not forceMove")
-    e, cycles = args["e"], _cycles(args["cycles"])
+    e, cycles = args["e"], unpack_cycles(args["cycles"])
     draft, last, pending = e["draft"], e["last"], e["pending"]
     reveal = bytes(last["reveal"])
     if e["pendingSig"]:

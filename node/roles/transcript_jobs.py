@@ -312,9 +312,9 @@ def force_verifier(node, ledger) -> int:
         return 0  # nothing pending of mine to force with
     draft, sig = ledger.drafts[k]
     last, last_sig = ledger.verifications[k - 1] if k else (None, b"")
-    cycles = [TX.Cycle.of(ledger.drafts[c][0], ledger.verifications[c][0]).as_tuple() for c in range(k)]
+    cycles = [TX.Cycle.of(ledger.drafts[c][0], ledger.verifications[c][0]) for c in range(k)]
     node.log.warning("job %d: the verifier is silent at cycle %d; posting a force move", job_id, k)
-    call = _ts(node).forceMove(job_id, TX.evidence(draft, sig, last, last_sig), cycles)
+    call = TX.force_call(node.system.transcript, job_id, TX.evidence(draft, sig, last, last_sig), cycles)
     return node.transact(f"job:{job_id}:force:{k}", call)
 
 
