@@ -317,8 +317,8 @@ def test_the_verifier_node_answers_a_force_from_its_store(tmp_path):
             d4 = tm.Draft.build(job_id, k + 1, v.state, tokens, [P.WAD // 2] * gamma, ledger.salt)
             sig4 = tm.sign(spec.domain, d4, key)
             ev = TX.evidence(d4, sig4, *ledger.verifications[k])
-            cycles.append(TX.Cycle.of(ledger.drafts[k][0], v).as_tuple())
-            transact(w3, system.transcript.functions.forceMove(job_id, ev, cycles), address(DRAFTER))
+            cycles.append(TX.Cycle.of(ledger.drafts[k][0], v))
+            transact(w3, TX.force_call(system.transcript, job_id, ev, cycles), address(DRAFTER))
             advance(w3, 3)
             _wait_for(lambda: len(answered.get_logs(from_block=0)) == 2, 120, "the second answer", [verifier])
             second = answered.get_logs(from_block=0)[1]
@@ -343,8 +343,8 @@ def test_the_verifier_node_answers_a_force_from_its_store(tmp_path):
             other = [t + 1 for t in d5.tokens]
             d5x = tm.Draft.build(job_id, k + 2, v4.state, other, list(d5.q), ledger.salt)
             ev = TX.evidence(d5x, tm.sign(spec.domain, d5x, key), *ledger.verifications[k + 1])
-            cycles.append(TX.Cycle.of(d4, v4).as_tuple())
-            transact(w3, system.transcript.functions.forceMove(job_id, ev, cycles), address(DRAFTER))
+            cycles.append(TX.Cycle.of(d4, v4))
+            transact(w3, TX.force_call(system.transcript, job_id, ev, cycles), address(DRAFTER))
             advance(w3, 3)
             moved = system.transcript.events.ForceMoved()
             _wait_for(
