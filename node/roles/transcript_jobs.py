@@ -368,7 +368,7 @@ def force_drafter(node, ledger) -> int:
     job_id = ledger.spec.job_id
     if not ledger.drafts:
         node.log.warning("job %d: the drafter never sent Draft 0; forcing it with no evidence", job_id)
-        call = TX.force_call(_ts(node), job_id, TX.no_draft_evidence(), [], gamma=ledger.spec.job.gamma)
+        call = TX.force_call(node.system.transcript, job_id, TX.no_draft_evidence(), [], gamma=ledger.spec.job.gamma)
         return node.transact(f"job:{job_id}:force-drafter:0", call)
     k = ledger.next_cycle - 1  # the last cycle verified: the drafter owes Draft k+1 (or its Settlement)
     if k < 0:
@@ -378,7 +378,7 @@ def force_drafter(node, ledger) -> int:
     evidence = TX.evidence(draft, draft_sig, last, last_sig, *ledger.verifications[k])
     cycles = [TX.Cycle.of(ledger.drafts[c][0], ledger.verifications[c][0]) for c in range(k)]
     node.log.warning("job %d: the drafter is silent after cycle %d; posting a force move", job_id, k)
-    call = TX.force_call(_ts(node), job_id, evidence, cycles)
+    call = TX.force_call(node.system.transcript, job_id, evidence, cycles)
     return node.transact(f"job:{job_id}:force-drafter:{k + 1}", call)
 
 
