@@ -1,8 +1,26 @@
 """End-to-end benchmark: a drafter node and a verifier node serving jobs on a local anvil chain.
 
-    .venv/bin/python scripts/bench_e2e.py                       # 3 jobs x 64 tokens, γ=4, nodes as processes
-    .venv/bin/python scripts/bench_e2e.py --json --tokens 16 --repeats 1 --nodes threads
-    .venv/bin/python scripts/bench_e2e.py --gamma 2 --prompt "import os\\n" --temperature 0
+    PYTHONPATH=$PWD .venv/bin/python scripts/bench_e2e.py --threads 1   # both modes × 0, 1, 12 s blocks, one table
+    PYTHONPATH=$PWD .venv/bin/python scripts/bench_e2e.py --mode transcript --block-time 0,12 --concurrent 4
+    PYTHONPATH=$PWD .venv/bin/python scripts/bench_e2e.py --mode onchain --block-time 0   # per cycle, in detail:
+    PYTHONPATH=$PWD .venv/bin/python scripts/bench_e2e.py --mode onchain --block-time 0 --json --tokens 16 --repeats 1
+    PYTHONPATH=$PWD .venv/bin/python scripts/bench_e2e.py --mode onchain --block-time 0 --gamma 2 --temperature 0
+
+Modes × block times (`--mode transcript|onchain|both`, default both; `--block-time 0,1,12`, the default): for each
+block time and mode a fresh anvil (deployed and registered with instant mining, then switched to a block every b s:
+node.chain.anvil.set_block_time), the same prompt, γ, sampling, job id, verifier seed and drafter salt (fixed by
+SALT_ENV in every node, so both modes emit the same tokens), and one row of the table: decoding tokens/s from the
+job's acceptance to its last token at the requester, the engine's tokens/s on the same job in the same run, their
+ratio, the time to first token (from the submit transaction's receipt), the job's transactions (every party's,
+submit to finalize; withdrawals apart) and gas per token. The per-cycle mode is the report below (`run`); the
+transcript mode (`run_transcript`, protocol v2) has the verifier serve its link on loopback (`serve verifier
+--listen`: node.cli_transcript.start_link, endpoint published in the registry), the drafter node run the job over it
+and settle it, and a requester in this process follow the token stream (node.link.requester.stream_tokens). At
+b > 0 what the requester sees is timed when the block holding it arrives (`HeadWatch`, eth_blockNumber every 10 ms);
+once the decoding is measured the chain goes back to instant mining, so settlement, finalize and withdrawals are
+counted but not waited for. `--concurrent K`: K transcript jobs submitted at once, one verifier serving all, their
+tokens/s per job and in total, and whether any stalled (a gap of STALL_S between two streamed cycles, or no end).
+`--mode onchain --block-time 0` alone prints the per-cycle report in detail:
 
 In one run, on a fresh anvil it starts (node.chain.anvil.running_anvil) with `deploy_system`, it
 registers a drafter (dev account 2), a verifier (3) and three referees (4, 5, 6) for the bundled pair
