@@ -101,7 +101,8 @@ library PackedCycles {
     /// work cost ~5,500 gas a cycle of Solidity glue (array bounds checks, internal calls, memory structs) against
     /// ~1,500 here. The challenge path (`load`, then SpecMath and CycleRecord) recomputes every record it proves
     /// against the root this builds, and tests/test_transcript_settlement.py checks both against node/protocol.py.
-    /// Scratch past the free memory pointer: the leaf preimage (5 words), the γ tree nodes, the record encoding.
+    /// Scratch past the free memory pointer: the leaf preimage (5 words), the tree's ⌈γ/2⌉ first-level nodes (γ words
+    /// reserved), the record encoding.
     function recordHash(uint256 jobId, uint256 cycle, uint256 record, uint256 gamma, uint256 eos)
         internal
         pure
@@ -117,26 +118,38 @@ library PackedCycles {
             accepted := shr(248, w)
             outToken := and(shr(216, w), 0xffffffff)
             eosAt := accepted
-            // leaves and p, by pointers: the proposal's calldata, its node, its p word after the 5 head words
+            // leaves and p, by pointers: the proposal's calldata, its p word after the 5 head words; the tree's
+            // first level on the way (leaf 2j held on the stack until leaf 2j+1 pairs with it into node j), so the
+            // leaves never go to memory
             let src := add(record, FIXED)
             let node := nodes
             let pWord := add(enc, 0xa0)
+            let held := 0
             for { let i := 0 } lt(i, gamma) { i := add(i, 1) } {
                 w := calldataload(src)
                 mstore(add(pre, 0x40), i)
                 let token := shr(224, w)
-                if and(eq(token, eos), lt(i, eosAt)) { eosAt := i }
+                if eq(token, eos) { if lt(i, eosAt) { eosAt := i } }
                 mstore(add(pre, 0x60), token)
                 mstore(add(pre, 0x80), and(shr(164, w), _MASK60)) // q
                 mstore(0x00, keccak256(pre, 0xa0))
-                mstore(node, keccak256(0x00, 0x20)) // leaf i
+                let leaf := keccak256(0x00, 0x20) // leaf i
                 mstore(pWord, and(shr(104, w), _MASK60)) // p_i
+                switch and(i, 1)
+                case 0 { held := leaf }
+                default {
+                    let lo := xor(leaf, mul(xor(held, leaf), lt(held, leaf))) // min, branch-free
+                    mstore(0x00, lo)
+                    mstore(0x20, xor(xor(held, leaf), lo)) // max
+                    mstore(node, keccak256(0x00, 0x40))
+                    node := add(node, 0x20)
+                }
                 src := add(src, PROPOSAL)
-                node := add(node, 0x20)
                 pWord := add(pWord, 0x20)
             }
-            // the tree, in place: level by level, pair (2i, 2i+1) sorted and hashed into i, an odd last node moved up
-            for { let width := gamma } gt(width, 1) {} {
+            if and(gamma, 1) { mstore(node, held) } // an odd last leaf moves up
+            // the other levels, in place: pair (2i, 2i+1) sorted and hashed into i, an odd last node moved up
+            for { let width := shr(1, add(gamma, 1)) } gt(width, 1) {} {
                 let end := add(nodes, shl(6, shr(1, width)))
                 let dst := nodes
                 for { let at := nodes } lt(at, end) { at := add(at, 0x40) } {
