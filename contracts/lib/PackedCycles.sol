@@ -148,8 +148,9 @@ library PackedCycles {
                 pWord := add(pWord, 0x20)
             }
             if and(gamma, 1) { mstore(node, held) } // an odd last leaf moves up
-            // the other levels, in place: pair (2i, 2i+1) sorted and hashed into i, an odd last node moved up
-            for { let width := shr(1, add(gamma, 1)) } gt(width, 1) {} {
+            // the middle levels, in place: pair (2i, 2i+1) sorted and hashed into i, an odd last node moved up
+            let width := shr(1, add(gamma, 1))
+            for {} gt(width, 2) {} {
                 let end := add(nodes, shl(6, shr(1, width)))
                 let dst := nodes
                 for { let at := nodes } lt(at, end) { at := add(at, 0x40) } {
@@ -164,7 +165,17 @@ library PackedCycles {
                 if and(width, 1) { mstore(dst, mload(end)) }
                 width := sub(width, shr(1, width))
             }
-            mstore(enc, mload(nodes)) // the draft root
+            // the top: one node is the draft root, two are its last pair (hashed straight into the encoding)
+            switch width
+            case 1 { mstore(enc, mload(nodes)) }
+            default {
+                let a := mload(nodes)
+                let b := mload(add(nodes, 0x20))
+                let lo := xor(b, mul(xor(a, b), lt(a, b)))
+                mstore(0x00, lo)
+                mstore(0x20, xor(xor(a, b), lo))
+                mstore(enc, keccak256(0x00, 0x40)) // the draft root
+            }
             mstore(add(enc, 0x20), 0x80) // the offset of p
             mstore(add(enc, 0x40), accepted)
             mstore(add(enc, 0x60), outToken)
