@@ -129,7 +129,7 @@ library PackedCycles {
                 w := calldataload(src)
                 mstore(add(pre, 0x40), i)
                 let token := shr(224, w)
-                if eq(token, eos) { if lt(i, eosAt) { eosAt := i } }
+                if and(eq(token, eos), lt(i, eosAt)) { eosAt := i }
                 mstore(add(pre, 0x60), token)
                 mstore(add(pre, 0x80), and(shr(164, w), _MASK60)) // q
                 mstore(0x00, keccak256(pre, 0xa0))
@@ -139,7 +139,7 @@ library PackedCycles {
                 w := calldataload(add(src, PROPOSAL))
                 mstore(add(pre, 0x40), add(i, 1))
                 token := shr(224, w)
-                if eq(token, eos) { if lt(add(i, 1), eosAt) { eosAt := add(i, 1) } }
+                if and(eq(token, eos), lt(add(i, 1), eosAt)) { eosAt := add(i, 1) }
                 mstore(add(pre, 0x60), token)
                 mstore(add(pre, 0x80), and(shr(164, w), _MASK60))
                 mstore(0x00, keccak256(pre, 0xa0))
@@ -158,7 +158,7 @@ library PackedCycles {
                 w := calldataload(src)
                 mstore(add(pre, 0x40), i)
                 let token := shr(224, w)
-                if eq(token, eos) { if lt(i, eosAt) { eosAt := i } }
+                if and(eq(token, eos), lt(i, eosAt)) { eosAt := i }
                 mstore(add(pre, 0x60), token)
                 mstore(add(pre, 0x80), and(shr(164, w), _MASK60))
                 mstore(0x00, keccak256(pre, 0xa0))
