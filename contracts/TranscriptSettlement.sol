@@ -489,7 +489,7 @@ contract TranscriptSettlement is TranscriptSigner {
         bytes32 recordHash = CycleRecord.hashCalldata(v.draftRoot, v.p, v.accepted, v.outToken);
         bytes32 next = TranscriptTypes.nextState(t.state, recordHash);
         if (next != v.state) revert StateMismatch(v.state, next);
-        _stepUnpacked(t, job, k, tokens, v.accepted, v.outToken);
+        _stepUnpacked(t, job, tokens, v.accepted, v.outToken);
         t.state = next;
         leaves[k] = TranscriptTypes.recordLeaf(uint32(k), recordHash);
     }
@@ -520,22 +520,19 @@ contract TranscriptSettlement is TranscriptSigner {
             (bytes32 recordHash, uint256 accepted, uint256 outToken, uint256 eosAt) =
                 PackedCycles.recordHash(jobId, c, PackedCycles.recordAt(cycles, gamma, c), gamma, eos);
             if (accepted > gamma) revert BadCycle(c);
-            t.state = _chainStep(t.state, leaves, c, recordHash);
-            _step(t, job, c, gamma, accepted, outToken, eosAt);
+            _chainStep(t, leaves, c, recordHash);
+            _step(t, job.maxTokens, eos, gamma, accepted, outToken, eosAt);
         }
     }
 
-    /// @dev TranscriptTypes.nextState and recordLeaf of record `c` in one block (the leaf into `leaves`, c below its
-    /// length): called once a posted cycle, where two library calls and a bounds check cost more than the hashes.
-    function _chainStep(bytes32 state, bytes32[] memory leaves, uint256 c, bytes32 recordHash)
-        private
-        pure
-        returns (bytes32 next)
-    {
+    /// @dev TranscriptTypes.nextState (into `t.state`) and recordLeaf of record `c` (into `leaves`, c below its
+    /// length) in one block: called once a posted cycle, where two library calls and a bounds check cost more than
+    /// the hashes.
+    function _chainStep(Tally memory t, bytes32[] memory leaves, uint256 c, bytes32 recordHash) private pure {
         assembly ("memory-safe") {
-            mstore(0x00, state)
+            mstore(0x00, mload(t)) // t.state
             mstore(0x20, recordHash)
-            next := keccak256(0x00, 0x40)
+            mstore(t, keccak256(0x00, 0x40))
             mstore(0x00, c) // c < 2^32: a calldata run cannot hold more records
             mstore(0x00, keccak256(0x00, 0x40))
             mstore(add(leaves, shl(5, add(c, 1))), keccak256(0x00, 0x20))
@@ -564,7 +561,6 @@ contract TranscriptSettlement is TranscriptSigner {
     function _stepUnpacked(
         Tally memory t,
         InferenceMarket.JobView memory job,
-        uint256 c,
         uint32[] memory tokens,
         uint256 accepted,
         uint256 outToken
@@ -576,43 +572,47 @@ contract TranscriptSettlement is TranscriptSigner {
                 break;
             }
         }
-        _step(t, job, c, tokens.length, accepted, outToken, eosAt);
+        _step(t, job.maxTokens, job.eosToken, tokens.length, accepted, outToken, eosAt);
     }
 
     /// @dev v1's emission of one verified cycle of `gamma` proposals (InferenceMarket._emitOutput and _nextSlot0): the
     /// accepted proposals then outToken, cut after the first EOS (`eosAt`: the first accepted proposal that is EOS, or
-    /// `accepted` when none is) and at maxTokens; a rejection counts unless the cut came before the outToken.
+    /// `accepted` when none is) and at maxTokens; a rejection counts unless the cut came before the outToken. The
+    /// caller has checked that `t` is not finished (a cycle after the end reverts {CycleAfterEnd} there).
+    /// @dev One assembly block on `t`'s words (state, emitted, rejected, finished, outCut): it runs once a posted
+    /// cycle, and the Solidity version's branches and field accesses cost ~200 gas a cycle more. No overflow: a
+    /// running job has emitted < maxTokens (it finishes when it reaches them), so `room` is positive, accepted ≤ γ ≤
+    /// 255, and the counts stay below the cycle count times 256.
     function _step(
         Tally memory t,
-        InferenceMarket.JobView memory job,
-        uint256 c,
+        uint256 maxTokens,
+        uint256 eosToken,
         uint256 gamma,
         uint256 accepted,
         uint256 outToken,
         uint256 eosAt
     ) private pure {
-        if (t.finished) revert CycleAfterEnd(c);
-        // unchecked: a running job has emitted < maxTokens (it finishes when it reaches them), accepted ≤ γ ≤ 255,
-        // and the counts stay below the cycle count times 256
-        unchecked {
-            uint256 room = uint256(job.maxTokens) - t.emitted;
-            uint256 count = accepted + 1;
-            bool finished = false;
-            if (count >= room) {
-                count = room;
-                finished = true;
-            }
+        assembly ("memory-safe") {
+            let emitted := mload(add(t, 0x20))
+            let room := sub(maxTokens, emitted)
+            let count := add(accepted, 1)
+            let finished := iszero(lt(count, room))
+            if finished { count := room }
             // the position of the first EOS among the emitted (accepted proposals, then outToken at `accepted`)
-            uint256 eos = eosAt < accepted ? eosAt : (outToken == job.eosToken ? accepted : type(uint256).max);
-            if (eos < count) {
-                count = eos + 1;
-                finished = true;
+            let eos := eosAt
+            if iszero(lt(eosAt, accepted)) {
+                eos := not(0)
+                if eq(outToken, eosToken) { eos := accepted }
             }
-            t.emitted += count;
-            bool cut = finished && count <= accepted;
-            if (accepted < gamma && !cut) ++t.rejected;
-            t.finished = finished;
-            t.outCut = cut;
+            if lt(eos, count) {
+                count := add(eos, 1)
+                finished := 1
+            }
+            mstore(add(t, 0x20), add(emitted, count))
+            let cut := and(finished, iszero(gt(count, accepted)))
+            if and(lt(accepted, gamma), iszero(cut)) { mstore(add(t, 0x40), add(mload(add(t, 0x40)), 1)) }
+            mstore(add(t, 0x60), finished)
+            mstore(add(t, 0x80), cut)
         }
     }
 

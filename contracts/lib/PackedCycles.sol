@@ -101,7 +101,8 @@ library PackedCycles {
     /// work cost ~5,500 gas a cycle of Solidity glue (array bounds checks, internal calls, memory structs) against
     /// ~1,500 here. The challenge path (`load`, then SpecMath and CycleRecord) recomputes every record it proves
     /// against the root this builds, and tests/test_transcript_settlement.py checks both against node/protocol.py.
-    /// Scratch past the free memory pointer: the leaf preimage (5 words), the γ tree nodes, the record encoding.
+    /// Scratch past the free memory pointer: the leaf preimage (5 words), the tree's ⌈γ/2⌉ first-level nodes (γ words
+    /// reserved), the record encoding.
     function recordHash(uint256 jobId, uint256 cycle, uint256 record, uint256 gamma, uint256 eos)
         internal
         pure
@@ -117,11 +118,14 @@ library PackedCycles {
             accepted := shr(248, w)
             outToken := and(shr(216, w), 0xffffffff)
             eosAt := accepted
-            // leaves and p, by pointers: the proposal's calldata, its node, its p word after the 5 head words
+            // leaves and p, by pointers: the proposal's calldata, its p word after the 5 head words; two leaves an
+            // iteration, each pair hashed (sorted) into its first-level node on the way, so no leaf goes to memory
+            // (unrolled by hand: one leaf an iteration with a switch on its parity cost ~250 gas a cycle more at γ = 4)
             let src := add(record, FIXED)
             let node := nodes
             let pWord := add(enc, 0xa0)
-            for { let i := 0 } lt(i, gamma) { i := add(i, 1) } {
+            let i := 0
+            for {} lt(add(i, 1), gamma) { i := add(i, 2) } {
                 w := calldataload(src)
                 mstore(add(pre, 0x40), i)
                 let token := shr(224, w)
@@ -129,14 +133,41 @@ library PackedCycles {
                 mstore(add(pre, 0x60), token)
                 mstore(add(pre, 0x80), and(shr(164, w), _MASK60)) // q
                 mstore(0x00, keccak256(pre, 0xa0))
-                mstore(node, keccak256(0x00, 0x20)) // leaf i
+                let a := keccak256(0x00, 0x20) // leaf i
                 mstore(pWord, and(shr(104, w), _MASK60)) // p_i
-                src := add(src, PROPOSAL)
+                // the same for proposal i + 1
+                w := calldataload(add(src, PROPOSAL))
+                mstore(add(pre, 0x40), add(i, 1))
+                token := shr(224, w)
+                if and(eq(token, eos), lt(add(i, 1), eosAt)) { eosAt := add(i, 1) }
+                mstore(add(pre, 0x60), token)
+                mstore(add(pre, 0x80), and(shr(164, w), _MASK60))
+                mstore(0x00, keccak256(pre, 0xa0))
+                let b := keccak256(0x00, 0x20)
+                mstore(add(pWord, 0x20), and(shr(104, w), _MASK60))
+                let lo := xor(b, mul(xor(a, b), lt(a, b))) // min(a, b), branch-free
+                mstore(0x00, lo)
+                mstore(0x20, xor(xor(a, b), lo)) // max(a, b)
+                mstore(node, keccak256(0x00, 0x40))
+                src := add(src, mul(2, PROPOSAL))
                 node := add(node, 0x20)
-                pWord := add(pWord, 0x20)
+                pWord := add(pWord, 0x40)
             }
-            // the tree, in place: level by level, pair (2i, 2i+1) sorted and hashed into i, an odd last node moved up
-            for { let width := gamma } gt(width, 1) {} {
+            if lt(i, gamma) {
+                // an odd last leaf moves up
+                w := calldataload(src)
+                mstore(add(pre, 0x40), i)
+                let token := shr(224, w)
+                if and(eq(token, eos), lt(i, eosAt)) { eosAt := i }
+                mstore(add(pre, 0x60), token)
+                mstore(add(pre, 0x80), and(shr(164, w), _MASK60))
+                mstore(0x00, keccak256(pre, 0xa0))
+                mstore(node, keccak256(0x00, 0x20))
+                mstore(pWord, and(shr(104, w), _MASK60))
+            }
+            // the middle levels, in place: pair (2i, 2i+1) sorted and hashed into i, an odd last node moved up
+            let width := shr(1, add(gamma, 1))
+            for {} gt(width, 2) {} {
                 let end := add(nodes, shl(6, shr(1, width)))
                 let dst := nodes
                 for { let at := nodes } lt(at, end) { at := add(at, 0x40) } {
@@ -151,7 +182,17 @@ library PackedCycles {
                 if and(width, 1) { mstore(dst, mload(end)) }
                 width := sub(width, shr(1, width))
             }
-            mstore(enc, mload(nodes)) // the draft root
+            // the top: one node is the draft root, two are its last pair (hashed straight into the encoding)
+            switch width
+            case 1 { mstore(enc, mload(nodes)) }
+            default {
+                let a := mload(nodes)
+                let b := mload(add(nodes, 0x20))
+                let lo := xor(b, mul(xor(a, b), lt(a, b)))
+                mstore(0x00, lo)
+                mstore(0x20, xor(xor(a, b), lo))
+                mstore(enc, keccak256(0x00, 0x40)) // the draft root
+            }
             mstore(add(enc, 0x20), 0x80) // the offset of p
             mstore(add(enc, 0x40), accepted)
             mstore(add(enc, 0x60), outToken)
