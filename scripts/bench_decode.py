@@ -3,6 +3,7 @@
     .venv/bin/python scripts/bench_decode.py                      # bundled pair in models/, CPU
     .venv/bin/python scripts/bench_decode.py --device cuda --json
     .venv/bin/python scripts/bench_decode.py --gammas 2-5 --tokens 256 --temperature 0
+    .venv/bin/python scripts/bench_decode.py --pair smol --threads 1  # the real pair (node/decoding/pairs.py)
 
 For every gamma, interleaved over the same prompts (so a change in machine
 load hits all three alike), it times:
@@ -41,6 +42,7 @@ from node import protocol  # noqa: E402
 from node.decoding import SpeculativeDecoder  # noqa: E402
 from node.decoding.distributions import probabilities  # noqa: E402
 from node.decoding.kv import CachedLM  # noqa: E402
+from node.decoding.pairs import PAIRS, PairError, get_pair  # noqa: E402
 
 PROMPTS = [
     "import os\nimport sys\n\n\ndef main(argv=None):\n",
@@ -210,8 +212,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", choices=["cpu", "cuda"], default=None)
     parser.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default=None)
-    parser.add_argument("--target", default=str(ROOT / "models" / "target"))
-    parser.add_argument("--draft", default=str(ROOT / "models" / "draft"))
+    parser.add_argument("--pair", choices=list(PAIRS), default=None, help="a named pair (default: tiny)")
+    parser.add_argument("--target", default=None, help="a target checkpoint (overrides the pair's)")
+    parser.add_argument("--draft", default=None, help="a draft checkpoint (overrides the pair's)")
     parser.add_argument("--gammas", default="1-8")
     parser.add_argument("--tokens", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=1, help="passes over the prompts per gamma")
@@ -226,6 +229,12 @@ def main():
         torch.set_num_threads(args.threads)
     transformers.logging.set_verbosity_error()  # assisted generation warns about its own internal generate call
 
+    try:
+        pair = get_pair(args.pair, check=not (args.target and args.draft))
+    except PairError as exc:
+        parser.error(str(exc))
+    named = None if args.target or args.draft else pair.name  # the report names a pair only when it ran one whole
+    args.target, args.draft = args.target or str(pair.target), args.draft or str(pair.draft)
     for flag, path in (("--target", args.target), ("--draft", args.draft)):
         if not pathlib.Path(path).is_dir():
             parser.error(f"{flag} {path}: no such model directory")
@@ -254,6 +263,7 @@ def main():
     ]
     best = max(rows, key=lambda r: r["engine_tok_s"])
     report = dict(
+        pair=named,
         device=str(decoder.target.device),
         dtype=str(decoder.target.dtype).replace("torch.", ""),
         threads=torch.get_num_threads(),
