@@ -1767,6 +1767,48 @@ assert set(ORDER) == {n for n, f in vars(ProtocolMachine).items() if hasattr(f, 
 # ---------------------------------------------------------------- the test
 
 
+RARE_OUTCOMES = (
+    "withdrawUnbonded:StakeLocked",
+    "withdraw:NothingOwed",
+    "withdraw:NothingToWithdraw",
+    "outcome AccusedLost",
+    "outcome ChallengerLost",
+    "outcome Void",
+    "outcome AccusedSilent",
+    # v1.1 referee rules: weighted draws with a choice, reschedules, escalations and their Void, appeals with a
+    # wrong bond or too late, rounds decided then appealed, final verdicts after the appeal period and on the
+    # last round, penalties and forfeited appeal bonds burnt
+    "draws with a choice",
+    "draw panel (round 0)",
+    "draw panel (round 1)",
+    "draw reschedule (round 0)",
+    "draw short (round 1)",
+    "draw schedule (round 1)",
+    "outcome Void (escalation)",
+    "drawReferees:EscalationPending",
+    "answer:PanelNotDrawn",
+    "claimAnswerTimeout:PanelNotDrawn",
+    "appeal:WrongAppealBond",
+    "appeal:AppealPeriodOver",
+    "resolve:AppealPeriodNotOver",
+    "round 0 decided AccusedLost",
+    "round 0 decided ChallengerLost",
+    "round 1 decided AccusedLost",
+    "round 1 decided ChallengerLost",
+    "appeals of a decided round",
+    "final after the appeal period",
+    "final at once (last round)",
+    "final after 1 appeal(s)",
+    "referee penalties (burnt)",
+    "appeal bonds burnt",
+    "appeal bonds refunded",
+    "alpha windows breached",
+    "alpha windows passed",
+    "boundary probes",
+)
+EXTRA_RUNS = 2  # fresh random runs at most, when the derandomized one missed a rare outcome
+
+
 @pytest.fixture(scope="module")
 def system(w3):
     """A fresh deployment for this module; the whole module's chain changes are reverted at its end."""
@@ -1775,14 +1817,13 @@ def system(w3):
     w3.provider.make_request("evm_revert", [before])
 
 
-def test_random_protocol_runs_keep_every_invariant(w3, system):
-    STATS.clear()
+def _run_machine(w3, system, derandomize: bool) -> None:
     run_state_machine_as_test(
         lambda: ProtocolMachine(w3, system),
         settings=settings(
             max_examples=EXAMPLES,
             stateful_step_count=STEPS,
-            derandomize=True,
+            derandomize=derandomize,
             database=None,
             deadline=None,
             print_blob=True,
@@ -1790,6 +1831,18 @@ def test_random_protocol_runs_keep_every_invariant(w3, system):
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
         ),
     )
+
+
+def test_random_protocol_runs_keep_every_invariant(w3, system):
+    STATS.clear()
+    _run_machine(w3, system, derandomize=True)
+    # The rarest branches (escalations, late finals) hang on the draws, so on block hashes: anything earlier on the
+    # chain, even the contracts' bytecode, moves them. A run that missed one explores further with fresh random
+    # examples (every invariant is checked in those too) rather than pass without having seen it.
+    for _ in range(EXTRA_RUNS):
+        if all(STATS[name] > 0 for name in RARE_OUTCOMES):
+            break
+        _run_machine(w3, system, derandomize=False)
     summary = ", ".join(f"{k}={v}" for k, v in sorted(STATS.items()))
     print(f"\nstateful run: {summary}")
     # The run must really have exercised the protocol, not just bounced off reverts.
@@ -1819,43 +1872,5 @@ def test_random_protocol_runs_keep_every_invariant(w3, system):
         "appeal",
     ):
         assert STATS[f"{fn}:ok"] > 0, f"{fn} never succeeded: {summary}"
-    for outcome in (
-        "withdrawUnbonded:StakeLocked",
-        "withdraw:NothingOwed",
-        "withdraw:NothingToWithdraw",
-        "outcome AccusedLost",
-        "outcome ChallengerLost",
-        "outcome Void",
-        "outcome AccusedSilent",
-        # v1.1 referee rules: weighted draws with a choice, reschedules, escalations and their Void, appeals with a
-        # wrong bond or too late, rounds decided then appealed, final verdicts after the appeal period and on the
-        # last round, penalties and forfeited appeal bonds burnt
-        "draws with a choice",
-        "draw panel (round 0)",
-        "draw panel (round 1)",
-        "draw reschedule (round 0)",
-        "draw short (round 1)",
-        "draw schedule (round 1)",
-        "outcome Void (escalation)",
-        "drawReferees:EscalationPending",
-        "answer:PanelNotDrawn",
-        "claimAnswerTimeout:PanelNotDrawn",
-        "appeal:WrongAppealBond",
-        "appeal:AppealPeriodOver",
-        "resolve:AppealPeriodNotOver",
-        "round 0 decided AccusedLost",
-        "round 0 decided ChallengerLost",
-        "round 1 decided AccusedLost",
-        "round 1 decided ChallengerLost",
-        "appeals of a decided round",
-        "final after the appeal period",
-        "final at once (last round)",
-        "final after 1 appeal(s)",
-        "referee penalties (burnt)",
-        "appeal bonds burnt",
-        "appeal bonds refunded",
-        "alpha windows breached",
-        "alpha windows passed",
-        "boundary probes",
-    ):
+    for outcome in RARE_OUTCOMES:
         assert STATS[outcome] > 0, f"{outcome} never happened: {summary}"
