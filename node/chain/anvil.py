@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import shutil
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -26,6 +28,7 @@ class AnvilError(RuntimeError):
 class Anvil:
     process: subprocess.Popen
     port: int
+    state_cache: Path | None = None  # where this anvil persists old states; deleted with it
 
     @property
     def rpc_url(self) -> str:
@@ -39,6 +42,8 @@ class Anvil:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+        if self.state_cache is not None:
+            shutil.rmtree(self.state_cache, ignore_errors=True)
 
 
 def free_port() -> int:
@@ -55,8 +60,12 @@ def _rpc_ready(url: str) -> bool:
         return False
 
 
-def anvil_command(port: int, accounts: int, balance_eth: int, *extra_args: str) -> list[str]:
-    """The anvil command line: on 127.0.0.1:`port`, `accounts` dev accounts of `balance_eth` each, our chain id."""
+def anvil_command(port: int, accounts: int, balance_eth: int, state_cache: Path, *extra_args: str) -> list[str]:
+    """The anvil command line: on 127.0.0.1:`port`, `accounts` dev accounts of `balance_eth` each, our chain id.
+
+    anvil writes the historical states it cannot keep in memory under `state_cache` and leaves them behind when it
+    stops (by default in ~/.foundry/anvil/tmp, where 67 GB had piled up): the caller owns the folder and deletes it
+    once the chain is gone."""
     return [
         str(ANVIL_BINARY),
         "--host",
@@ -69,6 +78,8 @@ def anvil_command(port: int, accounts: int, balance_eth: int, *extra_args: str) 
         str(balance_eth),
         "--chain-id",
         str(ANVIL_CHAIN_ID),
+        "--cache-path",
+        str(state_cache),
         *extra_args,
     ]
 
@@ -125,16 +136,22 @@ def start_anvil(
     if not ANVIL_BINARY.exists():
         raise AnvilError(f"{ANVIL_BINARY} is missing: run `make setup` (npm install) first")
     port = port or free_port()
-    process = subprocess.Popen(
-        anvil_command(port, accounts, balance_eth, *extra_args, *block_time_args(block_time)),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
-    node = Anvil(process, port)
+    state_cache = Path(tempfile.mkdtemp(prefix="verispec-anvil-states-"))
+    try:
+        process = subprocess.Popen(
+            anvil_command(port, accounts, balance_eth, state_cache, *extra_args, *block_time_args(block_time)),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+    except BaseException:
+        shutil.rmtree(state_cache, ignore_errors=True)
+        raise
+    node = Anvil(process, port, state_cache)
     deadline = time.monotonic() + startup_timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
+            node.stop()
             raise AnvilError(f"anvil exited with {process.returncode}: {process.stderr.read().decode()[-2000:]}")
         if _rpc_ready(node.rpc_url):
             return node

@@ -15,6 +15,7 @@ that has a deployment file already unless forced (`chain deploy --force`), since
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -29,6 +30,7 @@ from node.chain.params import DeploymentParams
 from node.chain.rpc import connect
 
 PID_FILE = "anvil.pid"
+STATE_CACHE_DIR = "anvil-states"  # the chain's persisted old states: useless once it stopped, so chain down deletes it
 LOG_FILE = "anvil.log"  # hardhat's: hardhat.log
 CLIENTS = ("anvil", "hardhat")
 DEPLOYMENT_FILE = "deployment.json"
@@ -101,12 +103,12 @@ def log_path(home: Path, client: str = "anvil") -> Path:
     return Path(home) / (LOG_FILE if client == "anvil" else f"{client}.log")
 
 
-def _popen_args(client: str, port: int) -> dict:
+def _popen_args(client: str, port: int, home: Path) -> dict:
     """How to start `client` on `port`: its command line, environment and working directory."""
     if client == "anvil":
         if not ANVIL_BINARY.exists():
             raise LocalChainError(f"{ANVIL_BINARY} is missing: run `make setup` (npm install) first")
-        return {"args": anvil_command(port, DEV_ACCOUNTS, DEV_BALANCE_ETH)}
+        return {"args": anvil_command(port, DEV_ACCOUNTS, DEV_BALANCE_ETH, home / STATE_CACHE_DIR)}
     if client == "hardhat":
         if not HARDHAT_BINARY.exists():
             raise LocalChainError(f"{HARDHAT_BINARY} is missing: run `make setup` (npm ci) first")
@@ -124,7 +126,7 @@ def start_detached_anvil(
     """Start the dev chain `client` (anvil or hardhat) in its own session with output to its log in the home;
     returns (pid, rpc url)."""
     port = port or free_port()
-    popen_args = _popen_args(client, port)
+    popen_args = _popen_args(client, port, Path(home))
     url = f"http://127.0.0.1:{port}"
     if _rpc_ready(url):
         raise LocalChainError(f"port {port} is already serving an RPC: pick another --port (or `chain down`)")
@@ -204,6 +206,7 @@ def chain_up(
         )
     if params is not None:
         params.validate()
+    shutil.rmtree(home / STATE_CACHE_DIR, ignore_errors=True)  # a crashed chain's old states
     if client not in CLIENTS:
         raise LocalChainError(f"--client must be one of {', '.join(CLIENTS)}, got {client!r}")
     pid, url = start_detached_anvil(home, port, client=client)
@@ -255,6 +258,7 @@ def chain_down(home: Path) -> int | None:
         if _alive(pid):
             raise LocalChainError(f"the chain (pid {pid}) did not stop")
     pid_path(home).unlink(missing_ok=True)
+    shutil.rmtree(home / STATE_CACHE_DIR, ignore_errors=True)
     deployment_path = home / DEPLOYMENT_FILE
     if deployment_path.exists():
         try:
