@@ -19,6 +19,7 @@ import contextlib
 import logging
 import threading
 import time
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 
@@ -81,7 +82,9 @@ class LinkServer:
         self.address: tuple[str, int] | None = None
         self._server = None
         self._watch: asyncio.Task | None = None
-        self.refused: list[str] = []  # every refusal's reason, in order (for the log and the tests)
+        # the latest refusals' reasons, in order (for the tests): bounded, as a peer can provoke them without end
+        self.refused: deque[str] = deque(maxlen=1000)
+        self.open_connections: Counter[str] = Counter()  # by remote host
         self.silence_s: float | None = None  # `watch_silence`
         self.on_silent = None
 
@@ -179,7 +182,10 @@ class LinkServer:
 
     async def _handle(self, ws) -> None:
         peer, writer, nonce = ws.remote_address, None, wire.new_nonce()
+        host = str(peer[0]) if peer else "unknown"
+        self.open_connections[host] += 1
         try:
+            self._check_connections(host)
             await ws.send(wire.encode({"type": "challenge", "nonce": nonce}))
             try:
                 first = await asyncio.wait_for(ws.recv(), self.limits.hello_timeout_s)
@@ -230,6 +236,16 @@ class LinkServer:
         finally:
             if writer is not None:  # the peer is gone: its stream with it
                 writer.cancel()
+            self.open_connections[host] -= 1
+            if self.open_connections[host] <= 0:
+                del self.open_connections[host]
+
+    def _check_connections(self, host: str) -> None:
+        """Refuse a connection past the per-host or the total cap (it counts itself already)."""
+        if self.open_connections[host] > self.limits.max_connections_per_host:
+            raise LinkRefused(f"{host} holds {self.limits.max_connections_per_host} connections already")
+        if self.open_connections.total() > self.limits.max_connections:
+            raise LinkRefused(f"the endpoint holds {self.limits.max_connections} connections already")
 
     async def _dispatch(self, served: ServedJob, frame: dict) -> list[dict]:
         kind = frame["type"]

@@ -55,6 +55,11 @@ class Limits:
     hello_timeout_s: float = 10.0  # a connection that has not said who it is by then is closed (slowloris)
     idle_timeout_s: float = 600.0  # a connection silent that long is closed
     max_subscriber_backlog: int = 1024  # frames queued for one slow subscriber before it is dropped
+    # open connections the endpoint holds for one remote host, and in all: a peer that opens sockets faster than
+    # the hello timeout closes them (or subscribes to streams without end) runs into these, not into the memory
+    # or the file descriptors that the endpoint's other jobs need
+    max_connections_per_host: int = 64
+    max_connections: int = 1024
 
 
 class LinkRefused(ValueError):
