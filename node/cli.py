@@ -34,6 +34,7 @@ from node.console import (
     print_audit,
     print_dispute,
     print_report,
+    print_rule_faults,
     wait_with_progress,
 )
 
@@ -339,17 +340,19 @@ def audit(
     """Replay a job from chain data as a watchdog and list what a dispute would prove: per verified cycle the first
     proposal an honest drafter could not have made (--kind draft), or every binding p and outToken the target model
     contradicts (--kind target, by the referees' own rule)."""
-    from node.roles.audit import replay_draft, replay_target
+    from node.roles.audit import replay_draft, replay_target, rule_faults
 
     with closing(ctx.obj.requester(need_key=False)) as requester:  # it refuses a missing or wrong model
+        broken = rule_faults(requester, job)  # a transcript job's records, by the rule alone
         faults = (
             replay_draft(requester, job, draft_model)
             if kind is DisputeKind.DraftReplay
             else replay_target(requester, job, target_model, draft_model)
         )
     if as_json:
-        emit_json({"job_id": job, "kind": kind.label, "faults": faults})
+        emit_json({"job_id": job, "kind": kind.label, "faults": faults, "rule_faults": broken})
         return
+    print_rule_faults(job, broken)
     print_audit(job, kind, faults)
 
 

@@ -233,6 +233,19 @@ def challenger_line(info) -> str | None:
     return None
 
 
+def print_rule_faults(job: int, broken: list[tuple[int, str]] | None) -> None:
+    """A settled transcript job's records the accept rule refutes (None: a per-cycle job, nothing to print)."""
+    if broken is None:
+        return
+    if not broken:
+        console.print(f"job {job}: every settled record follows the accept rule")
+        return
+    console.print(f"[red]job {job}: {len(broken)} settled record(s) break the accept rule[/] (both signers slashable)")
+    for cycle, why in broken:
+        console.print(f"  cycle {cycle}: {why}")
+    console.print(f"challenge it (no bond, no model): verispec challenge {job} --cycle {broken[0][0]}")
+
+
 def print_audit(job: int, kind: DisputeKind, faults: list) -> None:
     """The faults of `verispec audit`, and the dispute command for the first binding one."""
     from node.protocol import WAD

@@ -308,3 +308,17 @@ def replay_target(
     return audit_job(
         data, _tolerance(tolerance_wad), draft_model=draft, target_model=target, draft_cycles=(), target=positions
     ).target
+
+
+def rule_faults(requester: Requester, job_id: int) -> list[tuple[int, str]] | None:
+    """For a settled transcript job, every (cycle, why) whose record breaks the accept rule itself (settlement does
+    not re-run it; `verispec challenge` refutes such a cycle with no bond and no model); None for a per-cycle job,
+    whose every cycle the market checked by the rule when it was verified."""
+    system = requester.system
+    if not settled.is_transcript(system, job_id):
+        return None
+    try:
+        cycles = settled.job_cycles(system, job_id, requester.deployment.start_block)
+    except chaindata.ChainDataError as exc:
+        raise RequesterError(f"cannot audit job {job_id}: {exc}") from None
+    return settled.rule_faults(system, job_id, cycles)
