@@ -212,9 +212,52 @@ class SettledTranscript:
         return tokens
 
 
-def _decode(w3: Web3, transcript: Contract, tx_hash) -> tuple[str, dict]:
-    fn, args = transcript.decode_function_input(w3.eth.get_transaction(tx_hash)["input"])
-    return fn.fn_name, args
+def _decode(w3: Web3, transcript: Contract, tx_hash, name: str | None = None, job_id: int | None = None):
+    """(function name, arguments) of the call into `transcript` that transaction `tx_hash` made: its own calldata
+    when it was sent to the contract, else, for a transaction through a contract (a smart wallet, a forwarder, a
+    batch), the first successful call of `name` about `job_id` found in its call trace. Without that second way a
+    pair could settle through a wrapper and leave its records unreadable to every watchdog that parses top-level
+    calldata only."""
+    tx = w3.eth.get_transaction(tx_hash)
+    if tx["to"] is not None and Web3.to_checksum_address(tx["to"]) == transcript.address:
+        fn, args = transcript.decode_function_input(tx["input"])
+        return fn.fn_name, args
+    for frame in _call_frames(w3, tx_hash, tx["to"]):
+        if Web3.to_checksum_address(frame.get("to") or "0x" + "00" * 20) != transcript.address:
+            continue
+        try:
+            fn, args = transcript.decode_function_input(frame.get("input", "0x"))
+        except ValueError:
+            continue
+        if (name is None or fn.fn_name == name) and (job_id is None or _call_job(fn.fn_name, args) == job_id):
+            return fn.fn_name, args
+    what = name or "call"
+    raise LookupError(f"transaction {Web3.to_hex(tx_hash)} made no successful {what} into {transcript.address}")
+
+
+def _call_frames(w3: Web3, tx_hash, to):
+    """Every successful CALL frame of the transaction, in execution order (a reverted frame's calls undone with it)."""
+    reply = w3.provider.make_request("debug_traceTransaction", [Web3.to_hex(tx_hash), {"tracer": "callTracer"}])
+    if "error" in reply or not isinstance(reply.get("result"), dict):
+        reason = reply.get("error", {}).get("message", reply.get("error")) if "error" in reply else "no call trace"
+        raise LookupError(
+            f"transaction {Web3.to_hex(tx_hash)} went through the contract {to}: reading its calldata needs the "
+            f"client's debug_traceTransaction with callTracer, which answered: {reason}"
+        )
+    stack = [reply["result"]]
+    while stack:
+        frame = stack.pop()
+        if frame.get("error"):
+            continue
+        if frame.get("type", "CALL").upper() == "CALL":
+            yield frame
+        stack.extend(reversed(frame.get("calls") or []))
+
+
+def _call_job(name: str, args: dict) -> int | None:
+    if name == "settle":
+        return int(args["a"]["settlement"]["jobId"])
+    return int(args["jobId"]) if "jobId" in args else None
 
 
 def read_settlement(w3: Web3, transcript: Contract, job_id: int, from_block: int = 0) -> SettledTranscript:
@@ -225,7 +268,7 @@ def read_settlement(w3: Web3, transcript: Contract, job_id: int, from_block: int
     flt = {"jobId": job_id}
     settled = transcript.events.TranscriptSettled().get_logs(from_block=from_block, argument_filters=flt)
     if settled:
-        name, args = _decode(w3, transcript, settled[-1].transactionHash)
+        name, args = _decode(w3, transcript, settled[-1].transactionHash, "settle", job_id)
         if name != "settle":
             raise LookupError(f"job {job_id}'s TranscriptSettled came from {name}, not settle")
         signed = args["a"]
@@ -247,7 +290,7 @@ def read_settlement(w3: Web3, transcript: Contract, job_id: int, from_block: int
         source = moved[-1].transactionHash
     else:
         raise LookupError(f"job {job_id} has not been settled")
-    name, args = _decode(w3, transcript, source)
+    name, args = _decode(w3, transcript, source, "forceMove", job_id)
     if name != "forceMove":
         raise LookupError(f"job {job_id}'s force came from {name}, not forceMove")
     e, cycles = args["e"], unpack_cycles(args["cycles"])
