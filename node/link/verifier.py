@@ -55,6 +55,9 @@ class ServedJob:
     heard: float = field(default_factory=time.monotonic)  # when the drafter last said something (served since)
     poked: float = 0.0  # when the silence watch last reported this job
     session_class: type = VerifySession  # a misbehaviour's (node/roles/behaviors.py `link_verifier_options`)
+    # (Verification, signature) of the guessed draft, signed ahead: used only when the Verification the real draft
+    # gets is that one exactly; a signature kept in memory and never sent commits to nothing
+    presigned: tuple | None = None
 
     def drafter_silence(self) -> float:
         """Seconds since the drafter's last hello, Draft or Settlement (or since the job was served): when that passes
@@ -334,22 +337,13 @@ class LinkServer:
                 fault.index,
                 fault.kind,
             )
-        record = P.cycle_record_hash(result.root, result.p, result.accepted, result.out_token)
-        v = tm.Verification(
-            spec.job_id,
-            c,
-            result.root,
-            result.p,
-            result.reveal,
-            result.accepted,
-            result.out_token,
-            P.next_state(draft.prev_state, record),
-        )
+        v = _verification(spec.job_id, c, draft.prev_state, result)
         output = ledger.checked_output(c, v)  # the one rule, also on my own answer: never sign what it refutes
         if output != result.emitted:
             raise RuntimeError(f"job {spec.job_id} cycle {c}: the engine emitted {result.emitted}, the rule {output}")
         v = self.answer(served, v)
-        sig = tm.sign(spec.domain, v, self.account.key)
+        presigned, served.presigned = served.presigned, None
+        sig = presigned[1] if presigned is not None and presigned[0] == v else tm.sign(spec.domain, v, self.account.key)
         ledger.save(v, sig, "verifier", "sent")  # stored before it is sent
         ledger.verifications[c], ledger.outputs[c] = (v, sig), output
         if session is not None:
@@ -409,6 +403,11 @@ class LinkServer:
     def _ahead(self, served: ServedJob) -> None:
         try:
             served.ahead.run(served.session, served.ledger.outputs)
+            guess = served.ahead.guess
+            if guess is not None:  # the signature too is computed while the drafter drafts (`ServedJob.presigned`)
+                c, result = guess[1], guess[4]
+                v = _verification(served.spec.job_id, c, served.ledger.state(c - 1), result)
+                served.presigned = (v, tm.sign(served.spec.domain, v, self.account.key))
         except Exception:  # a guess that fails costs nothing but the guess
             log.exception("job %d: verifying ahead failed; verifying each draft as it comes", served.spec.job_id)
             served.ahead = None
@@ -519,3 +518,18 @@ class LinkServer:
                 for who, sig in ledger.settlement_sigs.items()
             },
         }
+
+
+def _verification(job_id: int, cycle: int, prev_state: bytes, result) -> tm.Verification:
+    """The Verification of an engine result on the state `prev_state` (the record chained onto it)."""
+    record = P.cycle_record_hash(result.root, result.p, result.accepted, result.out_token)
+    return tm.Verification(
+        job_id,
+        cycle,
+        result.root,
+        result.p,
+        result.reveal,
+        result.accepted,
+        result.out_token,
+        P.next_state(prev_state, record),
+    )
