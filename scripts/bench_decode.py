@@ -212,7 +212,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", choices=["cpu", "cuda"], default=None)
     parser.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default=None)
-    parser.add_argument("--pair", choices=list(PAIRS), default=None, help="a named pair (default: $VERISPEC_PAIR, else smol: the real one)")
+    parser.add_argument("--pair", choices=list(PAIRS), default=None, help="default: $VERISPEC_PAIR, else smol")
     parser.add_argument("--target", default=None, help="a target checkpoint (overrides the pair's)")
     parser.add_argument("--draft", default=None, help="a draft checkpoint (overrides the pair's)")
     parser.add_argument("--gammas", default="1-8")

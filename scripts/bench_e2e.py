@@ -772,7 +772,6 @@ def _engine(args):
 
 
 def run(args) -> dict:
-
     from node import protocol
     from node.chain.anvil import running_anvil
     from node.chain.compile import compile_contracts
