@@ -19,12 +19,12 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")  # its warnings are not
 
 import typer
 
-from node import BUNDLED_DRAFT, BUNDLED_TARGET
 from node.chain.enums import DisputeKind
 from node.cli_chain import chain_app
 from node.cli_context import CHAIN, KEY, KINDS, ROLES, CliError, CommandGroup, JobArg, JsonOpt, Session, session_options
 from node.cli_demo import demo
 from node.cli_dispute import challenge
+from node.cli_pair import PairOpt, known_target, pair_models
 from node.cli_serve import serve
 from node.cli_transcript import DEFAULT_MODE, check_mode, transcript_app, wait_for_transcript
 from node.console import (
@@ -93,7 +93,8 @@ def register(
         list[Path],
         typer.Option(
             "--model",
-            help="Model directory to serve (a drafter: its draft model; verifier/referee: repeat for each model).",
+            help="Model directory to serve (a drafter: its draft model; verifier/referee: repeat for each model; "
+            "default: the --pair's).",
         ),
     ] = [],
     target_model: Annotated[
@@ -102,11 +103,16 @@ def register(
     alpha: Annotated[
         float | None, typer.Option("--alpha", help="Drafters: claimed acceptance rate α* in [0,1] (default 0.6).")
     ] = None,
+    pair: PairOpt = None,
     as_json: JsonOpt = False,
 ):
-    """Stake and register as a drafter, verifier or referee for the given model(s)."""
+    """Stake and register as a drafter, verifier or referee for the given model(s) (default: the pair's)."""
     from node.roles.units import format_eth, parse_amount
 
+    if not model:  # the role's models of the pair: a referee replays both
+        draft, target = pair_models(pair, target=target_model)
+        model = {"drafter": [draft], "verifier": [target], "referee": [target, draft]}[role]
+        target_model = target if role == "drafter" else target_model
     with closing(ctx.obj.requester()) as requester:
         result = requester.register(role, list(model), parse_amount(stake, "eth"), alpha, target_model)
     if as_json:
@@ -200,11 +206,13 @@ def submit(
         typer.Option("--escrow", help="Escrow to send (wei or 0.1eth; default: exactly what the market requires)."),
     ] = None,
     draft_model: Annotated[
-        Path, typer.Option("--draft-model", help="Draft model (its id names the job's draft model).")
-    ] = BUNDLED_DRAFT,
+        Path | None,
+        typer.Option("--draft-model", help="Draft model (its id names the job's draft model; default: the --pair's)."),
+    ] = None,
     target_model: Annotated[
-        Path, typer.Option("--target-model", help="Target model (tokenizer and id).")
-    ] = BUNDLED_TARGET,
+        Path | None, typer.Option("--target-model", help="Target model (tokenizer and id; default: the --pair's).")
+    ] = None,
+    pair: PairOpt = None,
     no_eos: Annotated[bool, typer.Option("--no-eos", help="Do not stop at the end-of-text token.")] = False,
     no_wait: Annotated[bool, typer.Option("--no-wait", help="Print the job id and return at once.")] = False,
     accept_timeout: Annotated[
@@ -220,6 +228,7 @@ def submit(
     from node.roles.checkpoints import load_tokenizer
     from node.roles.units import parse_amount
 
+    draft_model, target_model = pair_models(pair, draft_model, target_model)
     with closing(ctx.obj.requester()) as requester:
         check_mode(mode, requester.market)  # node/cli_transcript.py
         job = requester.submit(
@@ -280,24 +289,20 @@ def status(
         Path | None,
         typer.Option(
             "--target-model",
-            help="Model whose tokenizer decodes the output (default: the bundled target, when it is the job's).",
+            help="Model whose tokenizer decodes the output (default: a pair's target here, when it is the job's).",
             show_default=False,
         ),
     ] = None,
     as_json: JsonOpt = False,
 ):
     """Show a job from chain data: status, cycles and acceptance per cycle, α, payments, disputes, text."""
-    from node.roles.checkpoints import check_model_dir, load_model_info, load_tokenizer
+    from node.roles.checkpoints import check_model_dir, load_tokenizer
 
     if target_model is not None:
         check_model_dir(target_model, "--target-model")
     with closing(ctx.obj.requester(need_key=False)) as requester:
-        tokenizer_path = target_model
-        # the bundled model decodes only jobs of the bundled model: no wrong text from a foreign tokenizer
-        if tokenizer_path is None and BUNDLED_TARGET.is_dir():
-            bundled = "0x" + load_model_info(BUNDLED_TARGET).model_id.hex()
-            if requester.job_view(job)["targetModel"].hex() == bundled[2:]:
-                tokenizer_path = BUNDLED_TARGET
+        # a pair's model decodes only jobs of that model: no wrong text from a foreign tokenizer
+        tokenizer_path = target_model or known_target(bytes(requester.job_view(job)["targetModel"]))
         report = requester.report(job, tokenizer_path=tokenizer_path)
         now = requester.now()
     if as_json:
@@ -320,21 +325,22 @@ def audit(
         ),
     ] = "draft",
     draft_model: Annotated[
-        Path,
+        Path | None,
         typer.Option(
             "--draft-model",
-            help="The job's draft model (checked against its model id; default: the bundled draft).",
+            help="The job's draft model (checked against its model id; default: the --pair's draft).",
             show_default=False,
         ),
-    ] = BUNDLED_DRAFT,
+    ] = None,
     target_model: Annotated[
-        Path,
+        Path | None,
         typer.Option(
             "--target-model",
-            help="The job's target model, for --kind target (default: the bundled target).",
+            help="The job's target model, for --kind target (default: the --pair's target).",
             show_default=False,
         ),
-    ] = BUNDLED_TARGET,
+    ] = None,
+    pair: PairOpt = None,
     as_json: JsonOpt = False,
 ):
     """Replay a job from chain data as a watchdog and list what a dispute would prove: per verified cycle the first
@@ -342,6 +348,8 @@ def audit(
     contradicts (--kind target, by the referees' own rule)."""
     from node.roles.audit import replay_draft, replay_target, rule_faults
 
+    need = ("draft",) if kind is DisputeKind.DraftReplay else ("draft", "target")
+    draft_model, target_model = pair_models(pair, draft_model, target_model, need)
     with closing(ctx.obj.requester(need_key=False)) as requester:  # it refuses a missing or wrong model
         broken = rule_faults(requester, job)  # a transcript job's records, by the rule alone
         faults = (

@@ -7,6 +7,8 @@ from typing import Annotated
 
 import typer
 
+from node.cli_pair import PairOpt, pair_models
+
 
 def demo(
     home: Annotated[
@@ -24,9 +26,10 @@ def demo(
             help="Seconds between blocks once the operators are registered (0: a block per transaction).",
         ),
     ] = "1",
+    pair: PairOpt = None,
 ):
     """Everything end to end on a local chain with 1 s blocks: nodes as processes, transcript jobs, a colluding pair
-    and a biased drafter slashed.
+    and a biased drafter slashed, on the real model pair by default (--pair tiny: the fast bundled one).
 
     Starts anvil, deploys, registers and starts drafters, verifiers (serving transcript jobs), three referees and a
     watchdog as separate `verispec serve` processes; streams an honest transcript job's text; lets the watchdog
@@ -34,4 +37,5 @@ def demo(
     cycle (the referees convict it); settles and prints the gas. Stops everything it started, also on Ctrl-C."""
     from node.demo import run_demo
 
-    run_demo(home=home, max_tokens=max_tokens, prompt=prompt, block_time=block_time)
+    draft, target = pair_models(pair)  # before anything starts: a bad name or a missing folder is one line
+    run_demo(home=home, max_tokens=max_tokens, prompt=prompt, block_time=block_time, draft=draft, target=target)

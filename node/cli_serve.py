@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from node.cli_context import CHAIN, KEY, STAKED_ROLES, CliError, one_of, session_options
+from node.cli_pair import PairOpt, pair_models
 from node.console import err
 
 NODE_CLASSES = {  # in node.roles
@@ -68,14 +69,14 @@ def serve(
         str, typer.Argument(help="drafter | verifier | referee | watchdog", show_default=False, callback=SERVE_ROLES)
     ],
     model: Annotated[
-        Path,
+        Path | None,
         typer.Option(
             "--model",
             help="The model this node runs: a drafter's draft model, a verifier's, referee's or watchdog's target "
-            "model.",
+            "model (default: the --pair's, and the pair's other model too).",
             show_default=False,
         ),
-    ],
+    ] = None,
     draft_model: Annotated[
         Path | None,
         typer.Option("--draft-model", help="Verifier/referee/watchdog: the draft model (to replay drafts)."),
@@ -144,6 +145,7 @@ def serve(
             help="Drafter, verifier: seconds of a silent transcript-link peer before a force move on chain.",
         ),
     ] = 120.0,
+    pair: PairOpt = None,
 ):
     """Run a drafter, verifier, referee or watchdog node until Ctrl-C / SIGTERM (register a staked role first with
     `register`; a watchdog needs only funds for its bonds)."""
@@ -163,10 +165,13 @@ def serve(
         raise CliError("--link-silence is a drafter's or verifier's option: a positive number of seconds")
     if min_price_wei and role != "drafter":
         raise CliError("--min-price is a drafter's option (its price per accepted token)")
+    if model is None:  # the pair's models; a path given for the other one wins
+        draft, target = pair_models(pair, draft_model, target_model)
+        model, draft_model, target_model = (draft, None, target) if role == "drafter" else (target, draft, None)
     if role == "drafter" and target_model is None:
-        raise CliError("a drafter needs --target-model PATH")
+        raise CliError("a drafter needs --target-model PATH (or no --model: the --pair's models)")
     if role != "drafter" and draft_model is None:
-        raise CliError(f"a {role} needs --draft-model PATH (it replays drafts)")
+        raise CliError(f"a {role} needs --draft-model PATH (it replays drafts; or no --model: the --pair's models)")
     # the node's model pair in the order its class takes them: a drafter (draft, target), the others (target, draft)
     models = {"draft": model, "target": target_model} if role == "drafter" else {"target": model, "draft": draft_model}
     from node.roles.checkpoints import check_model_dir

@@ -11,8 +11,8 @@ from typing import Annotated
 
 import typer
 
-from node import BUNDLED_TARGET
 from node.cli_context import CHAIN, CliError, CommandGroup, JobArg, JsonOpt, session_options
+from node.cli_pair import PairOpt, pair_models
 from node.console import console, emit_json, err
 
 MODES = ("onchain", "transcript")
@@ -170,7 +170,10 @@ def stream(
     ctx: typer.Context,
     job: JobArg,
     endpoint: EndpointOpt = None,
-    target_model: Annotated[Path, typer.Option("--target-model", help="Tokenizer to decode with.")] = BUNDLED_TARGET,
+    target_model: Annotated[
+        Path | None, typer.Option("--target-model", help="Tokenizer to decode with (default: the --pair's target).")
+    ] = None,
+    pair: PairOpt = None,
     as_json: JsonOpt = False,
 ):
     """Print a job's text as the verifier verifies it, until the job is settled."""
@@ -180,7 +183,7 @@ def stream(
     from node.roles.checkpoints import load_tokenizer
 
     url = _verifier_endpoint(ctx, job, endpoint)
-    tokenizer = load_tokenizer(target_model)
+    tokenizer = load_tokenizer(pair_models(pair, target=target_model, need=("target",))[1])
     tokens: list[int] = []
 
     def show(cycle: int, new: list[int]) -> None:
@@ -206,7 +209,10 @@ def fetch(
     job: JobArg,
     endpoint: EndpointOpt = None,
     out: Annotated[Path | None, typer.Option("--out", help="Write the signed transcript (JSON) here.")] = None,
-    target_model: Annotated[Path, typer.Option("--target-model", help="Tokenizer to decode with.")] = BUNDLED_TARGET,
+    target_model: Annotated[
+        Path | None, typer.Option("--target-model", help="Tokenizer to decode with (default: the --pair's target).")
+    ] = None,
+    pair: PairOpt = None,
     as_json: JsonOpt = False,
 ):
     """Fetch a job's whole signed transcript, check every signature, state and accept count, print its text."""
@@ -218,7 +224,7 @@ def fetch(
 
     url = _verifier_endpoint(ctx, job, endpoint)
     transcript = _run(fetch_transcript(url, job))
-    tokenizer = load_tokenizer(target_model)
+    tokenizer = load_tokenizer(pair_models(pair, target=target_model, need=("target",))[1])
     w3, deployment, _ = ctx.obj.connect()
     try:
         spec = transcript_spec(w3, deployment.system(w3), job, tokenizer, from_block=deployment.start_block)

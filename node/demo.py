@@ -20,7 +20,7 @@ from typing import Any
 
 from rich.table import Table
 
-from node import BUNDLED_DRAFT, BUNDLED_TARGET
+from node import BUNDLED_DRAFT, BUNDLED_TARGET  # the tiny pair: what run_demo runs when no pair is given
 from node.console import console, print_addresses
 from node.processes import NodeProcesses, serve_command
 
@@ -44,6 +44,8 @@ class Demo:
     prompt: str
     nodes: NodeProcesses
     block_time: int = DEFAULT_BLOCK_TIME
+    draft: Path = BUNDLED_DRAFT  # the pair every node runs and every job names
+    target: Path = BUNDLED_TARGET
     started: float = field(default_factory=time.monotonic)
     w3: Any = None
     deployment: Any = None
@@ -105,7 +107,7 @@ OPERATORS = (  # (label, dev account, role, behaviour); each stakes 2 ETH, a ref
 def step2_register(demo: Demo) -> None:
     from node.roles.units import ETHER, format_eth
 
-    step("2. operators stake and register (model ids from the bundled checkpoints)")
+    step(f"2. operators stake and register (model ids of {demo.target.name} and {demo.draft.name})")
     table = Table(box=None, header_style="bold")
     for column in ("role", "dev account", "address", "stake", "models"):
         table.add_column(column)
@@ -113,11 +115,11 @@ def step2_register(demo: Demo) -> None:
         operator = demo.actor(index)
         stake = ETHER if role == "referee" else 2 * ETHER
         if role == "drafter":
-            result = operator.register("drafter", [BUNDLED_DRAFT], stake, alpha=0.6, target_model_path=BUNDLED_TARGET)
+            result = operator.register("drafter", [demo.draft], stake, alpha=0.6, target_model_path=demo.target)
         elif role == "verifier":
-            result = operator.register("verifier", [BUNDLED_TARGET], stake)
+            result = operator.register("verifier", [demo.target], stake)
         else:
-            result = operator.register("referee", [BUNDLED_TARGET, BUNDLED_DRAFT], stake)
+            result = operator.register("referee", [demo.target, demo.draft], stake)
         operator.close()
         demo.addresses[index] = result.address
         table.add_row(
@@ -138,8 +140,8 @@ def step3_nodes(demo: Demo) -> None:
         )
     step("3. node processes: 3 drafters, 2 verifiers serving transcript jobs, 3 referees, a watchdog (`serve`)")
     common = ["--home", demo.home, *NODE_OPTIONS]
-    drafter = ["drafter", "--model", BUNDLED_DRAFT, "--target-model", BUNDLED_TARGET]
-    judge = ["--model", BUNDLED_TARGET, "--draft-model", BUNDLED_DRAFT]  # a verifier's or a referee's models
+    drafter = ["drafter", "--model", demo.draft, "--target-model", demo.target]
+    judge = ["--model", demo.target, "--draft-model", demo.draft]  # a verifier's or a referee's models
     for label, index, role, behavior in OPERATORS:
         name = label.replace(" (", "-").replace(")", "").replace(" ", "-")
         options = ["--dev-account", index, *common]
@@ -171,8 +173,11 @@ def run_demo(
     max_tokens: int = 48,
     prompt: str = "def fibonacci(n):\n",
     block_time: int = DEFAULT_BLOCK_TIME,
+    draft: Path = BUNDLED_DRAFT,
+    target: Path = BUNDLED_TARGET,
 ) -> None:
-    """Run every step; stop the nodes and the chain at the end, also on an error or a signal."""
+    """Run every step on the pair (`draft`, `target`); stop the nodes and the chain at the end, also on an error or
+    a signal."""
     from node.chain.anvil import check_block_time
     from node.chain.local import chain_down, read_pid
 
@@ -182,7 +187,8 @@ def run_demo(
         raise DemoError(str(exc)) from None
     home = Path(home).expanduser().resolve() if home else Path(tempfile.mkdtemp(prefix="verispec-demo-"))
     home.mkdir(parents=True, exist_ok=True)
-    demo = Demo(home, max_tokens, prompt, NodeProcesses(home / "logs"), block_time)
+    demo = Demo(home, max_tokens, prompt, NodeProcesses(home / "logs"), block_time, Path(draft), Path(target))
+    demo.summary["models"] = {"draft": str(demo.draft), "target": str(demo.target)}
     previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:
         # torch, transformers and the node code load now, so a broken install fails before anything starts

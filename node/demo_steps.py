@@ -9,7 +9,6 @@ from collections import Counter
 
 from rich.table import Table
 
-from node import BUNDLED_DRAFT, BUNDLED_TARGET
 from node.console import console, cycle_table, print_dispute, summary_lines
 from node.demo import (
     BIASED,
@@ -40,8 +39,8 @@ def _submit(demo: Demo, prompt: str, drafter: int, verifier: int, label: str):
 
     job = demo.requester.submit(
         prompt,
-        draft_model=BUNDLED_DRAFT,
-        target_model=BUNDLED_TARGET,
+        draft_model=demo.draft,
+        target_model=demo.target,
         max_tokens=demo.max_tokens,
         gamma=4,
         drafter=demo.addresses[drafter],
@@ -59,7 +58,7 @@ def _settled(demo: Demo, job_id: int, show_text: bool = True):
     """Wait for the settlement of transcript job `job_id`, print its cycles from the settlement's calldata."""
     demo.requester.wait(job_id, accept_timeout=120, timeout=600)
     demo.nodes.check()
-    report = demo.requester.report(job_id, tokenizer_path=BUNDLED_TARGET)
+    report = demo.requester.report(job_id, tokenizer_path=demo.target)
     if show_text:
         console.print("[bold]text[/] (decoded from the settlement's calldata):")
         console.print(report.prompt + (report.text or ""), markup=False)
@@ -75,7 +74,7 @@ def step4_honest_job(demo: Demo) -> None:
 
     demo.requester = demo.actor(REQUESTER)
     demo.watchdog = demo.actor(WATCHDOG)
-    demo.tokenizer = load_tokenizer(BUNDLED_TARGET)
+    demo.tokenizer = load_tokenizer(demo.target)
     step("4. an honest transcript job: its tokens streamed from the verifier's link as they are verified")
     job = _submit(demo, demo.prompt, DRAFTER, VERIFIER, "honest drafter")
     console.print(f"[bold]stream[/] ({demo.endpoints[VERIFIER]}):")
@@ -85,7 +84,7 @@ def step4_honest_job(demo: Demo) -> None:
         job.job_id,
         demo.max_tokens,
         quiet=False,
-        target_model=BUNDLED_TARGET,
+        target_model=demo.target,
         streamed=demo.streamed,
         accept_timeout=120,
         timeout=600,

@@ -1,9 +1,9 @@
 """Benchmark the speculative decoding engine against plain and assisted decoding, for gamma = 1..8.
 
-    .venv/bin/python scripts/bench_decode.py                      # bundled pair in models/, CPU
+    .venv/bin/python scripts/bench_decode.py                      # the real pair (smol), CPU
     .venv/bin/python scripts/bench_decode.py --device cuda --json
     .venv/bin/python scripts/bench_decode.py --gammas 2-5 --tokens 256 --temperature 0
-    .venv/bin/python scripts/bench_decode.py --pair smol --threads 1  # the real pair (node/decoding/pairs.py)
+    .venv/bin/python scripts/bench_decode.py --pair tiny --threads 1  # the bundled tiny pair (node/decoding/pairs.py)
 
 For every gamma, interleaved over the same prompts (so a change in machine
 load hits all three alike), it times:
@@ -212,7 +212,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", choices=["cpu", "cuda"], default=None)
     parser.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default=None)
-    parser.add_argument("--pair", choices=list(PAIRS), default=None, help="a named pair (default: tiny)")
+    parser.add_argument("--pair", choices=list(PAIRS), default=None, help="default: $VERISPEC_PAIR, else smol")
     parser.add_argument("--target", default=None, help="a target checkpoint (overrides the pair's)")
     parser.add_argument("--draft", default=None, help="a draft checkpoint (overrides the pair's)")
     parser.add_argument("--gammas", default="1-8")

@@ -23,10 +23,11 @@ tokens/s per job and in total, and whether any stalled (a gap of STALL_S between
 `--mode onchain --block-time 0` alone prints the per-cycle report in detail:
 
 In one run, on a fresh anvil it starts (node.chain.anvil.running_anvil) with `deploy_system`, it
-registers a drafter (dev account 2), a verifier (3) and three referees (4, 5, 6) for the bundled pair
-(models/target, models/draft), starts the nodes -- as separate OS processes (`--nodes processes`, the
-default and the realistic set-up: each process imports torch, loads its models and talks to anvil over
-HTTP) or as threads of this process (`--nodes threads`, faster to start, one GIL) -- and measures:
+registers a drafter (dev account 2), a verifier (3) and three referees (4, 5, 6) for the pair (`--pair smol`, the
+real one, by default; `--pair tiny`: models/target, models/draft), starts the nodes -- as separate OS
+processes (`--nodes processes`, the default and the realistic set-up: each process imports torch, loads its
+models and talks to anvil over HTTP) or as threads of this process (`--nodes threads`, faster to start, one
+GIL) -- and measures:
 
   * end-to-end tokens/s of jobs submitted on chain by a requester (dev account 1), one job at a time,
     from the `submitJob` transaction mined to the last `CycleVerified` mined (the end of the verifier's
@@ -82,11 +83,13 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 from node.chain.enums import NO_EOS, DisputeKind, DisputeStatus, JobStatus, Outcome, Role, solidity_name  # noqa: E402
 
+# the pair every node and the engine run: --pair's (node/decoding/pairs.py), set once by use_pair before anything
+# loads; node processes get it through $VERISPEC_PAIR
 TARGET, DRAFT = ROOT / "models" / "target", ROOT / "models" / "draft"
+VOCAB = 768  # the pair's vocabulary (registered with both model ids)
 WAD = 10**18
 ETHER = 10**18
 STAKE = 5 * ETHER
-VOCAB = 768  # the bundled pair's vocabulary (registered with both model ids)
 REQUESTER, DRAFTER, VERIFIER, REFEREES, CHALLENGER = 1, 2, 3, (4, 5, 6), 7
 PRICE_ACCEPTED, PRICE_PASS = 10**12, 3 * 10**12
 DEFAULT_PROMPT = "import os\nimport sys\n\n\ndef main(argv=None):\n"
@@ -730,25 +733,31 @@ def median(values):
     return statistics.median(values) if values else float("nan")
 
 
-def run(args) -> dict:
+def use_pair(name: str | None) -> str:
+    """Make the pair `name` (--pair; $VERISPEC_PAIR or the default when None) the one this run and its node
+    processes use; its name."""
+    global TARGET, DRAFT, VOCAB
+    from node.decoding.loading import vocab_size
+    from node.decoding.pairs import PAIR_ENV, get_pair
+
+    pair = get_pair(name)
+    TARGET, DRAFT, VOCAB = pair.target, pair.draft, vocab_size(pair.target)
+    os.environ[PAIR_ENV] = pair.name  # the node processes inherit it
+    return pair.name
+
+
+def _engine(args):
+    """What both modes set up first: (device, dtype, prompt ids, model ids, the engine on the pair in this process:
+    SpeculativeDecoder(verify_draft=True) with the job's γ and sampling)."""
     import torch
 
-    from node import protocol
-    from node.chain.anvil import running_anvil
-    from node.chain.compile import compile_contracts
-    from node.chain.deploy import deploy_system
-    from node.chain.deployment import Deployment
-    from node.chain.keys import dev_account
-    from node.chain.rpc import connect
     from node.decoding import SpeculativeDecoder
-    from node.roles import chaindata
-    from node.roles.jobs import prompt_tokens, verifier_seed
+    from node.roles.jobs import prompt_tokens
     from node.roles.models import load_model, load_tokenizer, model_id, node_device
 
     torch.set_num_threads(args.threads)
     device, dtype = node_device(args.device)
-    tokenizer = load_tokenizer(TARGET, DRAFT)
-    prompt_ids = prompt_tokens(tokenizer, args.prompt.encode())
+    prompt_ids = prompt_tokens(load_tokenizer(TARGET, DRAFT), args.prompt.encode())
     ids = {"draft": model_id(DRAFT), "target": model_id(TARGET)}
     decoder = SpeculativeDecoder(
         load_model(TARGET, device, dtype),
@@ -759,6 +768,21 @@ def run(args) -> dict:
         top_p=args.top_p,
         verify_draft=True,
     )
+    return device, dtype, prompt_ids, ids, decoder
+
+
+def run(args) -> dict:
+    from node import protocol
+    from node.chain.anvil import running_anvil
+    from node.chain.compile import compile_contracts
+    from node.chain.deploy import deploy_system
+    from node.chain.deployment import Deployment
+    from node.chain.keys import dev_account
+    from node.chain.rpc import connect
+    from node.roles import chaindata
+    from node.roles.jobs import verifier_seed
+
+    device, dtype, prompt_ids, ids, decoder = _engine(args)
     artifacts = compile_contracts()
     report: dict = {
         "config": {
@@ -766,6 +790,7 @@ def run(args) -> dict:
             "gamma": args.gamma,
             "prompt": args.prompt,
             "prompt_tokens": len(prompt_ids),
+            "pair": args.pair,
             "sampling": {"temperature": args.temperature, "top_k": args.top_k, "top_p": args.top_p},
             "repeats": args.repeats,
             "nodes": args.nodes,
@@ -1190,8 +1215,6 @@ def run_transcript(args, concurrent: int = 0) -> dict:
     job's token stream. `concurrent` > 0: that many jobs submitted at once, served by the one verifier."""
     import asyncio
 
-    import torch
-
     from node.chain.anvil import running_anvil
     from node.chain.compile import compile_contracts
     from node.chain.deploy import deploy_system
@@ -1199,31 +1222,17 @@ def run_transcript(args, concurrent: int = 0) -> dict:
     from node.chain.keys import dev_account
     from node.chain.rpc import connect
     from node.chain.transcript import read_settlement
-    from node.decoding import SpeculativeDecoder
     from node.link.chain import EndpointError, endpoint_of
-    from node.roles.jobs import prompt_tokens, verifier_seed
-    from node.roles.models import load_model, load_tokenizer, model_id, node_device
+    from node.roles.jobs import verifier_seed
 
-    torch.set_num_threads(args.threads)
-    device, dtype = node_device(args.device)
-    tokenizer = load_tokenizer(TARGET, DRAFT)
-    prompt_ids = prompt_tokens(tokenizer, args.prompt.encode())
-    ids = {"draft": model_id(DRAFT), "target": model_id(TARGET)}
-    decoder = SpeculativeDecoder(
-        load_model(TARGET, device, dtype),
-        load_model(DRAFT, device, dtype),
-        gamma=args.gamma,
-        temperature=args.temperature,
-        top_k=args.top_k,
-        top_p=args.top_p,
-        verify_draft=True,
-    )
+    device, _, prompt_ids, ids, decoder = _engine(args)
     artifacts = compile_contracts()
     block_time = args.block_time_s
     n_jobs = concurrent or args.repeats
     report: dict = {
         "config": {
             "mode": "transcript",
+            "pair": args.pair,
             "tokens": args.tokens,
             "gamma": args.gamma,
             "block_time_s": block_time,
@@ -1678,6 +1687,11 @@ def main(argv=None) -> int:
     parser.add_argument("--tokens", type=int, default=64, help="maxTokens of each job (no EOS: exactly this many)")
     parser.add_argument("--gamma", type=int, default=4)
     parser.add_argument("--prompt", default=DEFAULT_PROMPT)
+    parser.add_argument(
+        "--pair",
+        default=None,
+        help="model pair: smol | tiny (node/decoding/pairs.py; default: $VERISPEC_PAIR, else smol)",
+    )
     parser.add_argument("--repeats", type=int, default=3, help="jobs, one after another (medians are reported)")
     parser.add_argument("--engine-runs", type=int, default=3, help="engine runs right before and after each job")
     parser.add_argument("--nodes", choices=["processes", "threads"], default="processes")
@@ -1742,6 +1756,12 @@ def main(argv=None) -> int:
         parser.error(str(exc))
     if args.concurrent and args.concurrent < 2:
         parser.error("--concurrent K wants K >= 2 jobs")
+    from node.decoding.pairs import PairError
+
+    try:
+        args.pair = use_pair(args.pair)
+    except PairError as exc:
+        parser.error(str(exc))
     os.environ.setdefault(SALT_ENV, str(BENCH_SALT))  # the node processes inherit it
     if args.no_speculate:
         os.environ[NO_SPECULATE_ENV] = "1"

@@ -37,6 +37,9 @@ export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$PWD" PYTHONUNBUFFERED=1 TRANSFORM
 'transformers', transformers.__version__, 'numpy', numpy.__version__, 'cuda', torch.cuda.is_available())"
 } >"$OUT/device.txt" 2>&1
 
+# the tiny pair unless told otherwise: the scripts' default is the real pair, whose converted target is git-ignored
+# (made by `make setup`, 538 MB) and so not on a device machine that gets only the working tree
+export VERISPEC_PAIR=${VERISPEC_PAIR:-tiny}
 status=0
 step() {  # name, seconds, command...: run one part, keep going after a failure, remember it
     local name=$1 limit=$2

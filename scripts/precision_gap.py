@@ -1,6 +1,7 @@
 """How far a replay on other hardware or in another dtype lands from an fp32 CPU replay, in WAD probability.
 
-    .venv/bin/python scripts/precision_gap.py            # CPU: fp32 and bf16 against fp32
+    .venv/bin/python scripts/precision_gap.py            # the real pair (smol), CPU: fp32 and bf16 against fp32
+    .venv/bin/python scripts/precision_gap.py --pair tiny          # the bundled tiny pair
     python scripts/precision_gap.py --json               # on a GPU machine the cuda rows are added
 
 A referee or watchdog replays a position and calls a claim faithful when it is
@@ -30,6 +31,7 @@ from node.decoding import SpeculativeDecoder  # noqa: E402
 from node.decoding.distributions import SamplingParams, quantized  # noqa: E402
 from node.decoding.kv import CachedLM  # noqa: E402
 from node.decoding.loading import load_model, load_tokenizer  # noqa: E402
+from node.decoding.pairs import PAIRS, PairError, get_pair  # noqa: E402
 from node.decoding.scorer import default_tolerance_wad  # noqa: E402
 
 PROMPTS = ["def __init__(self, ", "import os\nimport sys\n", "class Buffer:\n    "]
@@ -49,11 +51,17 @@ def wad_rows(model, ids: list[int], stepwise: bool = False) -> np.ndarray:
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--target", default=str(ROOT / "models" / "target"))
-    parser.add_argument("--draft", default=str(ROOT / "models" / "draft"))
+    parser.add_argument("--pair", choices=list(PAIRS), default=None, help="a named pair (default: smol, the real one)")
+    parser.add_argument("--target", default=None, help="a target checkpoint (overrides the pair's)")
+    parser.add_argument("--draft", default=None, help="a draft checkpoint (overrides the pair's)")
     parser.add_argument("--tokens", type=int, default=200, help="generated tokens per prompt")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     args = parser.parse_args()
+    try:
+        pair = get_pair(args.pair, check=not (args.target and args.draft))
+    except PairError as exc:
+        parser.error(str(exc))
+    args.target, args.draft = args.target or str(pair.target), args.draft or str(pair.draft)
     torch.set_num_threads(1)
     paths = {"target": args.target, "draft": args.draft}
     cpu = torch.device("cpu")
@@ -95,7 +103,8 @@ def main():
         print(json.dumps(dict(fp32_tolerance=default_tolerance_wad(torch.float32) / protocol.WAD, rows=rows), indent=1))
         return
     print(
-        f"gap to an fp32 CPU replay, {len(sequences)} generations of {args.tokens} tokens; "
+        f"gap to an fp32 CPU replay of {args.target} and {args.draft}, {len(sequences)} generations of {args.tokens} "
+        "tokens; "
         f"fp32 tolerance {default_tolerance_wad(torch.float32) / protocol.WAD:.0e}"
     )
     print("| model | device | dtype | replay | max gap (any token) | max gap (sampled token) | within fp32 tolerance |")

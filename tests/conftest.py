@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from web3 import Web3
 
 from node.chain.anvil import running_anvil
 from node.chain.compile import compile_contracts
+
+# The CLI, the demo and the benchmarks run the real pair by default (node/decoding/pairs.py); a test that names no
+# pair runs the bundled tiny one, in this process and in every node process it starts. A test of the real pair
+# names it (tests/test_real_pair.py).
+os.environ.setdefault("VERISPEC_PAIR", "tiny")
 
 
 @pytest.fixture(scope="session")

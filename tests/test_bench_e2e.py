@@ -25,12 +25,25 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def run_bench(*args: str, timeout: float = 80) -> dict:
-    proc = subprocess.run(
-        [sys.executable, str(SCRIPT), "--json", *args], capture_output=True, text=True, timeout=timeout, cwd=str(ROOT)
+def bench(*args: str, timeout: float) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=timeout, cwd=str(ROOT)
     )
+
+
+def run_bench(*args: str, timeout: float = 80) -> dict:
+    """The benchmark's JSON report on the tiny pair (named: the script's default is the real pair)."""
+    proc = bench("--json", "--pair", "tiny", *args, timeout=timeout)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout)
+
+
+def test_a_bad_pair_is_one_line_before_anything_starts():
+    proc = bench("--pair", "large", "--json", timeout=60)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert lines[-1].endswith("error: unknown model pair 'large': choose one of tiny, smol"), lines
+    assert proc.stdout == ""
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +80,7 @@ def test_the_chain_output_equals_the_engine_output(report):
 
 def test_the_report_has_every_figure(report):
     config, summary = report["config"], report["summary"]
-    assert (config["tokens"], config["gamma"], config["nodes"]) == (10, 3, "threads")
+    assert (config["tokens"], config["gamma"], config["nodes"], config["pair"]) == (10, 3, "threads", "tiny")
     assert config["sampling"] == {"temperature": 0.9, "top_k": 40, "top_p": 1.0}
     [job] = report["jobs"]
     assert job["cycles"] >= 1 and 0 <= job["accepted"] <= 3 * job["cycles"]

@@ -662,7 +662,8 @@ def _run_demo(home: Path, stop_after: str | None = None, timeout: float = 600):
     """Run scripts/demo.py; with `stop_after`, send it SIGINT once that text appears in its output."""
     env = dict(os.environ, PYTHONUNBUFFERED="1", COLUMNS="160")
     process = subprocess.Popen(
-        [sys.executable, str(ROOT / "scripts" / "demo.py"), "--home", str(home), "--max-tokens", "24"],
+        # the tiny pair, named: the demo's default is the real pair (minutes longer)
+        [sys.executable, str(ROOT / "scripts" / "demo.py"), "--home", home, "--max-tokens", "24", "--pair", "tiny"],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -702,6 +703,8 @@ def _assert_all_stopped(home: Path, output: str) -> None:
 def test_demo_refuses_a_bad_block_time_before_it_starts_anything(tmp_path):
     for bad in ("x", "-1", "1.5", "100000"):
         clean_error(cli("demo", "--home", tmp_path / "demo", "--block-time", bad), "--block-time", repr(bad))
+    clean_error(cli("demo", "--home", tmp_path / "demo", "--pair", "large"), "unknown model pair 'large'", "tiny, smol")
+    clean_error(cli("demo", "--home", tmp_path / "demo", env={"VERISPEC_PAIR": "huge"}), "unknown model pair 'huge'")
     assert not (tmp_path / "demo").exists()
 
 
@@ -726,6 +729,7 @@ def test_demo_end_to_end(tmp_path):
     for expected in ("a block every 1 s", "stream", "challengeRule", "pullCycle", "AccusedLost", "gas / token"):
         assert expected in output, expected
     summary = json.loads((home / "demo.json").read_text())
+    assert summary["models"] == {"draft": str(DRAFT), "target": str(TARGET)}
     honest = summary["honest"]
     assert honest["streamed"] and honest["streamed"] == honest["settled"]
     assert f"{len(honest['settled'])} tokens streamed = the {len(honest['settled'])} settled" in output
