@@ -110,7 +110,7 @@ library PackedCycles {
     /// record its v1 record hash, the state step S(c) = keccak256(S(c-1) ‖ recordHash), its record leaf (into
     /// `leaves`, c below its length) and v1's emission of a cycle that does not end the job (accepted + 1 tokens, a
     /// rejection counted when accepted < γ). It stops at the first record that may end the job or is malformed
-    /// (accepted + 1 reaching `room`, outToken EOS, an accepted proposal EOS, accepted > γ): that record's hash, state
+    /// (accepted + 1 reaching `room`, outToken EOS, any proposal EOS, accepted > γ): that record's hash, state
     /// step and leaf are done, and `ended` returns true with `r.next` at it and its accepted and outToken in `r`, for
     /// the caller's emission rule (TranscriptSettlement._step, which also cuts). Otherwise it folds the whole run.
     /// @dev Settlement's hot path, so one assembly block over calldata with nothing allocated and nothing called per
@@ -134,12 +134,12 @@ library PackedCycles {
     /// @dev `fold` from calldata offset `rec` (record r.next), the leaf of r.next at memory r.leaf.
     function _fold(uint256 rec, Run memory r) private pure returns (bool ended) {
         assembly ("memory-safe") {
-            // the draft root of the record at calldata `record` into enc[0] and its p into enc[5..];
-            // returns the bit mask of the proposals whose token is `eos`. Two leaves an iteration, each pair hashed
-            // (sorted) into its first-level node on the way, so no leaf goes to memory.
+            // the draft root of the record at calldata `record` into enc (pre + 0xa0) and its p into enc[5..];
+            // returns nonzero when a proposal's token is `eos` (any of them: the caller's _step finds the first
+            // accepted one). Two leaves an iteration, built in the scratch words 0x00 and 0x20 and hashed there as a
+            // sorted pair into their first-level node, so no leaf is held on the stack.
             function draft(pre, record, gamma, eos) -> m {
                 let src := add(record, FIXED)
-                let enc := add(pre, 0xa0)
                 let pw := add(pre, 0x140)
                 let nodes := add(pw, shl(5, gamma))
                 let node := nodes
@@ -147,25 +147,25 @@ library PackedCycles {
                 for {} lt(add(i, 1), gamma) { i := add(i, 2) } {
                     let w := calldataload(src)
                     mstore(add(pre, 0x40), i)
-                    let token := shr(224, w)
-                    m := or(m, shl(i, eq(token, eos)))
-                    mstore(add(pre, 0x60), token)
+                    mstore(add(pre, 0x60), shr(224, w)) // token
                     mstore(add(pre, 0x80), and(shr(164, w), _MASK60)) // q
+                    mstore(pw, and(shr(104, w), _MASK60)) // p
+                    m := or(m, eq(shr(224, w), eos))
                     mstore(0x00, keccak256(pre, 0xa0))
-                    let a := keccak256(0x00, 0x20) // leaf i
-                    mstore(pw, and(shr(104, w), _MASK60)) // p_i
+                    mstore(0x00, keccak256(0x00, 0x20)) // leaf i
                     w := calldataload(add(src, PROPOSAL))
                     mstore(add(pre, 0x40), add(i, 1))
-                    token := shr(224, w)
-                    m := or(m, shl(add(i, 1), eq(token, eos)))
-                    mstore(add(pre, 0x60), token)
+                    mstore(add(pre, 0x60), shr(224, w))
                     mstore(add(pre, 0x80), and(shr(164, w), _MASK60))
-                    mstore(0x00, keccak256(pre, 0xa0))
-                    let b := keccak256(0x00, 0x20) // leaf i + 1
                     mstore(add(pw, 0x20), and(shr(104, w), _MASK60))
-                    let lo := xor(b, mul(xor(a, b), lt(a, b))) // min(a, b), branch-free
-                    mstore(0x00, lo)
-                    mstore(0x20, xor(xor(a, b), lo)) // max(a, b)
+                    m := or(m, eq(shr(224, w), eos))
+                    mstore(0x20, keccak256(pre, 0xa0))
+                    mstore(0x20, keccak256(0x20, 0x20)) // leaf i + 1
+                    w := mload(0x00)
+                    if lt(mload(0x20), w) {
+                        mstore(0x00, mload(0x20))
+                        mstore(0x20, w)
+                    }
                     mstore(node, keccak256(0x00, 0x40))
                     src := add(src, mul(2, PROPOSAL))
                     node := add(node, 0x20)
@@ -175,13 +175,12 @@ library PackedCycles {
                     // an odd last leaf moves up
                     let w := calldataload(src)
                     mstore(add(pre, 0x40), i)
-                    let token := shr(224, w)
-                    m := or(m, shl(i, eq(token, eos)))
-                    mstore(add(pre, 0x60), token)
+                    mstore(add(pre, 0x60), shr(224, w))
                     mstore(add(pre, 0x80), and(shr(164, w), _MASK60))
+                    mstore(pw, and(shr(104, w), _MASK60))
+                    m := or(m, eq(shr(224, w), eos))
                     mstore(0x00, keccak256(pre, 0xa0))
                     mstore(node, keccak256(0x00, 0x20))
-                    mstore(pw, and(shr(104, w), _MASK60))
                 }
                 // the middle levels, in place: pair (2i, 2i+1) sorted and hashed into i, an odd last node moved up
                 let width := shr(1, add(gamma, 1))
@@ -202,14 +201,20 @@ library PackedCycles {
                 }
                 // the top: one node is the draft root, two are its last pair (hashed straight into the encoding)
                 switch width
-                case 1 { mstore(enc, mload(nodes)) }
+                case 1 { mstore(add(pre, 0xa0), mload(nodes)) }
                 default {
                     let a := mload(nodes)
                     let b := mload(add(nodes, 0x20))
-                    let lo := xor(b, mul(xor(a, b), lt(a, b)))
-                    mstore(0x00, lo)
-                    mstore(0x20, xor(xor(a, b), lo))
-                    mstore(enc, keccak256(0x00, 0x40))
+                    switch lt(a, b)
+                    case 1 {
+                        mstore(0x00, a)
+                        mstore(0x20, b)
+                    }
+                    default {
+                        mstore(0x00, b)
+                        mstore(0x20, a)
+                    }
+                    mstore(add(pre, 0xa0), keccak256(0x00, 0x40))
                 }
             }
 
@@ -229,28 +234,28 @@ library PackedCycles {
             let rejected := mload(add(r, 0xe0))
             for {} lt(rec, end) {} {
                 let m := draft(pre, rec, gamma, eos)
-                let accepted := shr(248, calldataload(rec))
-                let outToken := and(shr(216, calldataload(rec)), 0xffffffff)
-                mstore(add(pre, 0xe0), accepted)
-                mstore(add(pre, 0x100), outToken)
+                let w := calldataload(rec) // accepted (8 bits), outToken (32 bits)
+                mstore(add(pre, 0xe0), shr(248, w))
+                mstore(add(pre, 0x100), and(shr(216, w), 0xffffffff))
                 mstore(0x20, keccak256(add(pre, 0xa0), add(0xa0, shl(5, gamma)))) // the record hash
                 mstore(0x00, state)
                 state := keccak256(0x00, 0x40)
                 mstore(0x00, mload(add(pre, 0x20))) // c < 2^32: a calldata run cannot hold more records
                 mstore(0x00, keccak256(0x00, 0x40))
                 mstore(leaf, keccak256(0x00, 0x20))
-                // the first accepted EOS, the outToken EOS, maxTokens reached, or accepted > γ: the caller's
+                w := shr(216, w)
+                // maxTokens reached, accepted > γ, the outToken or a proposal EOS: the caller's to count
                 if or(
-                    or(iszero(lt(add(accepted, 1), room)), eq(outToken, eos)),
-                    or(gt(accepted, gamma), and(m, sub(shl(accepted, 1), 1)))
+                    or(iszero(lt(add(shr(32, w), 1), room)), gt(shr(32, w), gamma)),
+                    or(eq(and(w, 0xffffffff), eos), m)
                 ) {
                     ended := 1
-                    mstore(add(r, 0x100), accepted)
-                    mstore(add(r, 0x120), outToken)
+                    mstore(add(r, 0x100), shr(32, w))
+                    mstore(add(r, 0x120), and(w, 0xffffffff))
                     break
                 }
-                room := sub(room, add(accepted, 1))
-                rejected := add(rejected, lt(accepted, gamma))
+                room := sub(room, add(shr(32, w), 1))
+                rejected := add(rejected, lt(shr(32, w), gamma))
                 mstore(add(pre, 0x20), add(mload(add(pre, 0x20)), 1))
                 rec := add(rec, add(FIXED, mul(PROPOSAL, gamma)))
                 leaf := add(leaf, 0x20)
