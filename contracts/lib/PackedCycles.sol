@@ -23,6 +23,10 @@ library PackedCycles {
     uint256 internal constant FIXED = 5; // accepted, outToken
     uint256 internal constant PROPOSAL = 19; // token, q, p
     uint256 private constant _MASK60 = (1 << 60) - 1;
+    // `_fold`'s borrowed memory: the tree's first-level nodes from _NODES (past a γ = 16 record encoding at 0xe0),
+    // the region's end after 8 of them
+    uint256 private constant _NODES = 0x380;
+    uint256 private constant _END = 0x480;
 
     /// @notice One cycle unpacked into memory: the draft, p and the record fields.
     struct Cycle {
@@ -132,34 +136,43 @@ library PackedCycles {
     }
 
     /// @dev `fold` from calldata offset `rec` (record r.next), the leaf of r.next at memory r.leaf.
+    /// @dev Every scratch word sits at a constant address (a PUSH, where an offset from the free memory pointer costs
+    /// a DUP, a PUSH and an ADD: ~150 gas a cycle at γ = 4), so the kernel borrows memory [0x40, _END): it copies
+    /// that region past the free memory pointer, uses it, and copies it back (the free memory pointer, the zero slot
+    /// and whatever Solidity had allocated there come back unchanged; nothing else runs meanwhile: no call, no
+    /// revert). The leaves, which may lie in that region, are written to a buffer past the copy and moved into
+    /// `leaves` once the region is restored. Hence not "memory-safe".
+    ///   0x00, 0x20   a leaf's second hash, a sorted pair, the state and record-leaf steps
+    ///   0x40..0xdf   the leaf preimage: jobId, cycle, index, token, q
+    ///   0xe0..       the record encoding: draftRoot, 0x80 (p's offset), accepted, outToken, γ, p_0 … p_{γ-1}
+    ///   0x380..      the tree's first-level nodes (⌈γ/2⌉ ≤ 8 words), up to _END
     function _fold(uint256 rec, Run memory r) private pure returns (bool ended) {
-        assembly ("memory-safe") {
-            // the draft root of the record at calldata `record` into enc (pre + 0xa0) and its p into enc[5..];
-            // returns nonzero when a proposal's token is `eos` (any of them: the caller's _step finds the first
-            // accepted one). Two leaves an iteration, built in the scratch words 0x00 and 0x20 and hashed there as a
-            // sorted pair into their first-level node, so no leaf is held on the stack.
-            function draft(pre, record, gamma, eos) -> m {
+        assembly {
+            // the draft root of the record at calldata `record` into 0xe0 and its p from 0x180; returns nonzero when
+            // a proposal's token is `eos` (any of them: the caller's _step finds the first accepted one). Two leaves
+            // an iteration, built in the scratch words 0x00 and 0x20 and hashed there as a sorted pair into their
+            // first-level node, so no leaf is held on the stack.
+            function draft(record, gamma, eos) -> m {
                 let src := add(record, FIXED)
-                let pw := add(pre, 0x140)
-                let nodes := add(pw, shl(5, gamma))
-                let node := nodes
+                let pw := 0x180
+                let node := _NODES
                 let i := 0
                 for {} lt(add(i, 1), gamma) { i := add(i, 2) } {
                     let w := calldataload(src)
-                    mstore(add(pre, 0x40), i)
-                    mstore(add(pre, 0x60), shr(224, w)) // token
-                    mstore(add(pre, 0x80), and(shr(164, w), _MASK60)) // q
+                    mstore(0x80, i)
+                    mstore(0xa0, shr(224, w)) // token
+                    mstore(0xc0, and(shr(164, w), _MASK60)) // q
                     mstore(pw, and(shr(104, w), _MASK60)) // p
                     m := or(m, eq(shr(224, w), eos))
-                    mstore(0x00, keccak256(pre, 0xa0))
+                    mstore(0x00, keccak256(0x40, 0xa0))
                     mstore(0x00, keccak256(0x00, 0x20)) // leaf i
                     w := calldataload(add(src, PROPOSAL))
-                    mstore(add(pre, 0x40), add(i, 1))
-                    mstore(add(pre, 0x60), shr(224, w))
-                    mstore(add(pre, 0x80), and(shr(164, w), _MASK60))
+                    mstore(0x80, add(i, 1))
+                    mstore(0xa0, shr(224, w))
+                    mstore(0xc0, and(shr(164, w), _MASK60))
                     mstore(add(pw, 0x20), and(shr(104, w), _MASK60))
                     m := or(m, eq(shr(224, w), eos))
-                    mstore(0x20, keccak256(pre, 0xa0))
+                    mstore(0x20, keccak256(0x40, 0xa0))
                     mstore(0x20, keccak256(0x20, 0x20)) // leaf i + 1
                     w := mload(0x00)
                     if lt(mload(0x20), w) {
@@ -174,20 +187,20 @@ library PackedCycles {
                 if lt(i, gamma) {
                     // an odd last leaf moves up
                     let w := calldataload(src)
-                    mstore(add(pre, 0x40), i)
-                    mstore(add(pre, 0x60), shr(224, w))
-                    mstore(add(pre, 0x80), and(shr(164, w), _MASK60))
+                    mstore(0x80, i)
+                    mstore(0xa0, shr(224, w))
+                    mstore(0xc0, and(shr(164, w), _MASK60))
                     mstore(pw, and(shr(104, w), _MASK60))
                     m := or(m, eq(shr(224, w), eos))
-                    mstore(0x00, keccak256(pre, 0xa0))
+                    mstore(0x00, keccak256(0x40, 0xa0))
                     mstore(node, keccak256(0x00, 0x20))
                 }
                 // the middle levels, in place: pair (2i, 2i+1) sorted and hashed into i, an odd last node moved up
                 let width := shr(1, add(gamma, 1))
                 for {} gt(width, 2) {} {
-                    let end := add(nodes, shl(6, shr(1, width)))
-                    let dst := nodes
-                    for { let at := nodes } lt(at, end) { at := add(at, 0x40) } {
+                    let end := add(_NODES, shl(6, shr(1, width)))
+                    let dst := _NODES
+                    for { let at := _NODES } lt(at, end) { at := add(at, 0x40) } {
                         let a := mload(at)
                         let b := mload(add(at, 0x20))
                         let lo := xor(b, mul(xor(a, b), lt(a, b)))
@@ -201,10 +214,10 @@ library PackedCycles {
                 }
                 // the top: one node is the draft root, two are its last pair (hashed straight into the encoding)
                 switch width
-                case 1 { mstore(add(pre, 0xa0), mload(nodes)) }
+                case 1 { mstore(0xe0, mload(_NODES)) }
                 default {
-                    let a := mload(nodes)
-                    let b := mload(add(nodes, 0x20))
+                    let a := mload(_NODES)
+                    let b := mload(add(_NODES, 0x20))
                     switch lt(a, b)
                     case 1 {
                         mstore(0x00, a)
@@ -214,35 +227,40 @@ library PackedCycles {
                         mstore(0x00, b)
                         mstore(0x20, a)
                     }
-                    mstore(add(pre, 0xa0), keccak256(0x00, 0x40))
+                    mstore(0xe0, keccak256(0x00, 0x40))
                 }
             }
 
-            // scratch: pre = the leaf preimage (jobId, cycle, index, token, q), then at pre + 0xa0 the record
-            // encoding (draftRoot, 0x80, accepted, outToken, γ, p_0 … p_{γ-1}), then the first-level nodes
             let gamma := mload(add(r, 0x20))
-            let pre := mload(0x40)
-            mstore(pre, mload(r)) // jobId
-            mstore(add(pre, 0x20), mload(add(r, 0x60))) // the cycle
-            mstore(add(pre, 0xc0), 0x80) // the offset of p
-            mstore(add(pre, 0x120), gamma) // p's length
             let eos := mload(add(r, 0x40))
-            let end := add(rec, mul(sub(mload(add(r, 0x80)), mload(add(r, 0x60))), add(FIXED, mul(PROPOSAL, gamma))))
-            let leaf := mload(add(r, 0x140))
+            let size := add(FIXED, mul(PROPOSAL, gamma))
+            let end := add(rec, mul(sub(mload(add(r, 0x80)), mload(add(r, 0x60))), size))
             let state := mload(add(r, 0xa0))
             let room := mload(add(r, 0xc0))
             let rejected := mload(add(r, 0xe0))
+            let buf := add(mload(0x40), sub(_END, 0x40)) // the leaves' buffer, past the borrowed region's copy
+            let leaf := buf
+            {
+                let jobId := mload(r)
+                let c := mload(add(r, 0x60))
+                mcopy(mload(0x40), 0x40, sub(_END, 0x40))
+                mstore(0x40, jobId)
+                mstore(0x60, c)
+            }
+            mstore(0x100, 0x80) // the offset of p
+            mstore(0x160, gamma) // p's length
             for {} lt(rec, end) {} {
-                let m := draft(pre, rec, gamma, eos)
+                let m := draft(rec, gamma, eos)
                 let w := calldataload(rec) // accepted (8 bits), outToken (32 bits)
-                mstore(add(pre, 0xe0), shr(248, w))
-                mstore(add(pre, 0x100), and(shr(216, w), 0xffffffff))
-                mstore(0x20, keccak256(add(pre, 0xa0), add(0xa0, shl(5, gamma)))) // the record hash
+                mstore(0x120, shr(248, w))
+                mstore(0x140, and(shr(216, w), 0xffffffff))
+                mstore(0x20, keccak256(0xe0, add(0xa0, shl(5, gamma)))) // the record hash
                 mstore(0x00, state)
                 state := keccak256(0x00, 0x40)
-                mstore(0x00, mload(add(pre, 0x20))) // c < 2^32: a calldata run cannot hold more records
+                mstore(0x00, mload(0x60)) // c < 2^32: a calldata run cannot hold more records
                 mstore(0x00, keccak256(0x00, 0x40))
                 mstore(leaf, keccak256(0x00, 0x20))
+                leaf := add(leaf, 0x20)
                 w := shr(216, w)
                 // maxTokens reached, accepted > γ, the outToken or a proposal EOS: the caller's to count
                 if or(
@@ -256,11 +274,16 @@ library PackedCycles {
                 }
                 room := sub(room, add(shr(32, w), 1))
                 rejected := add(rejected, lt(shr(32, w), gamma))
-                mstore(add(pre, 0x20), add(mload(add(pre, 0x20)), 1))
-                rec := add(rec, add(FIXED, mul(PROPOSAL, gamma)))
-                leaf := add(leaf, 0x20)
+                mstore(0x60, add(mload(0x60), 1))
+                rec := add(rec, size)
             }
-            mstore(add(r, 0x60), mload(add(pre, 0x20)))
+            {
+                let c := mload(0x60)
+                let saved := sub(buf, sub(_END, 0x40))
+                mcopy(0x40, saved, sub(_END, 0x40)) // the free memory pointer and the zero slot among them
+                mcopy(mload(add(r, 0x140)), buf, sub(leaf, buf))
+                mstore(add(r, 0x60), c)
+            }
             mstore(add(r, 0xa0), state)
             mstore(add(r, 0xc0), room)
             mstore(add(r, 0xe0), rejected)
