@@ -501,9 +501,9 @@ contract TranscriptSettlement is TranscriptSigner {
 
     /// @dev Folds the first `n` cycles of the packed run `cycles` (its length checked by `PackedCycles.count`) from
     /// `genesis`: per cycle accepted ≤ γ, the draft root from (tokens, q), the record hash, the state step, the leaf
-    /// (into `leaves`) and v1's emission and α counts. A cycle after the job's end reverts. Each record is hashed
-    /// straight from calldata (`PackedCycles.recordHash`: nothing unpacked or allocated, so memory grows with the
-    /// records' leaves only).
+    /// (into `leaves`) and v1's emission and α counts. A cycle after the job's end reverts. `PackedCycles.fold` hashes
+    /// the records straight from calldata (nothing unpacked or allocated, so memory grows with the records' leaves
+    /// only) and counts the cycles that end nothing; it stops at one that may end the job, for `_step`.
     function _fold(
         uint256 jobId,
         InferenceMarket.JobView memory job,
@@ -512,31 +512,23 @@ contract TranscriptSettlement is TranscriptSigner {
         bytes32[] memory leaves,
         uint256 n
     ) private pure returns (Tally memory t) {
-        t.state = genesis;
         uint256 gamma = job.gamma;
-        uint256 eos = job.eosToken;
-        for (uint256 c; c < n; ++c) {
+        uint256 maxTokens = job.maxTokens;
+        PackedCycles.Run memory r = PackedCycles.Run(jobId, gamma, job.eosToken, 0, n, genesis, maxTokens, 0, 0, 0, 0);
+        while (PackedCycles.fold(cycles, r, leaves)) {
+            uint256 c = r.next;
+            if (r.accepted > gamma) revert BadCycle(c);
+            t.emitted = maxTokens - r.room;
+            t.rejected = r.rejected;
+            uint256 eosAt = PackedCycles.firstEos(cycles, gamma, c, r.accepted, r.eos);
+            _step(t, maxTokens, r.eos, gamma, r.accepted, r.outToken, eosAt);
+            (r.next, r.room, r.rejected) = (++c, maxTokens - t.emitted, t.rejected);
+            if (c == n) break;
             if (t.finished) revert CycleAfterEnd(c);
-            (bytes32 recordHash, uint256 accepted, uint256 outToken, uint256 eosAt) =
-                PackedCycles.recordHash(jobId, c, PackedCycles.recordAt(cycles, gamma, c), gamma, eos);
-            if (accepted > gamma) revert BadCycle(c);
-            _chainStep(t, leaves, c, recordHash);
-            _step(t, job.maxTokens, eos, gamma, accepted, outToken, eosAt);
         }
-    }
-
-    /// @dev TranscriptTypes.nextState (into `t.state`) and recordLeaf of record `c` (into `leaves`, c below its
-    /// length) in one block: called once a posted cycle, where two library calls and a bounds check cost more than
-    /// the hashes.
-    function _chainStep(Tally memory t, bytes32[] memory leaves, uint256 c, bytes32 recordHash) private pure {
-        assembly ("memory-safe") {
-            mstore(0x00, mload(t)) // t.state
-            mstore(0x20, recordHash)
-            mstore(t, keccak256(0x00, 0x40))
-            mstore(0x00, c) // c < 2^32: a calldata run cannot hold more records
-            mstore(0x00, keccak256(0x00, 0x40))
-            mstore(add(leaves, shl(5, add(c, 1))), keccak256(0x00, 0x20))
-        }
+        t.state = r.state;
+        t.emitted = maxTokens - r.room;
+        t.rejected = r.rejected;
     }
 
     /// @dev The draft root of an unpacked cycle (§4: SpecMath's leaf and tree), `nodes` (γ entries) its scratch.
@@ -677,10 +669,18 @@ contract TranscriptSettlement is TranscriptSigner {
     /// @dev Reverts unless H^(cycle+1)(reveal) is the verifier's chain head (its high 191 bits, as the market keeps it).
     function _checkReveal(InferenceMarket.JobView memory job, uint256 cycle, bytes32 reveal) private pure {
         bytes32 h = reveal;
-        // SpecMath.chainHash cycle + 1 times, as one loop in scratch space: settlement runs it once per posted cycle
+        // SpecMath.chainHash cycle + 1 times, as one loop in scratch space: settlement runs it once per posted cycle,
+        // so four hashes an iteration (the loop's own jumps and counter cost as much as a hash)
         assembly ("memory-safe") {
             mstore(0x00, h)
-            for { let i := 0 } iszero(gt(i, cycle)) { i := add(i, 1) } { mstore(0x00, keccak256(0x00, 0x20)) }
+            let k := add(cycle, 1)
+            for {} gt(k, 3) { k := sub(k, 4) } {
+                mstore(0x00, keccak256(0x00, 0x20))
+                mstore(0x00, keccak256(0x00, 0x20))
+                mstore(0x00, keccak256(0x00, 0x20))
+                mstore(0x00, keccak256(0x00, 0x20))
+            }
+            for {} k { k := sub(k, 1) } { mstore(0x00, keccak256(0x00, 0x20)) }
             h := mload(0x00)
         }
         if ((uint256(h) ^ uint256(job.commitment)) & _HIGH_BITS != 0) revert RevealMismatch(cycle);

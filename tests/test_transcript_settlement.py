@@ -144,8 +144,10 @@ def owed(env, who):
         ([4, 4, 4], None, None),  # maxTokens cuts the last cycle inside its accepted proposals (out cut)
         ([4, 3], {1: 1}, None),  # an accepted EOS ends it, the rest of the cycle cut
         ([4, 2], None, {1: EOS}),  # the outToken is EOS
+        # EOS proposed but rejected ends nothing: the fold kernel hands such a cycle to _step, which goes on
+        ([2, 3, 4], {0: 3, 1: 3}, None),
     ],
-    ids=["max-tokens", "max-tokens-cut", "eos-accepted", "eos-out-token"],
+    ids=["max-tokens", "max-tokens-cut", "eos-accepted", "eos-out-token", "eos-rejected"],
 )
 def test_honest_settlement_pays_exactly_what_per_cycle_mode_pays(chain, env, accepts, eos_at, outs):
     # the per-cycle job: the same drafts, p, accept counts and outTokens, on chain cycle by cycle
