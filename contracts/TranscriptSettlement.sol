@@ -457,13 +457,12 @@ contract TranscriptSettlement is TranscriptSigner {
     /// other (an honest party whose counterparty went silent forces it well before this deadline).
     /// @param jobId The job.
     function claimIdle(uint256 jobId) external {
-        InferenceMarket.JobView memory job = _runningJob(jobId);
+        _runningJob(jobId);
         uint256 deadline = idleDeadline(jobId);
         if (_forces[jobId].silent != address(0) || block.timestamp <= deadline) revert NotIdle(jobId, deadline);
         emit JobIdled(jobId);
         IInferenceMarket.TranscriptOutcome memory o;
         o.reason = IInferenceMarket.FinishReason.DraftTimeout; // as v1's draft timeout at cycle 0: no slash
-        o.salt = job.salt;
         market.transcriptFinish(jobId, o);
     }
 
@@ -481,13 +480,6 @@ contract TranscriptSettlement is TranscriptSigner {
         uint256 deadline = job.deadline + job.maxTokens * phases;
         uint256 after_ = _attested[jobId].at + phases;
         return after_ > deadline ? after_ : deadline;
-    }
-
-    /// @notice The latest attested state of running job `jobId` (`cycles` zero: none).
-    /// @param jobId The job.
-    /// @return The attested state.
-    function attestedOf(uint256 jobId) external view returns (Attested memory) {
-        return _attested[jobId];
     }
 
     /// @notice The settled records root of `jobId`, its cycle count and whether a rule challenge convicted it.

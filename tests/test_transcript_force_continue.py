@@ -47,7 +47,9 @@ def _force_on_attested(env, t, k):
 
 def _answer(env, t, k):
     ts = env.system.transcript.functions
-    return transact(env.w3, ts.answerForce(t.job_id, TX.verification_answer(t.cycles[k], t.reveals[k])), env.actors.verifier)
+    return transact(
+        env.w3, ts.answerForce(t.job_id, TX.verification_answer(t.cycles[k], t.reveals[k])), env.actors.verifier
+    )
 
 
 def _stakes(env):
@@ -55,8 +57,9 @@ def _stakes(env):
 
 
 def _attested(env, job_id):
-    state, at, cycles, ended = env.system.transcript.functions.attestedOf(job_id).call()
-    return bytes(state), cycles, ended
+    """The job's latest attested state (StateAttested): (state, cycles, ended)."""
+    logs = env.system.transcript.events.StateAttested().get_logs(from_block=0, argument_filters={"jobId": job_id})
+    return bytes(logs[-1].args.state), logs[-1].args.cycles, logs[-1].args.ended
 
 
 def test_a_verifier_that_answers_on_chain_then_goes_silent_is_forced_again_and_slashed(chain, env):
