@@ -461,9 +461,11 @@ contract TranscriptSettlement is TranscriptSigner {
         uint256 deadline = idleDeadline(jobId);
         if (_forces[jobId].silent != address(0) || block.timestamp <= deadline) revert NotIdle(jobId, deadline);
         emit JobIdled(jobId);
-        IInferenceMarket.TranscriptOutcome memory o;
-        o.reason = IInferenceMarket.FinishReason.DraftTimeout; // as v1's draft timeout at cycle 0: no slash
-        market.transcriptFinish(jobId, o);
+        // as v1's draft timeout at cycle 0: no cycle, nobody slashed (the market settles it at once)
+        market.transcriptFinish(
+            jobId,
+            IInferenceMarket.TranscriptOutcome(0, 0, 0, false, 0, IInferenceMarket.FinishReason.DraftTimeout, address(0), false)
+        );
     }
 
     // ------------------------------------------------------------------ views

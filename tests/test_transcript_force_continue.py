@@ -225,3 +225,64 @@ def test_the_idle_deadline_waits_for_a_pending_force_and_after_an_answer(chain, 
     advance(env.w3, p.verify_timeout + 1)
     transact(env.w3, ts.claimForce(job_id), a.outsider)
     assert job_view(env, job_id)["cycle"] == 2
+
+
+# ---------------------------------------------------------------- the serving nodes (real processes, models, link)
+
+
+def test_a_signwrong_verifier_node_is_forced_again_by_the_drafter_node_on_the_attested_state(tmp_path):
+    """`serve verifier --behavior signwrong`: it signs a wrong Verification, the honest drafter node refuses it and
+    forces, the verifier answers on chain by the rule and goes silent. The drafter node takes the answer in from
+    ForceAnsweredVerification, drafts the next cycle on the attested state, forces again and claims: the verifier is
+    slashed and the drafter paid for every cycle up to the answered one (before: it waited for ever, escrow stuck)."""
+    import os
+    import signal
+
+    from node.chain.anvil import free_port
+    from tests.test_cli import DRAFTER, VERIFIER, _serve, _stop, address, chain_with_drafter_and_verifier
+    from tests.test_cli import advance as advance_home
+    from tests.test_transcript_liveness import SILENCE, _status, _submit_in_background, _verifier
+    from tests.test_transcript_nodes import _chain, _wait_for
+
+    with chain_with_drafter_and_verifier(tmp_path / "home") as home:
+        w3, system = _chain(home)
+        port = free_port()
+        procs = [
+            _verifier(home, port, tmp_path / "v.db", "--link-silence", SILENCE, "--behavior", "signwrong"),
+            _serve(home, "drafter", DRAFTER, "--store", tmp_path / "d.db", "--link-silence", SILENCE),
+        ]
+        try:
+            url = f"ws://127.0.0.1:{port}"
+            _wait_for(lambda: system.registry.functions.endpointOf(address(VERIFIER)).call() == url, 180, "endpoint")
+            stake = system.registry.functions.stakeOf(address(VERIFIER)).call()
+            submitter = _submit_in_background(home, 64)
+            answered = system.transcript.events.ForceAnsweredVerification()
+            _wait_for(lambda: answered.get_logs(from_block=0), 300, "the verifier's on-chain answer", procs)
+            assert submitter.wait(60) == 0
+            (answer,) = answered.get_logs(from_block=0)
+            job_id, k = answer.args.jobId, answer.args.cycle
+            verify_timeout = system.market.functions.verifyTimeout().call()
+            advance_home(w3, verify_timeout + 1)  # the drafter node looks at the job again at its force's deadline
+            moved = system.transcript.events.ForceMoved()
+            _wait_for(lambda: len(moved.get_logs(from_block=0)) == 2, 180, "the drafter's second force", procs)
+            first, second = moved.get_logs(from_block=0)
+            assert (first.args.forcer, first.args.silent, first.args.cycles) == (address(DRAFTER), address(VERIFIER), k)
+            assert (second.args.forcer, second.args.cycles) == (address(DRAFTER), k + 1)  # on the attested S(k)
+            advance_home(w3, verify_timeout + 1)
+            settled = system.transcript.events.ForceSettled()
+            _wait_for(lambda: settled.get_logs(from_block=0), 120, "the drafter's claim", procs)
+            (claim,) = settled.get_logs(from_block=0)
+            assert claim.args.silent == address(VERIFIER) and claim.args.cycles == k + 1
+            assert system.registry.functions.stakeOf(address(VERIFIER)).call() < stake  # the liar pays
+            status = _status(home, job_id)
+            assert status["status"] == "Finished" and status["finish_reason"] == "VerifyTimeout"
+            # every cycle up to the answered one is settled (and paid at finalize), the answered one as the chain said
+            assert len(status["cycles"]) == k + 1
+            read = TX.read_settlement(w3, system.transcript, job_id)
+            assert read.cycles[k].accepted == answer.args.accepted and list(read.cycles[k].p) == list(answer.args.p)
+            assert status["tokens"] == read.output(status["eos_token"], 64)
+        finally:
+            for node in procs:
+                if node.poll() is None:
+                    os.killpg(node.pid, signal.SIGCONT)
+                    _stop(node)
