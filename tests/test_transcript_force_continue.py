@@ -227,6 +227,35 @@ def test_the_idle_deadline_waits_for_a_pending_force_and_after_an_answer(chain, 
     assert job_view(env, job_id)["cycle"] == 2
 
 
+def test_a_verifier_forces_again_with_the_draft_the_drafter_answered_on_chain(chain, env):
+    """The drafter answered the verifier's force with its Draft on chain only and went silent: the verifier rebuilds
+    that Draft from ForceAnsweredDraft (the node's reader, `answered_draft`) and forces past the answered level."""
+    import logging
+    from types import SimpleNamespace
+
+    from node.roles.transcript_answers import answered_draft
+
+    job_id = transcript_job(env)
+    t = Transcript(env, job_id)
+    a = env.actors
+    ts = env.system.transcript.functions
+    transact(env.w3, ts.forceMove(job_id, _evidence_of_verifier(t, 0), TX.pack_cycles([], GAMMA)), a.verifier)
+    answer = TX.draft_answer(t.drafts[1], t.sign(t.drafts[1], DRAFTER_KEY))
+    transact(env.w3, ts.answerForce(job_id, answer), a.drafter)
+    node = SimpleNamespace(system=env.system, start_block=0, log=logging.getLogger("test"))
+    assert answered_draft(node, job_id, 2) is None
+    draft, sig = answered_draft(node, job_id, 1)
+    assert draft == t.drafts[1]
+    # the same level again is refused; one cycle further (its Verification of the answered Draft) is a new move
+    again = TX.evidence(t.drafts[0], t.sign(t.drafts[0], DRAFTER_KEY), None, b"", t.verifications[0],
+                        t.sign(t.verifications[0], VERIFIER_KEY))  # fmt: skip
+    _revert(env, ts.forceMove(job_id, again, TX.pack_cycles([], GAMMA)), a.verifier, "ForceAlreadyAnswered")
+    ev = TX.evidence(draft, sig, None, b"", t.verifications[1], t.sign(t.verifications[1], VERIFIER_KEY))
+    receipt = transact(env.w3, ts.forceMove(job_id, ev, TX.pack_cycles(t.cycles[:1], GAMMA)), a.verifier)
+    (moved,) = events(env.system.transcript, receipt, "ForceMoved")
+    assert (moved.args.silent, moved.args.cycles) == (a.drafter, 2)
+
+
 # ---------------------------------------------------------------- the serving nodes (real processes, models, link)
 
 

@@ -74,3 +74,55 @@ def complete_answered(node, ledger: Ledger) -> int:
 def ended_by_answer(ledger: Ledger) -> bool:
     """Whether the job ended in an attested cycle with no Settlement signed by both (then `complete_answered`)."""
     return ledger.done and is_attested(ledger, ledger.next_cycle - 1) and len(ledger.settlement_sigs) < 2
+
+
+# ------------------------------------------------------------------ the verifier's side
+
+
+def answered_draft(node, job_id: int, cycle: int) -> tuple[tm.Draft, bytes] | None:
+    """The drafter's on-chain answer (ForceAnsweredDraft) of cycle `cycle`, as a Draft and its signature, or None.
+    Hostile input like a Draft from the link: whoever takes it in checks it (`LinkServer.take_draft`)."""
+    logs = node.system.transcript.events.ForceAnsweredDraft().get_logs(
+        from_block=node.start_block or 0, argument_filters={"jobId": job_id}
+    )
+    for e in logs:
+        a = e.args
+        if int(a["cycle"]) != cycle:
+            continue
+        try:
+            draft = tm.Draft.build(
+                job_id, cycle, bytes(a["prevState"]), [int(t) for t in a["tokens"]], [int(x) for x in a["q"]],
+                int(a["salt"]),
+            )  # fmt: skip
+            return draft, tm.canonical_signature(bytes(a["signature"]))
+        except (tm.MessageRejected, TypeError, ValueError) as exc:
+            node.log.error("job %d: the drafter's on-chain Draft of cycle %d does not parse: %s", job_id, cycle, exc)
+    return None
+
+
+def take_answered_draft(node, served) -> bool:
+    """The drafter answered my force with its Draft on chain and went silent on the link: take that Draft in (checked
+    and verified as the link would), so my next force reaches past the answered one. True when one was taken."""
+    import asyncio
+
+    from node.link.wire import LinkRefused
+
+    job_id, c = served.spec.job_id, served.ledger.next_cycle
+    if c in served.ledger.drafts:
+        return False
+    found = answered_draft(node, job_id, c)
+    if found is None:
+        return False
+    server = node.link_server
+    try:
+        taking = server.take_draft(job_id, *found)
+        loop = getattr(server, "loop", None)
+        if loop is None:
+            asyncio.run(taking)
+        else:
+            asyncio.run_coroutine_threadsafe(taking, loop).result(300)
+    except LinkRefused as exc:
+        node.log.error("job %d: the drafter's on-chain Draft of cycle %d is refused: %s", job_id, c, exc)
+        return False
+    node.log.warning("job %d: took the drafter's on-chain Draft of cycle %d", job_id, c)
+    return True

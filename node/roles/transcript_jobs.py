@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from node.chain.enums import JobStatus
 from node.roles.jobs import chain_head, verifier_seed
 from node.roles.schedule import JOB
-from node.roles.transcript_answers import complete_answered, ended_by_answer, take_answers
+from node.roles.transcript_answers import complete_answered, ended_by_answer, take_answered_draft, take_answers
 
 RECHECK_S = 2  # chain seconds between rechecks of a job running over the link (its end marks it dirty anyway)
 DEFAULT_SILENCE_S = 120.0  # `serve --link-silence`
@@ -128,6 +128,7 @@ def verifier_work(node, job_id: int) -> int:
         else:
             served = node.link_server.jobs[job_id]
             if force is None and served.awaits_drafter and served.drafter_silence() > link_silence(node):
+                take_answered_draft(node, served)  # its on-chain answer to my last force, if it never came over
                 sent = force_drafter(node, served.ledger)
                 if sent:
                     return sent
