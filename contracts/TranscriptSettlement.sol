@@ -521,7 +521,14 @@ contract TranscriptSettlement is TranscriptSigner {
         if (att.cycles != k || att.state != state) revert NotAttested(jobId, k);
     }
 
+    /// @dev Only a later state replaces the attested one (a stale force and its answer restart the idle clock only):
+    /// else a verifier could force at an older state after its answer ended the job and undo that end.
     function _attest(uint256 jobId, bytes32 state, uint256 cycles, bool ended) private {
+        Attested storage att = _attested[jobId];
+        if (cycles < att.cycles) {
+            att.at = uint64(block.timestamp);
+            return;
+        }
         _attested[jobId] = Attested(state, uint64(block.timestamp), uint16(cycles), ended);
         emit StateAttested(jobId, cycles, state, ended);
     }

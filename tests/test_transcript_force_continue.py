@@ -149,6 +149,27 @@ def test_an_answer_that_ends_the_job_completes_it_with_no_settlement_signed(chai
     assert drafter_pay == sum((4, 2, 3)) * PRICE_ACCEPTED and verifier_pay + sum(fees) == 3 * PRICE_PASS
 
 
+def test_a_stale_force_after_an_ended_answer_cannot_undo_the_end(chain, env):
+    """The verifier's answer ended the job; it then forces the drafter at an older co-signed state (its own pending
+    Verification of cycle 1). That force is answered (the drafter's stored Draft 2), but the attested end stands:
+    the job still completes with every cycle."""
+    job_id = transcript_job(env)
+    t = Transcript(env, job_id)
+    a = env.actors
+    ts = env.system.transcript.functions
+    transact(env.w3, _force_by_drafter(env, t, 2), a.drafter)
+    _answer(env, t, 2)
+    receipt = transact(
+        env.w3, ts.forceMove(job_id, _evidence_of_verifier(t, 1), TX.pack_cycles(t.cycles[:1], GAMMA)), a.verifier
+    )
+    assert events(env.system.transcript, receipt, "ForceMoved")[0].args.cycles == 2
+    assert _attested(env, job_id) == (t.state, 3, True)  # not replaced by the older S(1)
+    transact(env.w3, ts.answerForce(job_id, TX.draft_answer(t.drafts[2], t.sign(t.drafts[2], DRAFTER_KEY))), a.drafter)
+    transact(env.w3, ts.completeAnswered(job_id, SALT, TX.pack_cycles(t.cycles, GAMMA)), a.drafter)
+    view = job_view(env, job_id)
+    assert (view["cycle"], view["emitted"], view["status"]) == (3, MAX_TOKENS, STATUS_FINISHED)
+
+
 def test_a_verifier_that_answers_every_force_on_chain_still_pays_out_the_whole_job(chain, env):
     """Repeated forces: a verifier that never answers over the link, only on chain, turns the job into per-cycle
     mode from the attested states (PROTOCOL.md §9: "continuing the job in per-cycle mode ... is allowed")."""
