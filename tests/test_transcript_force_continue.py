@@ -277,6 +277,75 @@ def test_a_verifier_forces_again_with_the_draft_the_drafter_answered_on_chain(ch
     assert (moved.args.silent, moved.args.cycles) == (a.drafter, 2)
 
 
+def _drafter_ledger(env, t, tmp_path, cycles, draft2=None):
+    """The drafter node's ledger of `t` (node/link/job.py, a real SQLite store): every Draft, the Verifications of
+    `cycles` cycles taken in over the link (signed)."""
+    from chainutil import EOS, SEED, VOCAB
+    from node.decoding.messages import DecodingJob
+    from node.link.job import Ledger, TranscriptJob
+    from node.store import NodeStore
+
+    job = DecodingJob(t.job_id, (1,), MAX_TOKENS, GAMMA, eos_token_id=EOS)
+    a = env.actors
+    spec = TranscriptJob(job, t.domain, a.drafter, a.verifier, P.hash_chain(SEED, MAX_TOKENS), VOCAB)
+    ledger = Ledger(spec, NodeStore(tmp_path / "d.db"), "drafter")
+    for c, d in enumerate(t.drafts):
+        d = draft2 if c == 2 and draft2 is not None else d
+        ledger.drafts[c] = (d, t.sign(d, DRAFTER_KEY))
+    for c in range(cycles):
+        ledger.verifications[c] = (t.verifications[c], t.sign(t.verifications[c], VERIFIER_KEY))
+        ledger.outputs[c] = ledger.checked_output(c, t.verifications[c])
+    return ledger
+
+
+def _drafter_node(env):
+    import logging
+    from types import SimpleNamespace
+
+    def send(key, call):
+        return transact(env.w3, call, env.actors.drafter)
+
+    return SimpleNamespace(system=env.system, start_block=0, log=logging.getLogger("drafter"), transact=send)
+
+
+def test_the_drafter_node_takes_an_ending_answer_in_and_completes_the_job(chain, env, tmp_path):
+    """The node side of an ended answer: `take_answers` rebuilds the Verification of cycle 2 from the event on the
+    ledger's own Draft and state, checks it by the rule, and `complete_answered` posts every cycle."""
+    from node.roles.transcript_answers import complete_answered, ended_by_answer, is_attested, take_answers
+
+    job_id = transcript_job(env)
+    t = Transcript(env, job_id)
+    transact(env.w3, _force_by_drafter(env, t, 2), env.actors.drafter)
+    _answer(env, t, 2)
+    node, ledger = _drafter_node(env), _drafter_ledger(env, t, tmp_path, 2)
+    assert take_answers(node, ledger) == 1 and take_answers(node, ledger) == 0  # once
+    assert is_attested(ledger, 2) and ledger.verifications[2][0] == t.verifications[2] and ledger.done
+    assert ended_by_answer(ledger)
+    complete_answered(node, ledger)
+    view = job_view(env, job_id)
+    assert (view["cycle"], view["emitted"], view["status"]) == (3, MAX_TOKENS, STATUS_FINISHED)
+
+
+def test_the_drafter_node_refuses_an_answer_that_its_own_draft_does_not_bear_out(chain, env, tmp_path):
+    """Hostile input: an answer read from chain is checked against the node's own Draft and rule, not trusted. A
+    ledger whose Draft 2 differs (its first proposal outside the vocabulary, so the rule accepts none of it) finds
+    the answered accept count (3) wrong for it and takes nothing in."""
+    from chainutil import VOCAB
+    from node.roles.transcript_answers import take_answers
+
+    job_id = transcript_job(env)
+    t = Transcript(env, job_id)
+    transact(env.w3, _force_by_drafter(env, t, 2), env.actors.drafter)
+    _answer(env, t, 2)
+    d = t.drafts[2]
+    from node.chain import transcript_messages as T
+
+    other = T.Draft.build(job_id, 2, d.prev_state, (VOCAB, *d.tokens[1:]), d.q, d.salt)
+    ledger = _drafter_ledger(env, t, tmp_path, 2, draft2=other)
+    assert take_answers(_drafter_node(env), ledger) == 0
+    assert 2 not in ledger.outputs and 2 not in ledger.verifications
+
+
 # ---------------------------------------------------------------- the serving nodes (real processes, models, link)
 
 
