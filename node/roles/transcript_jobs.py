@@ -17,8 +17,9 @@ Force moves (docs/protocol.md "Transcript mode (v2): contracts"), both ways, aft
 - A silent verifier (no progress over the link) is forced by the drafter: its pending Draft and the last co-signed
   state (`forceMove`, `job:{id}:force:{k}`), claimed after the deadline (`claimForce`) unless the verifier answers.
   A Verification the accept rule refutes is never counter-signed: the drafter keeps it as evidence and forces the
-  same way, so the verifier must answer Draft k on chain, where the contract re-runs the rule; once such a force
-  was answered the drafter cannot force at k again (ForceAlreadyAnswered) and stops trying.
+  same way, so the verifier must answer Draft k on chain, where the contract re-runs the rule. The answer signs no
+  state but the chain attests S(k): the drafter takes it in and goes on from it (node/roles/transcript_answers.py),
+  forcing again on the attested state if the verifier stays silent, or completing the job if the answer ended it.
 - A silent drafter is forced by the verifier (the link's silence watch wakes the job): Draft k, Verification k-1
   and its own Verification k (`job:{id}:force-drafter:{k+1}`), claimed after `commitTimeout`; with no Draft at all,
   a force with no evidence (the drafter is not slashed).
