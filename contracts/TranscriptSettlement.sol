@@ -79,6 +79,16 @@ contract TranscriptSettlement is TranscriptSigner {
         bool slash; // false only for a drafter forced before it signed any Draft
     }
 
+    /// @notice The latest state of a running job the chain itself checked (docs/protocol.md, liveness): S(cycles-1),
+    /// reached by a force move's pending verification or by the verifier's on-chain answer (the record folded onto
+    /// the force's state). A later force builds on it without the counterparty's signature of it.
+    struct Attested {
+        bytes32 state; // S(cycles-1)
+        uint64 at; // when it was attested: the job's idle deadline counts from it too
+        uint16 cycles; // zero: nothing attested
+        bool ended; // its last cycle ended the job: `completeAnswered` completes it
+    }
+
     /// @dev One cycle's scalars for the accept rule (kept in memory: the legacy code generator's stack is short).
     struct Rule {
         bytes32 draftRoot;
@@ -117,6 +127,7 @@ contract TranscriptSettlement is TranscriptSigner {
     // 1 + the cycle count of the last force by `forcer` that was answered: its next force must reach further (an
     // answered party is not made to answer the same move twice)
     mapping(uint256 jobId => mapping(address forcer => uint256)) private _answeredLevel;
+    mapping(uint256 jobId => Attested) private _attested;
 
     /// @notice `jobId` settled by both parties' Settlement: `cycles` cycles, `tokensOut` tokens, `recordsRoot`; the
     /// verifier's last reveal `lastReveal` (earlier reveals follow by hashing it).
@@ -142,6 +153,10 @@ contract TranscriptSettlement is TranscriptSigner {
     event ForceSettled(uint256 indexed jobId, address indexed silent, uint256 cycles);
     /// @notice A force move's pending verification (or the answer) ended `jobId` at `cycles` cycles.
     event ForceCompleted(uint256 indexed jobId, uint256 cycles);
+    /// @notice The chain attested state `state` after `cycles` cycles of `jobId` (`ended`: the job is over there).
+    event StateAttested(uint256 indexed jobId, uint256 cycles, bytes32 state, bool ended);
+    /// @notice Nobody settled or forced running job `jobId` by its idle deadline: it ended with no cycle paid.
+    event JobIdled(uint256 indexed jobId);
     /// @notice Cycle `cycle` of `jobId` was pulled: its record hash is in the market for the dispute manager.
     event CyclePulled(uint256 indexed jobId, uint32 cycle, bytes32 recordHash);
     /// @notice `challenger` proved that cycle `cycle` of `jobId` breaks the v1 accept rule.
@@ -161,6 +176,10 @@ contract TranscriptSettlement is TranscriptSigner {
     error CycleAfterEnd(uint256 cycle);
     /// @dev The posted records do not end the job (a Settlement is the job's end; otherwise force-move).
     error TranscriptNotEnded();
+    /// @dev No attested state after `cycles` cycles (or it does not end the job): the evidence needs a signature.
+    error NotAttested(uint256 jobId, uint256 cycles);
+    /// @dev The running job's idle deadline has not passed, or a force move is pending on it.
+    error NotIdle(uint256 jobId, uint256 deadline);
     /// @dev The posted records fold to `computed`, not the state that was signed.
     error StateMismatch(bytes32 signed, bytes32 computed);
     /// @dev The tokens derived from the records differ from the Settlement's tokensOut.
@@ -325,6 +344,7 @@ contract TranscriptSettlement is TranscriptSigner {
             _applyPending(jobId, job, e, t, leaves, k);
             ++k;
             reveal = e.pending.reveal;
+            if (!t.finished) _attest(jobId, t.state, k, false); // S(k), the verifier's own, checked by the rule
             // a drafter holding the verifier's verification of its draft has nothing to wait for unless the job ended
             if (byDrafter && !t.finished) revert NothingToForce(k);
         }
@@ -379,12 +399,16 @@ contract TranscriptSettlement is TranscriptSigner {
             _verifyOnChain(_rule(job, f.salt, draftRoot, a.reveal, a.accepted, a.outToken), k, a.tokens, a.q, a.p);
             delete _forces[jobId];
             emit ForceAnsweredVerification(jobId, uint32(k), a.p, a.reveal, a.accepted, a.outToken);
+            _attestAnswer(jobId, job, f, a, draftRoot);
         } else {
             TranscriptTypes.Draft calldata d = a.draft;
             if (f.slash && d.salt != f.salt) revert StateMismatch(bytes32(uint256(f.salt)), bytes32(uint256(d.salt)));
             bytes32 expected = f.slash ? f.state : TranscriptTypes.genesisState(jobId, d.salt);
             _checkDraft(jobId, job, d, a.draftSig, k, expected);
             delete _forces[jobId];
+            // the verifier's checked verification the force posted, now signed over by the Draft on it (and the idle
+            // clock restarts: the job goes on)
+            _attest(jobId, f.slash ? f.state : bytes32(0), k, false);
             emit ForceAnsweredDraft(jobId, d.cycle, d.prevState, d.tokens, d.q, d.salt, a.draftSig);
         }
     }
@@ -406,7 +430,59 @@ contract TranscriptSettlement is TranscriptSigner {
         _finishForce(jobId, f, reason, f.silent);
     }
 
+    /// @notice Completes running job `jobId` whose attested state ends it (the verifier's on-chain answer to a force
+    /// was its last cycle), anyone: the cycles 0..n-1 (packed as at settlement: the force's cycles, then the answered
+    /// one) must fold from the genesis of `salt` to the attested state. The job becomes Finished (Completed) with v1's
+    /// counts and the records root stored, so neither party can stall it by withholding the Settlement.
+    /// @param jobId The job.
+    /// @param salt The drafter's salt (its Drafts').
+    /// @param cycles The cycles 0..n-1, packed.
+    function completeAnswered(uint256 jobId, uint64 salt, bytes calldata cycles) external {
+        InferenceMarket.JobView memory job = _runningJob(jobId);
+        Attested memory att = _attested[jobId];
+        uint256 n = PackedCycles.count(cycles, job.gamma);
+        if (!att.ended || att.cycles != n) revert NotAttested(jobId, n);
+        bytes32[] memory leaves = new bytes32[](n);
+        Tally memory t = _fold(jobId, job, TranscriptTypes.genesisState(jobId, salt), cycles, leaves, n);
+        if (t.state != att.state) revert StateMismatch(att.state, t.state);
+        if (_forces[jobId].silent != address(0)) delete _forces[jobId];
+        bytes32 root = SpecMath.root(leaves);
+        _roots[jobId] = root;
+        emit ForceCompleted(jobId, n);
+        market.transcriptFinish(jobId, _outcome(n, t, salt, IInferenceMarket.FinishReason.Completed));
+    }
+
+    /// @notice Ends running job `jobId` that nobody settled or forced by its idle deadline (anyone; the requester
+    /// gets its whole escrow back): no cycle is paid and nobody is slashed, since either party could have forced the
+    /// other (an honest party whose counterparty went silent forces it well before this deadline).
+    /// @param jobId The job.
+    function claimIdle(uint256 jobId) external {
+        _runningJob(jobId);
+        uint256 deadline = idleDeadline(jobId);
+        if (_forces[jobId].silent != address(0) || block.timestamp <= deadline) revert NotIdle(jobId, deadline);
+        emit JobIdled(jobId);
+        // as v1's draft timeout at cycle 0: no cycle, nobody slashed (the market settles it at once)
+        market.transcriptFinish(
+            jobId,
+            IInferenceMarket.TranscriptOutcome(0, 0, 0, false, 0, IInferenceMarket.FinishReason.DraftTimeout, address(0), false)
+        );
+    }
+
     // ------------------------------------------------------------------ views
+
+    /// @notice When running transcript job `jobId` may be claimed idle (`claimIdle`): v1's longest job after the
+    /// acceptance (maxTokens cycles, each within commitTimeout + verifyTimeout), and never sooner than one phase pair
+    /// after the last attested state (so an answered force leaves the forcer time to force again).
+    /// @param jobId The job.
+    /// @return The deadline (a timestamp).
+    function idleDeadline(uint256 jobId) public view returns (uint256) {
+        InferenceMarket.JobView memory job = market.getJob(jobId);
+        uint256 phases = market.commitTimeout() + market.verifyTimeout();
+        // a running job's market deadline is its acceptance + commitTimeout (transcriptFinish alone moves it)
+        uint256 deadline = job.deadline + job.maxTokens * phases;
+        uint256 after_ = _attested[jobId].at + phases;
+        return after_ > deadline ? after_ : deadline;
+    }
 
     /// @notice The settled records root of `jobId`, its cycle count and whether a rule challenge convicted it.
     /// @param jobId The job.
@@ -439,6 +515,39 @@ contract TranscriptSettlement is TranscriptSigner {
         if (answered != 0 && level < answered) revert ForceAlreadyAnswered(jobId, answered - 1);
     }
 
+    /// @dev Reverts unless S(k-1) = `state` is the job's attested state after `k` cycles.
+    function _requireAttested(uint256 jobId, uint256 k, bytes32 state) private view {
+        Attested storage att = _attested[jobId];
+        if (att.cycles != k || att.state != state) revert NotAttested(jobId, k);
+    }
+
+    /// @dev Only a later state replaces the attested one (a stale force and its answer restart the idle clock only):
+    /// else a verifier could force at an older state after its answer ended the job and undo that end.
+    function _attest(uint256 jobId, bytes32 state, uint256 cycles, bool ended) private {
+        Attested storage att = _attested[jobId];
+        if (cycles < att.cycles) {
+            att.at = uint64(block.timestamp);
+            return;
+        }
+        _attested[jobId] = Attested(state, uint64(block.timestamp), uint16(cycles), ended);
+        emit StateAttested(jobId, cycles, state, ended);
+    }
+
+    /// @dev The verifier's on-chain answer to the drafter's force at `f.cycles` = k: S(k) is the force's state S(k-1)
+    /// with the answered record, and the answer ends the job when v1's emission rule says so on the force's counts.
+    function _attestAnswer(
+        uint256 jobId,
+        InferenceMarket.JobView memory job,
+        Force memory f,
+        Answer calldata a,
+        bytes32 draftRoot
+    ) private {
+        bytes32 recordHash = CycleRecord.hashCalldata(draftRoot, a.p, a.accepted, a.outToken);
+        Tally memory t = Tally(TranscriptTypes.nextState(f.state, recordHash), f.emitted, f.rejected, false, f.outCut);
+        _stepUnpacked(t, job, a.tokens, a.accepted, a.outToken);
+        _attest(jobId, t.state, uint256(f.cycles) + 1, t.finished);
+    }
+
     /// @dev The verifier's force when the drafter never sent Draft 0: nothing is co-signed and the drafter never
     /// consented, so it is not slashed if it stays silent (v1: the first commit is the drafter's consent).
     function _forceWithoutDraft(uint256 jobId, InferenceMarket.JobView memory job, uint256 k) private {
@@ -463,8 +572,13 @@ contract TranscriptSettlement is TranscriptSigner {
         if (t.finished) revert CycleAfterEnd(k); // the job ended at cycle k-1: that is a Settlement
         _checkDraft(jobId, job, e.draft, e.draftSig, k, t.state);
         if (k != 0) {
-            _checkCoSigned(jobId, job, e.last, e.lastSig, k, t.state);
-            reveal = e.last.reveal;
+            if (e.lastSig.length == 0) {
+                // no Verification of cycle k-1: S(k-1) must be the state the chain attested (an on-chain answer)
+                _requireAttested(jobId, k, t.state);
+            } else {
+                _checkCoSigned(jobId, job, e.last, e.lastSig, k, t.state);
+                reveal = e.last.reveal;
+            }
         }
     }
 

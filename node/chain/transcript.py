@@ -290,15 +290,38 @@ def read_settlement(w3: Web3, transcript: Contract, job_id: int, from_block: int
         source = moved[-1].transactionHash
     else:
         raise LookupError(f"job {job_id} has not been settled")
-    name, args = _decode(w3, transcript, source, "forceMove", job_id)
+    try:
+        name, args = _decode(w3, transcript, source, "forceMove", job_id)
+    except LookupError:  # through a contract, and no forceMove in it: an ended answer's completion
+        name, args = _decode(w3, transcript, source, "completeAnswered", job_id)
+    if name == "completeAnswered":  # the verifier's on-chain answer ended it: the cycles are all in the calldata
+        cycles = unpack_cycles(args["cycles"])
+        reveal = _reveal_on_chain(transcript, job_id, len(cycles) - 1, from_block)
+        settlement = {"jobId": job_id, "cycles": len(cycles), "state": None, "tokensOut": None}
+        return SettledTranscript(job_id, settlement, args["salt"], reveal, cycles)
     if name != "forceMove":
         raise LookupError(f"job {job_id}'s force came from {name}, not forceMove")
     e, cycles = args["e"], unpack_cycles(args["cycles"])
     draft, last, pending = e["draft"], e["last"], e["pending"]
     reveal = bytes(last["reveal"])
+    if cycles and not e["lastSig"]:  # forced on the attested state: its reveal came in an earlier transaction
+        reveal = _reveal_on_chain(transcript, job_id, len(cycles) - 1, from_block)
     if e["pendingSig"]:
         cycles.append(Cycle(tuple(draft["tokens"]), tuple(draft["q"]), tuple(pending["p"]), pending["accepted"],
                             pending["outToken"]))  # fmt: skip
         reveal = bytes(pending["reveal"])
     settlement = {"jobId": job_id, "cycles": len(cycles), "state": None, "tokensOut": None}
     return SettledTranscript(job_id, settlement, draft["salt"], reveal, cycles)
+
+
+def _reveal_on_chain(transcript: Contract, job_id: int, cycle: int, from_block: int) -> bytes:
+    """The verifier's reveal of `cycle` as the chain checked it: its answer to a force at that cycle, or its own force
+    whose pending Verification was of it (ForceMoved's reveal after cycle + 1 cycles). LookupError when neither."""
+    flt = {"jobId": job_id}
+    for e in transcript.events.ForceAnsweredVerification().get_logs(from_block=from_block, argument_filters=flt):
+        if int(e.args["cycle"]) == cycle:
+            return bytes(e.args["reveal"])
+    for e in transcript.events.ForceMoved().get_logs(from_block=from_block, argument_filters=flt):
+        if int(e.args["cycles"]) == cycle + 1 and any(e.args["reveal"]):
+            return bytes(e.args["reveal"])
+    raise LookupError(f"job {job_id}: no reveal of cycle {cycle} on chain")

@@ -103,6 +103,11 @@ class DrafterLink:
         refused = self.violation()
         if refused is not None:
             return self._result(refused=refused)
+        c = self.ledger.next_cycle
+        if c and not self.ledger.done and c not in self.ledger.drafts and self.ledger.verifications[c - 1][1] == b"":
+            # on a state the chain attested (an on-chain answer, no signature): the Draft on it is signed and stored
+            # before any connection, so a verifier that stays silent is forced with it
+            await self._draft()
         failing_since, delay = None, self.retry_delay_s
         while True:
             self.connections += 1
@@ -175,6 +180,8 @@ class DrafterLink:
         v, sig = wire.parse_signed(frame, spec.domain, tm.Verification, self.limits)
         c = v.cycle
         if c in ledger.verifications:
+            if ledger.verifications[c][1] == b"":  # the chain attested cycle c (an on-chain answer): it stands
+                return []
             if ledger.verifications[c] != (v, sig):
                 raise LinkRefused(f"a second, different Verification of cycle {c}")
             return []  # a resend of what I hold

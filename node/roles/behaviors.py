@@ -31,6 +31,13 @@
   `challengeRule` slashes both signers. In per-cycle mode both are honest (the market re-runs the rule on each
   verification, so an over-accepting `submitVerification` would only revert).
 
+* A `signwrong` verifier (transcript mode, against an honest drafter) signs the same over-accepting Verification as
+  `overaccept`; the honest drafter refuses to counter-sign it and forces with its Draft, and this verifier answers
+  that force on chain with the Verification the rule gives (`rule_answer`: the same p and outToken, the rule's accept
+  count), so it is not slashed for that force, then goes silent on the job (`goes_silent`: no link, no more answers).
+  The attack it tests: an on-chain answer is not a signature, so the drafter holds no signed state to go on from; it
+  goes on from the state the chain attested, forces again, and the verifier is slashed at the claim.
+
 Each overrides only the honest session's one decision (`DraftSession._choose` or the model it computes q with,
 `VerifySession._decide` or `_draft_faults`, in node/decoding/proposer.py and scorer.py), so everything else is
 the honest code.
@@ -76,6 +83,7 @@ class VerifierBehavior(_Behavior):
     SHADE = "shade"  # ShadingVerifySession
     COLLUDE = "collude"  # ColludingVerifySession
     OVERACCEPT = "overaccept"  # transcript mode: OverAcceptingVerifySession, with a cosign drafter
+    SIGNWRONG = "signwrong"  # transcript mode: signs a wrong Verification, answers forces by the rule, goes silent
 
 
 class RefereeBehavior(_Behavior):
@@ -299,11 +307,29 @@ def link_drafter_options(behavior: DrafterBehavior | str, draft_model, policy: B
 def link_verifier_options(behavior: VerifierBehavior | str) -> dict:
     """`LinkServer.open_job`'s keyword arguments for a transcript job verified with `behavior` (none when honest)."""
     behavior = VerifierBehavior.parse(behavior)
-    if behavior is VerifierBehavior.OVERACCEPT:
+    if behavior in (VerifierBehavior.OVERACCEPT, VerifierBehavior.SIGNWRONG):
         return {"session_class": OverAcceptingVerifySession, "rule": cosigning_rule}
     if behavior is VerifierBehavior.COLLUDE:
         return {"session_class": ColludingVerifySession}
     return {}
+
+
+def goes_silent(behavior: VerifierBehavior | str) -> bool:
+    """Whether a verifier of `behavior` stops serving a job once it answered a force on it (`signwrong`)."""
+    return VerifierBehavior.parse(behavior) is VerifierBehavior.SIGNWRONG
+
+
+def rule_answer(behavior: VerifierBehavior | str, spec, draft, v):
+    """What a verifier of `behavior` posts on chain for a force at its Verification `v` of `draft`: `v` itself, but
+    for `signwrong` the rule's accept count (the on-chain answer must follow the rule, or it is no answer)."""
+    from node.chain.transcript import Cycle
+
+    cycle = Cycle.of(draft, v)
+    if not goes_silent(behavior):
+        return cycle
+    n = protocol.count_accepted(v.reveal, draft.draft_root, draft.q, v.p, draft.salt)
+    n = protocol.cap_at_vocab(draft.tokens, n, spec.vocab_size)
+    return Cycle(cycle.tokens, cycle.q, cycle.p, n, cycle.out_token)
 
 
 def verify_session(
@@ -345,7 +371,9 @@ __all__ = [
     "VerifierBehavior",
     "cosigning_rule",
     "draft_session",
+    "goes_silent",
     "link_drafter_options",
     "link_verifier_options",
+    "rule_answer",
     "verify_session",
 ]

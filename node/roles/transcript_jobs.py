@@ -17,8 +17,9 @@ Force moves (docs/protocol.md "Transcript mode (v2): contracts"), both ways, aft
 - A silent verifier (no progress over the link) is forced by the drafter: its pending Draft and the last co-signed
   state (`forceMove`, `job:{id}:force:{k}`), claimed after the deadline (`claimForce`) unless the verifier answers.
   A Verification the accept rule refutes is never counter-signed: the drafter keeps it as evidence and forces the
-  same way, so the verifier must answer Draft k on chain, where the contract re-runs the rule; once such a force
-  was answered the drafter cannot force at k again (ForceAlreadyAnswered) and stops trying.
+  same way, so the verifier must answer Draft k on chain, where the contract re-runs the rule. The answer signs no
+  state but the chain attests S(k): the drafter takes it in and goes on from it (node/roles/transcript_answers.py),
+  forcing again on the attested state if the verifier stays silent, or completing the job if the answer ended it.
 - A silent drafter is forced by the verifier (the link's silence watch wakes the job): Draft k, Verification k-1
   and its own Verification k (`job:{id}:force-drafter:{k+1}`), claimed after `commitTimeout`; with no Draft at all,
   a force with no evidence (the drafter is not slashed).
@@ -37,6 +38,7 @@ from dataclasses import dataclass
 from node.chain.enums import JobStatus
 from node.roles.jobs import chain_head, verifier_seed
 from node.roles.schedule import JOB
+from node.roles.transcript_answers import complete_answered, ended_by_answer, take_answered_draft, take_answers
 
 RECHECK_S = 2  # chain seconds between rechecks of a job running over the link (its end marks it dirty anyway)
 DEFAULT_SILENCE_S = 120.0  # `serve --link-silence`
@@ -110,6 +112,9 @@ def verifier_work(node, job_id: int) -> int:
         head = chain_head(node.account.key, job_id, job.max_new_tokens)
         return node.transact(f"job:{job_id}:accept", node.market.functions.acceptJob(job_id, head))
     if status == JobStatus.Running:
+        if job_id in getattr(node, "silent_jobs", ()):  # a misbehaviour (`signwrong`) that went silent on the job
+            node.schedule.defer_until(JOB, job_id, node.chain_time() + 3600)
+            return 0
         force = force_of(node, job_id)
         if force is not None and force["silent"] != node.address:  # mine, against a silent drafter
             return _claim_or_wait(node, job_id, force)
@@ -124,6 +129,7 @@ def verifier_work(node, job_id: int) -> int:
         else:
             served = node.link_server.jobs[job_id]
             if force is None and served.awaits_drafter and served.drafter_silence() > link_silence(node):
+                take_answered_draft(node, served)  # its on-chain answer to my last force, if it never came over
                 sent = force_drafter(node, served.ledger)
                 if sent:
                     return sent
@@ -209,12 +215,15 @@ def drafter_work(node, job_id: int) -> int:
     if run.result.refused is not None:  # never counter-signed: the verifier must answer Draft k on chain, by the rule
         ledger = run.link.ledger
         if _answered_on_chain(node, job_id, ledger.next_cycle):
-            # the contract takes no second force at k (ForceAlreadyAnswered) and the verifier signed no state on its
-            # answer: nothing left to post. Said once; the job waits for the verifier to settle or force.
-            if not run.forced:
+            # the verifier signed no state on its answer, but the chain attested S(k): go on from it (a new link run
+            # takes the answer in, drafts k + 1 on it, and forces again on the attested state if need be)
+            if take_answers(node, ledger):
+                node.link_runs.pop(job_id)
+                return _start_link(node, job_id)
+            if not run.forced:  # an answer that fails my rule check (it passed the contract's): said once
                 node.log.error(
-                    "job %d: the verifier answered my force at cycle %d on chain, but the Verification it "
-                    "signed breaks the rule: no state to go on from; waiting",
+                    "job %d: the verifier answered my force at cycle %d on chain with a Verification I cannot "
+                    "go on from; waiting",
                     job_id,
                     ledger.next_cycle,
                 )
@@ -245,7 +254,7 @@ def _drafter_link(node, job_id: int):
     options = link_drafter_options(node.behavior, node.draft_model, node.bias_policy)  # {} when honest
     # both nodes start on the same JobAccepted, so the first hello often comes a few ms before the verifier serves
     # the job: retry soon (the delay doubles up to 2 s), the first token waits for it (scripts/bench_e2e.py TTFT)
-    return DrafterLink(
+    link = DrafterLink(
         node.account,
         node.store,
         node.draft_model,
@@ -256,6 +265,8 @@ def _drafter_link(node, job_id: int):
         retry_delay_s=0.02,
         **options,
     )
+    take_answers(node, link.ledger)  # the verifier's on-chain answers to my forces, as the cycles' Verifications
+    return link
 
 
 def _start_link(node, job_id: int, forced: bool = False) -> int:
@@ -267,6 +278,8 @@ def _start_link(node, job_id: int, forced: bool = False) -> int:
         return 0
     if len(link.ledger.settlement_sigs) == 2:  # settled over the link before a restart: no need to reconnect
         return settle_on_chain(node, link.ledger)
+    if ended_by_answer(link.ledger):  # the verifier's on-chain answer ended the job: nothing to sign
+        return complete_answered(node, link.ledger)
 
     def main():
         try:
@@ -418,8 +431,14 @@ def answer_force(node, job_id: int, force: dict) -> int:
         return force_drafter(node, ledger)
     if k not in ledger.verifications and not _take_forced_draft(node, served, k):
         return 0
+    from node.roles.behaviors import goes_silent, rule_answer
+
     v, _ = served.ledger.verifications[k]
-    cycle = TX.Cycle.of(served.ledger.drafts[k][0], v)
+    cycle = rule_answer(node.behavior, served.spec, served.ledger.drafts[k][0], v)  # v's own when honest
     node.log.warning("job %d: answering the drafter's force at cycle %d", job_id, k)
     call = _ts(node).answerForce(job_id, TX.verification_answer(cycle, v.reveal))
-    return node.transact(f"job:{job_id}:answer-force:{k}", call)
+    sent = node.transact(f"job:{job_id}:answer-force:{k}", call)
+    if goes_silent(node.behavior):  # the misbehaviour: nothing more from this verifier on the job
+        node.__dict__.setdefault("silent_jobs", set()).add(job_id)
+        node.link_server.jobs.pop(job_id, None)
+    return sent
