@@ -671,8 +671,8 @@ def test_lost_dispute_of_verifier_on_finished_job(chain, hooked):
 
 
 def test_contracts_fit_the_code_size_limit(env):
-    for contract in (env.market, env.registry):
-        assert len(env.w3.eth.get_code(contract.address)) <= 24_576
+    for contract in (env.market, env.registry, env.system.transcript, env.system.disputes):
+        assert len(env.w3.eth.get_code(contract.address)) <= 24_576, contract.address
 
 
 def test_gas_per_cycle(chain, env, capsys):
