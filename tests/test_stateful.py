@@ -24,9 +24,9 @@ sender's gas changed. Accept counts, record hashes, proofs, hash chains and vote
 node/protocol.py.
 
 Disputes follow the v1.1 referee rules (docs/disputes.md). The model replays RefereeDraw's selection itself:
-the seed from the seed block's hash (read from the chain: anvil's prevrandao makes it random), the stake
-point of every try, the holder of each point in the modelled tree, the eligibility rules (no party, not on an
-earlier panel, not drawn twice, active since the seed block), so it predicts the exact panel in draw order
+the seed from the seed block's hash (read from the chain), the stake point of every try, the holder of each point
+in the modelled tree, the eligibility rules (no party, not on an earlier panel, not drawn twice, active since the
+seed block), so it predicts the exact panel in draw order
 (compared with `panelOf`), or an escalation (too few eligible: a fresh seed after escalationPeriod, Void with
 every bond back after maxEscalations), or a reschedule (the tree changed after the seed block, or the seed
 block left the 256-block window). A round is decided by `resolve` (strict majority of the drawn panel) and is
@@ -61,15 +61,16 @@ Time is exact: every transaction is mined at (previous block + 1 s) via evm_setN
 time travel jumps the next block's timestamp (the deterministic form of evm_increaseTime), so deadline
 boundaries are hit to the second; the model counts blocks too (one per transaction or time travel), as
 draws depend on them. Each hypothesis example starts from a snapshot of the fresh deployment (`evm_snapshot`
-in `__init__`, `evm_revert` in `teardown`). Runs are derandomized; the draws depend on block hashes (anvil's
-prevrandao among them), so which panels are drawn, and the coverage counts, may vary a little from run to run:
-the model replays every draw from the real hash, so it stays exact either way.
+in `__init__`, `evm_revert` in `teardown`). The run is seeded (VERISPEC_STATEFUL_SEED) on a chain of its own
+whose block hashes are reproducible (fixture `system`), so one run is the same run every time, draws included,
+and must hit every RARE_OUTCOMES entry itself; the model still replays every draw from the real hash.
 
 Run: .venv/bin/python -m pytest -q tests/test_stateful.py -s   (prints the coverage summary; ~2-3 min)
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import time
@@ -1814,19 +1815,45 @@ RARE_OUTCOMES = (
 )
 
 
-@pytest.fixture(scope="module")
-def system():
-    """The deployment on a chain of its own whose every block hash is reproducible, so the draws are too.
+@contextlib.contextmanager
+def reproducible_chain():
+    """An anvil of its own whose every block hash is reproducible, so the referee draws are too.
 
     anvil derives each block's prevrandao (mixHash) from the chain itself, so a block's hash is fixed by the genesis
     timestamp, the blocks' timestamps and what they hold. The suite's session anvil has neither: its genesis is the
-    wall-clock time and earlier tests mined into it. Here the genesis time is fixed, the deployment's blocks are
-    1 s apart (anvil_setBlockTimestampInterval) and the machine mines every block at an exact time, so one seeded
-    run is the same run every time, block hashes and draws included."""
+    wall-clock time and earlier tests mined into it. Here the genesis time is fixed and blocks are 1 s apart
+    (anvil_setBlockTimestampInterval; the machine sets every block's time itself anyway)."""
     with running_anvil(extra_args=("--timestamp", str(GENESIS_TIME))) as node:
         w3 = Web3(Web3.HTTPProvider(node.rpc_url, request_kwargs={"timeout": 60}))
         w3.provider.make_request("anvil_setBlockTimestampInterval", [1])
+        yield w3
+
+
+@pytest.fixture(scope="module")
+def system():
+    """The deployment on a reproducible chain: one seeded run is the same run every time, draws included."""
+    with reproducible_chain() as w3:
         yield w3, deploy_system(w3, w3.eth.accounts[0], PARAMS)
+
+
+def test_the_chain_of_the_stateful_run_is_reproducible():
+    """What the one seeded run stands on: two fresh chains given the same transactions have the same block hashes
+    (prevrandao included), also after an evm_revert. A client whose prevrandao is random fails here, not as a
+    missed rare outcome."""
+    hashes = []
+    for _ in range(2):
+        with reproducible_chain() as w3:
+            sender, to = w3.eth.accounts[:2]
+            w3.eth.wait_for_transaction_receipt(w3.eth.send_transaction({"from": sender, "to": to, "value": 1}))
+            snapshot = w3.provider.make_request("evm_snapshot", [])["result"]
+            w3.provider.make_request("evm_mine", [])
+            w3.provider.make_request("evm_revert", [snapshot])
+            w3.provider.make_request("evm_setNextBlockTimestamp", [GENESIS_TIME + 100])
+            w3.provider.make_request("evm_mine", [])
+            blocks = [w3.eth.get_block(n) for n in range(w3.eth.block_number + 1)]
+            hashes.append([(b["hash"], b["mixHash"]) for b in blocks])
+    assert len(hashes[0]) == 3 and hashes[0] == hashes[1]
+    assert len({mix for _, mix in hashes[0][1:]}) == 2  # a prevrandao per block, not one constant
 
 
 def _run_machine(w3, system) -> None:
