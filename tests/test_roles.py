@@ -216,14 +216,14 @@ def drive(nodes, until, max_rounds=300, settle=True):
 
 
 @pytest.fixture(scope="module")
-def deployed(rpc, ids):
+def deployed(rpc, ids, tmp_path_factory):
     """One deployment with the drafter, the verifier and the three referees registered, for the whole module."""
     w3 = connect(rpc)
     start = w3.eth.block_number + 1
     system = deploy_system(w3, w3.eth.accounts[0])
     deployment = Deployment.of_system(w3, system, rpc, start)
     reg = system.registry.functions
-    world = World(w3, system, deployment, start, ids, pathlib.Path(), list(w3.eth.accounts))
+    world = World(w3, system, deployment, start, ids, tmp_path_factory.mktemp("roles"), list(w3.eth.accounts))
     world.send(reg.registerDrafter(ids["draft"], ids["target"], WAD // 2, VOCAB), world.drafter_address, STAKE)
     world.send(reg.register(Role.Verifier, [ids["target"]], [VOCAB]), world.verifier_address, STAKE)
     for referee in world.referee_addresses:
