@@ -8,13 +8,14 @@ of a few binomial standard errors.
 
 from __future__ import annotations
 
+import time
 from fractions import Fraction
 
 import pytest
 
 from node import capture
 from node.chain.params import DEFAULT_PARAMS
-from tests.test_disputes import DRAFT, deploy_world, fresh_account, panel, register_referee, send
+from tests.test_disputes import DRAFT, deploy_world, fresh_account, panel, register_referee
 
 
 def test_exact_values():
@@ -47,13 +48,17 @@ def test_one_point_against_real_stake_weighted_draws(w3, chain):
     disputes, seats, captured = 150, 0, 0
     base = w3.eth.get_block("latest")["timestamp"]
     c = world.running
+    # every round sends the same two transactions (the snapshot is reverted, so the dispute id repeats): encoded
+    # once, sent raw with gas to spare (a draw's gas depends on its seed), each receipt checked
+    dispute_id = world.dm.functions.disputeCount().call() + 1
+    fn = world.dm.functions.openDispute(c.job_id, c.cycle, 1, DRAFT, c.record(), c.leaf_proof(1))
+    open_tx = _raw_tx(world.dm, fn, world.challenger, DEFAULT_PARAMS.dispute_bond)
+    draw_tx = _raw_tx(world.dm, world.dm.functions.drawReferees(dispute_id), world.outsider)
     for i in range(disputes):
         snapshot = w3.provider.make_request("evm_snapshot", [])["result"]
         w3.provider.make_request("evm_mine", [base + 13 * (i + 1)])  # a fresh parent block: a fresh seed
-        fn = world.dm.functions.openDispute(c.job_id, c.cycle, 1, DRAFT, c.record(), c.leaf_proof(1))
-        send(w3, fn, world.challenger, value=DEFAULT_PARAMS.dispute_bond)
-        dispute_id = world.dm.functions.disputeCount().call()
-        send(w3, world.dm.functions.drawReferees(dispute_id), world.outsider)
+        _send_raw(w3, open_tx)
+        _send_raw(w3, draw_tx)
         refs = panel(world, dispute_id)
         assert len(refs) == 3
         ours = sum(r in coalition for r in refs)
@@ -69,3 +74,22 @@ def test_one_point_against_real_stake_weighted_draws(w3, chain):
     # well inside the tolerance, and the model is the coalition's best case
     assert abs(rate - expected) <= 4 * standard_error, (rate, expected)
     print(f"\ncoalition share {share:.2f}: seat fraction {fraction:.3f}, majority rate {rate:.3f} vs {expected:.3f}")
+
+
+def _raw_tx(contract, fn, sender, value=0) -> dict:
+    return {
+        "from": sender,
+        "to": contract.address,
+        "data": fn._encode_transaction_data(),
+        "value": hex(value),
+        "gas": hex(5_000_000),
+    }
+
+
+def _send_raw(w3, tx: dict) -> None:
+    tx_hash = w3.provider.make_request("eth_sendTransaction", [tx])["result"]
+    deadline = time.monotonic() + 30
+    while (receipt := w3.provider.make_request("eth_getTransactionReceipt", [tx_hash])["result"]) is None:
+        assert time.monotonic() < deadline, f"{tx_hash} not mined"
+        time.sleep(0.001)  # anvil mines asynchronously
+    assert int(receipt["status"], 16) == 1, receipt

@@ -14,8 +14,10 @@ from web3 import Web3
 
 from node import protocol as P
 from node.chain.deployment import Deployment
+from node.chain.enums import Role
+from node.decoding.loading import vocab_size
 from node.decoding.model_id import model_id
-from tests.test_cli import DRAFT, REFEREE_MODELS, TARGET, address, advance, clean_error, cli, ok, register
+from tests.test_cli import DRAFT, TARGET, address, advance, clean_error, cli, ok, register
 from tests.test_disputes import EOS, GAMMA, OUT_TOKEN, PVALS, SALT, TOKENS, Q
 
 REQUESTER, DRAFTER, VERIFIER = 1, 2, 3
@@ -30,11 +32,23 @@ def home(tmp_path_factory):
     try:
         ok(register(home, "drafter", "2", DRAFTER, "--model", DRAFT, "--target-model", TARGET, "--alpha", "0.5"))
         ok(register(home, "verifier", "2", VERIFIER, "--model", TARGET))
-        for dev in REFEREES:
-            ok(register(home, "referee", "1", dev, *REFEREE_MODELS))
+        _register_referees(home)
         yield home
     finally:
         cli("chain", "down", home=home)
+
+
+def _register_referees(home):
+    """The 16 referees, 1 ETH each for both models, sent straight from their dev accounts: 16 `register` commands
+    took ~40 s on the loaded test machine, and the command itself is tests/test_cli.py's."""
+    deployment = Deployment.load(home / "deployment.json")
+    w3 = Web3(Web3.HTTPProvider(deployment.rpc_url))
+    registry = deployment.system(w3).registry
+    models = [model_id(TARGET), model_id(DRAFT)]
+    vocabs = [vocab_size(TARGET), vocab_size(DRAFT)]
+    for dev in REFEREES:
+        _send(w3, registry.functions.register(Role.Referee, models, vocabs), address(dev), value=10**18)
+        assert registry.functions.isActive(address(dev), Role.Referee, models[1]).call()
 
 
 def _send(w3, fn, sender, value=0):

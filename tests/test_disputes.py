@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
+import requests
 from eth_abi import encode
 from eth_hash.auto import keccak
 from web3.exceptions import ContractCustomError
@@ -330,26 +331,42 @@ def job_view(world, job_id):
 
 
 def snapshot_state(world, accounts):
-    """Everything a failed call must leave untouched (read in one JSON-RPC batch)."""
-    w3, dm, registry = world.w3, world.dm, world.registry
-    count = dm.functions.disputeCount().call()
-    calls = [dm.functions.getDispute(i) for i in range(1, count + 1)]
-    calls += [dm.functions.ballotOf(i, r) for i in range(1, count + 1) for r in world.referees]
-    calls += [dm.functions.credits(a) for a in accounts]
-    calls += [registry.functions.accountOf(a) for a in accounts]  # stake and locks
-    calls += [
-        dm.functions.positionState(c.job_id, c.cycle, i, k)
-        for c in (world.running, world.finished)
-        for i in range(GAMMA + 1)
-        for k in (DRAFT, TARGET)
-    ]
-    calls += [world.market.functions.getJob(j) for j in (1, 2, 3)]
-    with w3.batch_requests() as batch:
-        for call in calls:
-            batch.add(call)
-        batch.add(w3.eth.get_balance(dm.address))
-        results = batch.execute()
-    return {"count": count, "state": list(results)}
+    """Everything a failed call must leave untouched: the raw results of one JSON-RPC batch. Raw words compare as
+    strictly as decoded ones; web3's batch spent ~3 s decoding these ~60 calls on the loaded test machine."""
+    count = world.dm.functions.disputeCount().call()
+    payload = _snapshot_payload(world, count, tuple(accounts))
+    replies = requests.post(world.w3.provider.endpoint_uri, json=payload, timeout=60).json()
+    assert all("error" not in reply for reply in replies), replies
+    return {"count": count, "state": [reply["result"] for reply in sorted(replies, key=lambda r: r["id"])]}
+
+
+_SNAPSHOT_PAYLOADS: dict[tuple, list] = {}
+
+
+def _snapshot_payload(world, count, accounts):
+    """The batch snapshot_state sends, encoded once per dispute count and account list."""
+    dm, registry = world.dm, world.registry
+    cycles = tuple((c.job_id, c.cycle) for c in (world.running, world.finished))
+    key = (dm.address, registry.address, world.market.address, count, accounts, tuple(world.referees), cycles)
+    if key not in _SNAPSHOT_PAYLOADS:
+        calls = [dm.functions.getDispute(i) for i in range(1, count + 1)]
+        calls += [dm.functions.ballotOf(i, r) for i in range(1, count + 1) for r in world.referees]
+        calls += [dm.functions.credits(a) for a in accounts]
+        calls += [registry.functions.accountOf(a) for a in accounts]  # stake and locks
+        calls += [
+            dm.functions.positionState(c.job_id, c.cycle, i, k)
+            for c in (world.running, world.finished)
+            for i in range(GAMMA + 1)
+            for k in (DRAFT, TARGET)
+        ]
+        calls += [world.market.functions.getJob(j) for j in (1, 2, 3)]
+        requests_ = [("eth_call", [{"to": f.address, "data": f._encode_transaction_data()}, "latest"]) for f in calls]
+        requests_.append(("eth_getBalance", [dm.address, "latest"]))
+        _SNAPSHOT_PAYLOADS[key] = [
+            {"jsonrpc": "2.0", "id": i, "method": method, "params": params}
+            for i, (method, params) in enumerate(requests_)
+        ]
+    return _SNAPSHOT_PAYLOADS[key]
 
 
 def everyone(world):

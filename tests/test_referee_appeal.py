@@ -11,7 +11,7 @@ from node.chain.enums import DisputeKind, DisputeStatus, JobStatus, Outcome, Rol
 from node.chain.keys import dev_account
 from node.decoding.loading import vocab_size
 from node.roles.referee import RefereeNode
-from tests.test_roles import DRAFT, TARGET, drive, ids, resolve_all, rpc, world  # noqa: F401  (fixtures)
+from tests.test_roles import DRAFT, TARGET, deployed, drive, ids, resolve_all, rpc, world  # noqa: F401  (fixtures)
 
 BURN = "0x000000000000000000000000000000000000dEaD"
 

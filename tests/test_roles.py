@@ -1,10 +1,10 @@
 """Drafter, verifier and referee nodes (node/roles/) on a real anvil with the bundled models.
 
 Nodes run in-process and are driven by calling `step()` in a loop (tests/test_cli.py covers them as real
-subprocesses). Each test deploys a fresh system on this module's own anvil and registers a drafter
-(dev account 2), a verifier (3) and three referees (4, 5, 6) for the bundled model ids; the requester
-(1) and a challenger (7) send their transactions directly. Outputs are read from chain events alone
-(node/roles/chaindata.py).
+subprocesses). The module deploys one system on its own anvil and registers a drafter (dev account 2), a
+verifier (3) and three referees (4, 5, 6) for the bundled model ids; each test starts from that state (an
+evm_snapshot, reverted after it) with fresh node stores. The requester (1) and a challenger (7) send their
+transactions directly. Outputs are read from chain events alone (node/roles/chaindata.py).
 """
 
 from __future__ import annotations
@@ -215,14 +215,15 @@ def drive(nodes, until, max_rounds=300, settle=True):
     raise AssertionError(f"not done after {max_rounds} rounds of steps")
 
 
-@pytest.fixture
-def world(rpc, ids, tmp_path):
+@pytest.fixture(scope="module")
+def deployed(rpc, ids, tmp_path_factory):
+    """One deployment with the drafter, the verifier and the three referees registered, for the whole module."""
     w3 = connect(rpc)
     start = w3.eth.block_number + 1
     system = deploy_system(w3, w3.eth.accounts[0])
     deployment = Deployment.of_system(w3, system, rpc, start)
-    world = World(w3, system, deployment, start, ids, tmp_path, list(w3.eth.accounts))
     reg = system.registry.functions
+    world = World(w3, system, deployment, start, ids, tmp_path_factory.mktemp("roles"), list(w3.eth.accounts))
     world.send(reg.registerDrafter(ids["draft"], ids["target"], WAD // 2, VOCAB), world.drafter_address, STAKE)
     world.send(reg.register(Role.Verifier, [ids["target"]], [VOCAB]), world.verifier_address, STAKE)
     for referee in world.referee_addresses:
@@ -232,6 +233,16 @@ def world(rpc, ids, tmp_path):
             system.params.min_referee_stake,
         )
     return world
+
+
+@pytest.fixture
+def world(deployed, tmp_path):
+    """The module's deployment as it was after the registrations (every test's chain changes are reverted), with
+    fresh node stores: a test sees no job, dispute or block of another."""
+    w3 = deployed.w3
+    snapshot = w3.provider.make_request("evm_snapshot", [])["result"]
+    yield World(w3, deployed.system, deployed.deployment, deployed.start, deployed.ids, tmp_path, deployed.accounts)
+    assert w3.provider.make_request("evm_revert", [snapshot])["result"]
 
 
 def reference(job_id, tokenizer, world, prompt=PROMPT, max_tokens=20, temperature=1.0, top_k=0, top_p=1.0, eos=0):

@@ -33,7 +33,6 @@ from node.roles.watchdog import SEED_NAME, WatchdogNode
 from node.store import NodeStore
 from tests.test_cli import (
     DRAFTER,
-    REFEREE_MODELS,
     REFEREES,
     _log_tail,
     _serve,
@@ -331,12 +330,14 @@ def test_serve_watchdog_survives_kill_9_without_a_second_dispute_and_stops_on_si
     biased_dev, verifier_dev = 8, 3
     with chain_with_drafter_and_verifier(tmp_path_factory.mktemp("watchdog-kill")) as home:
         ok(register(home, "drafter", "2", biased_dev, "--model", DRAFT, "--target-model", TARGET))
-        for dev in REFEREES:
-            ok(register(home, "referee", "1", dev, *REFEREE_MODELS))
         deployment = Deployment.load(home / "deployment.json")
         w3 = connect(deployment.rpc_url)
         system = deployment.system(w3)
         world = World(w3, system, deployment, deployment.start_block, {}, home, list(w3.eth.accounts))
+        referee_models = [model_id(TARGET), model_id(DRAFT)]
+        for dev in REFEREES:  # by transaction (the register command is tests/test_cli.py's), 1 ETH each
+            register_referee = system.registry.functions.register(Role.Referee, referee_models, [VOCAB, VOCAB])
+            world.send(register_referee, address(dev), 10**18)
         drafter = world.drafter("lazy", "lazy", biased_dev)  # in-process: a cheat on every position
         verifier = world.verifier("collude", "collude", verifier_dev)
         world.ids = {"draft": model_id(DRAFT), "target": model_id(TARGET)}
