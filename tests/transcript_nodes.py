@@ -174,3 +174,26 @@ def party_world(tmp: Path, ids: dict, drafters, verifiers, accounts: int = 20):
                 system.params.min_referee_stake,
             )
         yield world
+
+
+def submit_party_job(world: World, drafter: str, verifier: str, prompt: str, max_tokens: int, transcript: bool) -> int:
+    """Submit a no-EOS job (γ = 4, T = 1) from the world's requester to `drafter` and `verifier` (addresses),
+    escrowing its maximum price; a transcript-mode job when `transcript`. Its job id."""
+    request = dict(
+        draftModel=world.ids["draft"],
+        targetModel=world.ids["target"],
+        drafter=drafter,
+        verifier=verifier,
+        gamma=4,
+        temperature=WAD,
+        topK=0,
+        topP=WAD,
+        maxTokens=max_tokens,
+        eosToken=2**32 - 1,
+        pricePerAcceptedToken=10**12,
+        pricePerPass=3 * 10**12,
+    )
+    escrow = max_tokens * (request["pricePerAcceptedToken"] + request["pricePerPass"])
+    submit = world.market.functions.submitTranscriptJob if transcript else world.market.functions.submitJob
+    world.send(submit(request, prompt.encode()), world.requester, escrow)
+    return world.market.functions.jobCount().call()
