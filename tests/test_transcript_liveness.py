@@ -19,7 +19,9 @@ from node.chain.transcript import read_settlement
 from tests.test_cli import DRAFTER, REQUESTER, VERIFIER, _serve, _stop, address, advance, cli, ok
 from tests.transcript_nodes import (  # noqa: F401  (served_chain, fresh_chain: fixtures)
     fresh_chain,
+    job_logs,
     link_rows,
+    reverted,
     serve_verifier,
     served_chain,
     serving,
@@ -34,15 +36,16 @@ TOKENS = 64  # a job's maxTokens: ~16 cycles, so a node stopped after 2 or 3 of 
 
 def _stop_drafter_mid_job(chain, tmp_path, procs):
     """Submit a job, let the drafter take 2 cycles in, SIGSTOP it; returns (job id, the verifier's ForceMoved)."""
+    job_id = chain.system.market.functions.jobCount().call() + 1  # the next job: this test's
     submitter = submit_in_background(chain.home, TOKENS)
     running = [procs["verifier"], procs["drafter"]]
-    wait_for(lambda: link_rows(tmp_path / "d.db", "Verification") >= 2, 300, "2 cycles", running)
+    wait_for(lambda: link_rows(tmp_path / "d.db", "Verification", job_id) >= 2, 300, "2 cycles", running)
     os.killpg(procs["drafter"].pid, signal.SIGSTOP)  # the drafter goes silent mid-job (its socket stays open)
     assert submitter.wait(60) == 0
-    job_id = chain.system.market.functions.jobCount().call()
+    assert chain.system.market.functions.jobCount().call() == job_id
     moved = chain.system.transcript.events.ForceMoved()
-    wait_for(lambda: moved.get_logs(from_block=0), 120, "the verifier's force move", [procs["verifier"]])
-    (force,) = moved.get_logs(from_block=0)
+    wait_for(lambda: job_logs(moved, job_id), 120, "the verifier's force move", [procs["verifier"]])
+    (force,) = job_logs(moved, job_id)
     assert (force.args.forcer, force.args.silent) == (address(VERIFIER), address(DRAFTER))
     return job_id, force
 
@@ -51,17 +54,50 @@ def _status(home: Path, job_id: int) -> dict:
     return json.loads(ok(cli("status", job_id, "--json", home=home)))
 
 
-def test_a_silent_drafter_mid_job_is_forced_by_the_verifier_node_and_slashed_at_the_claim(fresh_chain, tmp_path):
-    home, w3, system = fresh_chain.home, fresh_chain.w3, fresh_chain.system
-    with serving(fresh_chain, tmp_path, SILENCE) as procs:
+class TestASilentDrafterMidJob:
+    """Both tests on one pair of nodes (--link-silence 3 each) in one reverted span of the module's chain: the drafter
+    that comes back first, then the one that stays silent and is slashed. Each follows only its own job."""
+
+    @pytest.fixture(scope="class")
+    def pair(self, served_chain, tmp_path_factory):
+        with reverted(served_chain) as chain:
+            tmp = tmp_path_factory.mktemp("silent-drafter")
+            with serving(chain, tmp, SILENCE) as procs:
+                yield chain, tmp, procs
+
+    def test_a_silent_drafter_that_comes_back_answers_the_force_from_its_store_and_the_job_completes(self, pair):
+        chain, tmp, procs = pair
+        home, w3, system = chain.home, chain.w3, chain.system
         stake = system.registry.functions.stakeOf(address(DRAFTER)).call()
-        job_id, force = _stop_drafter_mid_job(fresh_chain, tmp_path, procs)
+        job_id, force = _stop_drafter_mid_job(chain, tmp, procs)
+        os.killpg(procs["drafter"].pid, signal.SIGCONT)  # back before the deadline
+        answered = system.transcript.events.ForceAnsweredDraft()
+        wait_for(lambda: job_logs(answered, job_id), 120, "the drafter's answer", [procs["drafter"]])
+        (answer,) = job_logs(answered, job_id)
+        finished = system.market.events.JobFinished()
+        wait_for(lambda: job_logs(finished, job_id), 300, "the settlement", [procs["verifier"], procs["drafter"]])
+        # the answer is the Draft the drafter signed on the forced state, the one its store (and the link) holds
+        assert answer.args.cycle == force.args.cycles
+        status = _status(home, job_id)
+        assert status["finish_reason"] == "Completed" and len(status["tokens"]) == TOKENS
+        assert status["tokens"] == read_settlement(w3, system.transcript, job_id).output(status["eos_token"], TOKENS)
+        assert not job_logs(system.transcript.events.ForceSettled(), job_id)
+        assert len(job_logs(system.transcript.events.TranscriptSettled(), job_id)) == 1
+        assert system.registry.functions.stakeOf(address(DRAFTER)).call() == stake  # nobody was slashed
+        settled = read_settlement(w3, system.transcript, job_id)
+        assert list(settled.cycles[answer.args.cycle].tokens) == list(answer.args.tokens)  # the same Draft settled
+
+    def test_a_silent_drafter_mid_job_is_forced_by_the_verifier_node_and_slashed_at_the_claim(self, pair):
+        chain, tmp, procs = pair
+        home, w3, system = chain.home, chain.w3, chain.system
+        stake = system.registry.functions.stakeOf(address(DRAFTER)).call()
+        job_id, force = _stop_drafter_mid_job(chain, tmp, procs)
         # the force posts the co-signed state and the verifier's own Verification after it, checked on chain
-        assert 2 <= force.args.cycles <= link_rows(tmp_path / "v.db", "Verification")
+        assert 2 <= force.args.cycles <= link_rows(tmp / "v.db", "Verification", job_id)
         advance(w3, system.market.functions.commitTimeout().call() + 1)
         settled = system.transcript.events.ForceSettled()
-        wait_for(lambda: settled.get_logs(from_block=0), 120, "the verifier's claim", [procs["verifier"]])
-        (claim,) = settled.get_logs(from_block=0)
+        wait_for(lambda: job_logs(settled, job_id), 120, "the verifier's claim", [procs["verifier"]])
+        (claim,) = job_logs(settled, job_id)
         assert claim.args.silent == address(DRAFTER) and claim.args.cycles == force.args.cycles
         status = _status(home, job_id)
         assert status["status"] == "Finished" and status["finish_reason"] == "DraftTimeout"
@@ -70,34 +106,6 @@ def test_a_silent_drafter_mid_job_is_forced_by_the_verifier_node_and_slashed_at_
         assert len(status["cycles"]) == force.args.cycles
         assert status["tokens"] == read_settlement(w3, system.transcript, job_id).output(status["eos_token"], TOKENS)
         assert len(status["tokens"]) < TOKENS
-
-
-def test_a_silent_drafter_that_comes_back_answers_the_force_from_its_store_and_the_job_completes(fresh_chain, tmp_path):
-    home, w3, system = fresh_chain.home, fresh_chain.w3, fresh_chain.system
-    with serving(fresh_chain, tmp_path, SILENCE) as procs:
-        stake = system.registry.functions.stakeOf(address(DRAFTER)).call()
-        job_id, force = _stop_drafter_mid_job(fresh_chain, tmp_path, procs)
-        os.killpg(procs["drafter"].pid, signal.SIGCONT)  # back before the deadline
-        answered = system.transcript.events.ForceAnsweredDraft()
-        wait_for(lambda: answered.get_logs(from_block=0), 120, "the drafter's answer", [procs["drafter"]])
-        (answer,) = answered.get_logs(from_block=0)
-        finished = system.market.events.JobFinished()
-        running = [procs["verifier"], procs["drafter"]]
-
-        def done():
-            return bool(finished.get_logs(from_block=0, argument_filters={"jobId": job_id}))
-
-        wait_for(done, 300, "the settlement", running)
-        # the answer is the Draft the drafter signed on the forced state, the one its store (and the link) holds
-        assert answer.args.cycle == force.args.cycles
-        status = _status(home, job_id)
-        assert status["finish_reason"] == "Completed" and len(status["tokens"]) == TOKENS
-        assert status["tokens"] == read_settlement(w3, system.transcript, job_id).output(status["eos_token"], TOKENS)
-        assert not system.transcript.events.ForceSettled().get_logs(from_block=0)
-        assert len(system.transcript.events.TranscriptSettled().get_logs(from_block=0)) == 1
-        assert system.registry.functions.stakeOf(address(DRAFTER)).call() == stake  # nobody was slashed
-        settled = read_settlement(w3, system.transcript, job_id)
-        assert list(settled.cycles[answer.args.cycle].tokens) == list(answer.args.tokens)  # the same Draft settled
 
 
 # ------------------------------------------------------------------ kill -9 of the verifier node
@@ -120,12 +128,12 @@ def test_kill_9_of_the_verifier_node_mid_job_resumes_from_its_store_and_nothing_
         assert submitter.wait(60) == 0
         before = _rows(tmp_path / "v.db")
         job_id = system.market.functions.jobCount().call()
-        assert not system.market.events.JobFinished().get_logs(from_block=0)
+        assert not system.market.events.JobFinished().getjob_logs(from_block=0)
         procs["verifier"] = serve_verifier(home, procs["port"], tmp_path / "v.db", "--link-silence", "120")
         finished = system.market.events.JobFinished()
 
         def done():
-            return bool(finished.get_logs(from_block=0, argument_filters={"jobId": job_id}))
+            return bool(finished.getjob_logs(from_block=0, argument_filters={"jobId": job_id}))
 
         wait_for(done, 300, "the settlement", [procs["verifier"], procs["drafter"]])
         status = _status(home, job_id)
@@ -135,8 +143,8 @@ def test_kill_9_of_the_verifier_node_mid_job_resumes_from_its_store_and_nothing_
         after = _rows(tmp_path / "v.db")
         assert before <= after
         assert len({(r[1], r[2], r[3]) for r in after}) == len(after)  # one message per position and signer
-        assert len(system.transcript.events.TranscriptSettled().get_logs(from_block=0)) == 1
-        assert len(system.market.events.JobAccepted().get_logs(from_block=0)) == 1  # accepted once
+        assert len(system.transcript.events.TranscriptSettled().getjob_logs(from_block=0)) == 1
+        assert len(system.market.events.JobAccepted().getjob_logs(from_block=0)) == 1  # accepted once
         for name in ("drafter", "verifier"):  # (stopped first: a node would finalize the job itself)
             assert _stop(procs[name]) == 0
         advance(w3, system.market.functions.challengeWindow().call() + 1)
@@ -145,7 +153,7 @@ def test_kill_9_of_the_verifier_node_mid_job_resumes_from_its_store_and_nothing_
         assert paid["drafter"] == accepted * status["price_token_wei"]
         assert paid["verifier"] + paid["alpha_fee"] == len(status["cycles"]) * status["price_pass_wei"]
         assert paid["drafter"] + paid["verifier"] + paid["alpha_fee"] + paid["refund"] == status["escrow_wei"]
-        assert len(system.market.events.JobFinalized().get_logs(from_block=0)) == 1
+        assert len(system.market.events.JobFinalized().getjob_logs(from_block=0)) == 1
 
 
 # ------------------------------------------------------------------ a wrong verification mid-job
@@ -211,8 +219,8 @@ def test_a_wrong_verification_mid_job_is_forced_once_the_wrong_answer_reverts_an
         server.open_job(spec, verifier_seed(key, job_id))  # (the jobs dict is the server loop's; nothing runs yet)
         stake = system.registry.functions.stakeOf(address(VERIFIER)).call()
         moved = system.transcript.events.ForceMoved()
-        wait_for(lambda: moved.get_logs(from_block=0), 180, "the drafter's force move", [drafter])
-        (force,) = moved.get_logs(from_block=0)
+        wait_for(lambda: moved.getjob_logs(from_block=0), 180, "the drafter's force move", [drafter])
+        (force,) = moved.getjob_logs(from_block=0)
         assert (force.args.forcer, force.args.silent, force.args.cycles) == (
             address(DRAFTER),
             address(VERIFIER),
@@ -230,7 +238,7 @@ def test_a_wrong_verification_mid_job_is_forced_once_the_wrong_answer_reverts_an
         assert decode_error(info.value.data, system.transcript, system.market)[0] == "RuleViolated"
         advance(w3, system.market.functions.verifyTimeout().call() + 1)
         settled = system.transcript.events.ForceSettled()
-        wait_for(lambda: settled.get_logs(from_block=0), 120, "the drafter's claim", [drafter])
+        wait_for(lambda: settled.getjob_logs(from_block=0), 120, "the drafter's claim", [drafter])
         time.sleep(3 * RECHECK)  # the drafter's loop runs on: it must not post anything more
         advance(w3, 5)
         time.sleep(2 * RECHECK)

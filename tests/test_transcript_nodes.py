@@ -20,7 +20,9 @@ from tests.test_cli import DRAFTER, REQUESTER, VERIFIER, _serve, _stop, address,
 from tests.transcript_nodes import (  # noqa: F401  (served_chain, fresh_chain: fixtures)
     endpoint_published,
     fresh_chain,
+    job_logs,
     link_rows,
+    reverted,
     serve_verifier,
     served_chain,
     serving,
@@ -55,61 +57,68 @@ def _submit(home: Path, *extra: str, max_tokens: int = 24):
 TOKENS = 64  # a job's maxTokens where it only has to outlast a node stopped after a few cycles (~16 cycles)
 
 
-def test_submit_runs_a_transcript_job_through_the_nodes_streamed_equals_settled_in_four_transactions(
-    fresh_chain, tmp_path
-):
-    home, w3, system = fresh_chain.home, fresh_chain.w3, fresh_chain.system
-    with serving(fresh_chain, tmp_path) as procs:
+class TestOnePairOfNodes:
+    """Both tests on one listening verifier and one drafter in one reverted span of the module's chain: the drafter
+    killed and restarted on its store first, then an honest job through the same pair (which stops them). Each
+    follows only its own job."""
+
+    @pytest.fixture(scope="class")
+    def pair(self, served_chain, tmp_path_factory):
+        with reverted(served_chain) as chain:
+            tmp = tmp_path_factory.mktemp("one-pair")
+            with serving(chain, tmp) as procs:
+                yield chain, tmp, procs
+
+    def test_kill_9_of_the_drafter_mid_job_the_restarted_node_settles_it(self, pair):
+        chain, tmp_path, procs = pair
+        home, w3, system = chain.home, chain.w3, chain.system
+        job_id = system.market.functions.jobCount().call() + 1  # the next job: this test's
+        submitter = submit_in_background(home, TOKENS)
+        # watched while the submitter is still exiting: the job runs at the engine's speed, not the chain's
+        running = [procs["verifier"], procs["drafter"]]
+        wait_for(lambda: link_rows(tmp_path / "d.db", "Verification", job_id) >= 3, 300, "3 cycles", running)
+        os.killpg(procs["drafter"].pid, signal.SIGKILL)  # the drafter dies mid-job
+        procs["drafter"].wait()
+        assert submitter.wait(60) == 0
+        assert system.market.functions.jobCount().call() == job_id
+        assert not job_logs(system.transcript.events.TranscriptSettled(), job_id)
+        procs["drafter"] = _serve(home, "drafter", DRAFTER, "--store", tmp_path / "d.db")
+        finished = system.market.events.JobFinished()
+        wait_for(lambda: job_logs(finished, job_id), 400, "the settlement", [procs["verifier"], procs["drafter"]])
+        status = json.loads(ok(cli("status", job_id, "--json", home=home)))
+        assert status["finish_reason"] == "Completed" and len(status["tokens"]) == TOKENS
+        assert status["tokens"] == read_settlement(w3, system.transcript, job_id).output(status["eos_token"], TOKENS)
+        assert len(job_logs(system.transcript.events.TranscriptSettled(), job_id)) == 1  # settled once
+
+    def test_submit_runs_a_transcript_job_through_the_nodes_streamed_equals_settled_in_four_transactions(self, pair):
+        chain, _, procs = pair
+        home, w3, system = chain.home, chain.w3, chain.system
         first = w3.eth.block_number
         submitted = _submit(home)  # the default mode: transcript
         out = ok(submitted)
         job_id = system.market.functions.jobCount().call()
         assert chaindata.job_view(system.market, job_id)["transcript"]
         assert "streamed, equal to the" in submitted.stderr, submitted.stderr[-2000:]
+        # (stopped first: a node would finalize the job itself, a fifth transaction)
         assert _stop(procs["drafter"]) == 0 and _stop(procs["verifier"]) == 0
-    # what settled on chain, rebuilt from the settle transaction's calldata alone, is what streamed
-    status = json.loads(ok(cli("status", job_id, "--json", home=home)))
-    assert status["status"] == "Finished" and status["finish_reason"] == "Completed"
-    settled = read_settlement(w3, system.transcript, job_id).output(status["eos_token"], 24)
-    assert status["tokens"] == settled and len(settled) >= 1
-    text = load_tokenizer(BUNDLED_TARGET).decode(settled)
-    assert out.startswith(text), (out[:300], text)
-    assert [t for c in status["cycles"] for t in c["output"]] == settled
-    # finalize pays as per-cycle mode does: the drafter its accepted proposals, the verifier its passes
-    advance(w3, system.market.functions.challengeWindow().call() + 1)
-    paid = json.loads(ok(cli("finalize", job_id, "--dev-account", REQUESTER, "--json", home=home)))["payments"]
-    accepted = sum(min(c["accepted"], len(c["output"])) for c in status["cycles"])
-    assert paid["drafter"] == accepted * status["price_token_wei"]
-    assert paid["verifier"] + paid["alpha_fee"] == len(status["cycles"]) * status["price_pass_wei"]
-    assert paid["drafter"] + paid["verifier"] + paid["alpha_fee"] + paid["refund"] == status["escrow_wei"]
-    # the job's transactions: submit, accept, settle, finalize, whatever its length
-    sent = [tx for b in range(first + 1, w3.eth.block_number + 1) for tx in w3.eth.get_block(b).transactions]
-    assert len(sent) == 4, len(sent)
-
-
-def test_kill_9_of_the_drafter_mid_job_the_restarted_node_settles_it(fresh_chain, tmp_path):
-    home, w3, system = fresh_chain.home, fresh_chain.w3, fresh_chain.system
-    with serving(fresh_chain, tmp_path) as procs:
-        submitter = submit_in_background(home, TOKENS)
-        # watched while the submitter is still exiting: the job runs at the engine's speed, not the chain's
-        running = [procs["verifier"], procs["drafter"]]
-        wait_for(lambda: link_rows(tmp_path / "d.db", "Verification") >= 3, 300, "3 cycles", running)
-        os.killpg(procs["drafter"].pid, signal.SIGKILL)  # the drafter dies mid-job
-        procs["drafter"].wait()
-        assert submitter.wait(60) == 0
-        job_id = system.market.functions.jobCount().call()
-        assert not system.transcript.events.TranscriptSettled().get_logs(from_block=0)
-        procs["drafter"] = _serve(home, "drafter", DRAFTER, "--store", tmp_path / "d.db")
-        finished = system.market.events.JobFinished()
-
-        def settled():
-            return bool(finished.get_logs(from_block=0, argument_filters={"jobId": job_id}))
-
-        wait_for(settled, 400, "the settlement", [procs["verifier"], procs["drafter"]])
-    status = json.loads(ok(cli("status", job_id, "--json", home=home)))
-    assert status["finish_reason"] == "Completed" and len(status["tokens"]) == TOKENS
-    assert status["tokens"] == read_settlement(w3, system.transcript, job_id).output(status["eos_token"], TOKENS)
-    assert len(system.transcript.events.TranscriptSettled().get_logs(from_block=0)) == 1  # settled once
+        # what settled on chain, rebuilt from the settle transaction's calldata alone, is what streamed
+        status = json.loads(ok(cli("status", job_id, "--json", home=home)))
+        assert status["status"] == "Finished" and status["finish_reason"] == "Completed"
+        settled = read_settlement(w3, system.transcript, job_id).output(status["eos_token"], 24)
+        assert status["tokens"] == settled and len(settled) >= 1
+        text = load_tokenizer(BUNDLED_TARGET).decode(settled)
+        assert out.startswith(text), (out[:300], text)
+        assert [t for c in status["cycles"] for t in c["output"]] == settled
+        # finalize pays as per-cycle mode does: the drafter its accepted proposals, the verifier its passes
+        advance(w3, system.market.functions.challengeWindow().call() + 1)
+        paid = json.loads(ok(cli("finalize", job_id, "--dev-account", REQUESTER, "--json", home=home)))["payments"]
+        accepted = sum(min(c["accepted"], len(c["output"])) for c in status["cycles"])
+        assert paid["drafter"] == accepted * status["price_token_wei"]
+        assert paid["verifier"] + paid["alpha_fee"] == len(status["cycles"]) * status["price_pass_wei"]
+        assert paid["drafter"] + paid["verifier"] + paid["alpha_fee"] + paid["refund"] == status["escrow_wei"]
+        # the job's transactions: submit, accept, settle, finalize, whatever its length
+        sent = [tx for b in range(first + 1, w3.eth.block_number + 1) for tx in w3.eth.get_block(b).transactions]
+        assert len(sent) == 4, len(sent)
 
 
 def test_a_verifier_without_listen_refuses_a_transcript_job_then_takes_it_after_a_restart_with_listen(

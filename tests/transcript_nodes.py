@@ -4,9 +4,11 @@ _disputes; test_watchdog's world is the same `party_world`).
 Two kinds of set-up:
 
 * `served_chain` (module) + `fresh_chain` (per test): one `verispec chain up` home per module, with the CLI's drafter
-  and verifier registered, and an evm snapshot reverted after every test, so each test sees the chain as it was
-  after the registrations (job ids from 1, events from block 0 its own) without paying for a chain of its own.
-  Node processes (`serving`) are the test's own: they hold stores and chain positions a revert would invalidate.
+  and verifier registered, and an evm snapshot reverted after every test (`reverted`), so each test sees the chain
+  as it was after the registrations (job ids from 1, events from block 0 its own) without paying for a chain of its
+  own. Node processes (`serving`) live inside one reverted span: they hold stores and chain positions a revert would
+  invalidate. Tests that can share a pair of nodes do so in a class (a class-scoped `serving` in one `reverted`
+  span), each following only its own job's events and link messages.
 * `party_world`: one anvil with the protocol deployed and drafters, verifiers and referees registered, for tests
   that drive in-process nodes (tests/test_roles.py `World`).
 """
@@ -49,15 +51,25 @@ def wait_for(predicate, timeout: float, what: str, nodes=(), poll: float = 0.1) 
         time.sleep(poll)
 
 
-def link_rows(path: Path, kind: str) -> int:
-    """How many signed link messages of `kind` a node's store holds (0 before the store exists)."""
+def link_rows(path: Path, kind: str, job_id: int | None = None) -> int:
+    """How many signed link messages of `kind` (of job `job_id`, when given) a node's store holds (0 before the
+    store exists)."""
     if not path.exists():
         return 0
+    query, args = "SELECT count(*) FROM link_messages WHERE kind = ?", (kind,)
+    if job_id is not None:
+        query, args = query + " AND job_id = ?", (kind, job_id)
     try:
         with sqlite3.connect(path) as db:
-            return db.execute("SELECT count(*) FROM link_messages WHERE kind = ?", (kind,)).fetchone()[0]
+            return db.execute(query, args).fetchone()[0]
     except sqlite3.OperationalError:
         return 0
+
+
+def job_logs(event, job_id: int) -> list:
+    """`event`'s logs of job `job_id` (its first indexed argument) from block 0: what a test that shares its chain
+    with other tests' jobs reads."""
+    return event.get_logs(from_block=0, argument_filters={"jobId": job_id})
 
 
 # ------------------------------------------------------------------ one chain per module, reverted per test
@@ -84,17 +96,23 @@ def served_chain(tmp_path_factory):
         yield ServedChain(home, *chain_of(home))
 
 
+@contextlib.contextmanager
+def reverted(chain: ServedChain):
+    """`chain` as it is now, again once the block is done: an evm snapshot reverted at the end (time travel
+    included); the nodes' logs cleared at the start, so the block reads only its own nodes' lines."""
+    snap = chain.w3.provider.make_request("evm_snapshot", [])["result"]
+    for role in ("drafter", "verifier"):
+        for log in chain.home.glob(f"{role}-*.log"):
+            log.unlink()
+    yield chain
+    assert chain.w3.provider.make_request("evm_revert", [snap])["result"] is True
+
+
 @pytest.fixture
 def fresh_chain(served_chain):
-    """The module's chain as it was after the registrations, for this test alone: an evm snapshot reverted at the
-    end (time travel included) and the nodes' logs cleared, so a test reads only its own nodes' lines."""
-    w3 = served_chain.w3
-    snap = w3.provider.make_request("evm_snapshot", [])["result"]
-    for role in ("drafter", "verifier"):
-        for log in served_chain.home.glob(f"{role}-*.log"):
-            log.unlink()
-    yield served_chain
-    assert w3.provider.make_request("evm_revert", [snap])["result"] is True
+    """The module's chain as it was after the registrations, for this test alone (`reverted`)."""
+    with reverted(served_chain) as chain:
+        yield chain
 
 
 # ------------------------------------------------------------------ node processes
