@@ -128,12 +128,12 @@ def test_kill_9_of_the_verifier_node_mid_job_resumes_from_its_store_and_nothing_
         assert submitter.wait(60) == 0
         before = _rows(tmp_path / "v.db")
         job_id = system.market.functions.jobCount().call()
-        assert not system.market.events.JobFinished().getjob_logs(from_block=0)
+        assert not system.market.events.JobFinished().get_logs(from_block=0)
         procs["verifier"] = serve_verifier(home, procs["port"], tmp_path / "v.db", "--link-silence", "120")
         finished = system.market.events.JobFinished()
 
         def done():
-            return bool(finished.getjob_logs(from_block=0, argument_filters={"jobId": job_id}))
+            return bool(finished.get_logs(from_block=0, argument_filters={"jobId": job_id}))
 
         wait_for(done, 300, "the settlement", [procs["verifier"], procs["drafter"]])
         status = _status(home, job_id)
@@ -143,8 +143,8 @@ def test_kill_9_of_the_verifier_node_mid_job_resumes_from_its_store_and_nothing_
         after = _rows(tmp_path / "v.db")
         assert before <= after
         assert len({(r[1], r[2], r[3]) for r in after}) == len(after)  # one message per position and signer
-        assert len(system.transcript.events.TranscriptSettled().getjob_logs(from_block=0)) == 1
-        assert len(system.market.events.JobAccepted().getjob_logs(from_block=0)) == 1  # accepted once
+        assert len(system.transcript.events.TranscriptSettled().get_logs(from_block=0)) == 1
+        assert len(system.market.events.JobAccepted().get_logs(from_block=0)) == 1  # accepted once
         for name in ("drafter", "verifier"):  # (stopped first: a node would finalize the job itself)
             assert _stop(procs[name]) == 0
         advance(w3, system.market.functions.challengeWindow().call() + 1)
@@ -153,7 +153,7 @@ def test_kill_9_of_the_verifier_node_mid_job_resumes_from_its_store_and_nothing_
         assert paid["drafter"] == accepted * status["price_token_wei"]
         assert paid["verifier"] + paid["alpha_fee"] == len(status["cycles"]) * status["price_pass_wei"]
         assert paid["drafter"] + paid["verifier"] + paid["alpha_fee"] + paid["refund"] == status["escrow_wei"]
-        assert len(system.market.events.JobFinalized().getjob_logs(from_block=0)) == 1
+        assert len(system.market.events.JobFinalized().get_logs(from_block=0)) == 1
 
 
 # ------------------------------------------------------------------ a wrong verification mid-job
@@ -219,8 +219,8 @@ def test_a_wrong_verification_mid_job_is_forced_once_the_wrong_answer_reverts_an
         server.open_job(spec, verifier_seed(key, job_id))  # (the jobs dict is the server loop's; nothing runs yet)
         stake = system.registry.functions.stakeOf(address(VERIFIER)).call()
         moved = system.transcript.events.ForceMoved()
-        wait_for(lambda: moved.getjob_logs(from_block=0), 180, "the drafter's force move", [drafter])
-        (force,) = moved.getjob_logs(from_block=0)
+        wait_for(lambda: moved.get_logs(from_block=0), 180, "the drafter's force move", [drafter])
+        (force,) = moved.get_logs(from_block=0)
         assert (force.args.forcer, force.args.silent, force.args.cycles) == (
             address(DRAFTER),
             address(VERIFIER),
@@ -238,7 +238,7 @@ def test_a_wrong_verification_mid_job_is_forced_once_the_wrong_answer_reverts_an
         assert decode_error(info.value.data, system.transcript, system.market)[0] == "RuleViolated"
         advance(w3, system.market.functions.verifyTimeout().call() + 1)
         settled = system.transcript.events.ForceSettled()
-        wait_for(lambda: settled.getjob_logs(from_block=0), 120, "the drafter's claim", [drafter])
+        wait_for(lambda: settled.get_logs(from_block=0), 120, "the drafter's claim", [drafter])
         time.sleep(3 * RECHECK)  # the drafter's loop runs on: it must not post anything more
         advance(w3, 5)
         time.sleep(2 * RECHECK)
