@@ -26,7 +26,7 @@ from tests.transcript_nodes import (  # noqa: F401  (served_chain, fresh_chain: 
     serve_verifier,
     served_chain,
     serving,
-    submit_in_background,
+    submit_no_wait,
     wait_for,
 )
 
@@ -73,13 +73,11 @@ class TestOnePairOfNodes:
         chain, tmp_path, procs = pair
         home, w3, system = chain.home, chain.w3, chain.system
         job_id = system.market.functions.jobCount().call() + 1  # the next job: this test's
-        submitter = submit_in_background(home, TOKENS)
-        # watched while the submitter is still exiting: the job runs at the engine's speed, not the chain's
+        submit_no_wait(home, TOKENS)
         running = [procs["verifier"], procs["drafter"]]
         wait_for(lambda: link_rows(tmp_path / "d.db", "Verification", job_id) >= 3, 300, "3 cycles", running)
         os.killpg(procs["drafter"].pid, signal.SIGKILL)  # the drafter dies mid-job
         procs["drafter"].wait()
-        assert submitter.wait(60) == 0
         assert system.market.functions.jobCount().call() == job_id
         assert not job_logs(system.transcript.events.TranscriptSettled(), job_id)
         procs["drafter"] = _serve(home, "drafter", DRAFTER, "--store", tmp_path / "d.db")
@@ -154,10 +152,9 @@ def test_a_silent_verifier_mid_job_is_forced_by_the_drafter_node_and_slashed_at_
     with serving(fresh_chain, tmp_path, drafter_silence="3") as procs:
         verifier, drafter = procs["verifier"], procs["drafter"]
         stake = system.registry.functions.stakeOf(address(VERIFIER)).call()
-        submitter = submit_in_background(home, TOKENS)
+        submit_no_wait(home, TOKENS)
         wait_for(lambda: link_rows(tmp_path / "v.db", "Verification") >= 2, 300, "2 cycles", [verifier, drafter])
         os.killpg(verifier.pid, signal.SIGSTOP)  # the verifier goes silent mid-job (its socket stays open)
-        assert submitter.wait(60) == 0
         job_id = system.market.functions.jobCount().call()
         moved = system.transcript.events.ForceMoved()
         wait_for(lambda: moved.get_logs(from_block=0), 120, "the drafter's force move", [drafter])
