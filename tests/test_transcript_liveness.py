@@ -53,16 +53,18 @@ def _status(home: Path, job_id: int) -> dict:
     return json.loads(ok(cli("status", job_id, "--json", home=home)))
 
 
+@pytest.fixture(scope="class")
+def pair(served_chain, tmp_path_factory):
+    """TestASilentDrafterMidJob's nodes: one reverted span of the module's chain, one pair of nodes (silence 3)."""
+    with reverted(served_chain) as chain:
+        tmp = tmp_path_factory.mktemp("silent-drafter")
+        with serving(chain, tmp, SILENCE) as procs:
+            yield chain, tmp, procs
+
+
 class TestASilentDrafterMidJob:
     """Both tests on one pair of nodes (--link-silence 3 each) in one reverted span of the module's chain: the drafter
     that comes back first, then the one that stays silent and is slashed. Each follows only its own job."""
-
-    @pytest.fixture(scope="class")
-    def pair(self, served_chain, tmp_path_factory):
-        with reverted(served_chain) as chain:
-            tmp = tmp_path_factory.mktemp("silent-drafter")
-            with serving(chain, tmp, SILENCE) as procs:
-                yield chain, tmp, procs
 
     def test_a_silent_drafter_that_comes_back_answers_the_force_from_its_store_and_the_job_completes(self, pair):
         chain, tmp, procs = pair

@@ -57,17 +57,19 @@ def _submit(home: Path, *extra: str, max_tokens: int = 24):
 TOKENS = 64  # a job's maxTokens where it only has to outlast a node stopped after a few cycles (~16 cycles)
 
 
+@pytest.fixture(scope="class")
+def pair(served_chain, tmp_path_factory):
+    """TestOnePairOfNodes's nodes: one reverted span of the module's chain, one pair of nodes for the class's tests."""
+    with reverted(served_chain) as chain:
+        tmp = tmp_path_factory.mktemp("one-pair")
+        with serving(chain, tmp) as procs:
+            yield chain, tmp, procs
+
+
 class TestOnePairOfNodes:
     """Both tests on one listening verifier and one drafter in one reverted span of the module's chain: the drafter
     killed and restarted on its store first, then an honest job through the same pair (which stops them). Each
     follows only its own job."""
-
-    @pytest.fixture(scope="class")
-    def pair(self, served_chain, tmp_path_factory):
-        with reverted(served_chain) as chain:
-            tmp = tmp_path_factory.mktemp("one-pair")
-            with serving(chain, tmp) as procs:
-                yield chain, tmp, procs
 
     def test_kill_9_of_the_drafter_mid_job_the_restarted_node_settles_it(self, pair):
         chain, tmp_path, procs = pair
