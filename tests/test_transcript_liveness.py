@@ -1,6 +1,7 @@
 """Liveness and faults of transcript jobs through the serving nodes (docs/protocol.md "Transcript mode (v2):
-contracts", force moves; docs/node.md "Transcript link"): `verispec chain up` in a tmp home, real `serve drafter` and
-`serve verifier --listen` processes (real models, real WebSockets on loopback, real SQLite), on anvil.
+contracts", force moves; docs/node.md "Transcript link"): one `verispec chain up` home for the module, reverted to its
+registrations after each test or class (tests/transcript_nodes.py), real `serve drafter` and `serve verifier --listen`
+processes (real models, real WebSockets on loopback, real SQLite), on anvil.
 
 A silent party is a SIGSTOPped process (its sockets stay open, it answers nothing); a dead one is kill -9ed."""
 

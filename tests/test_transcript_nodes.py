@@ -1,6 +1,7 @@
-"""Transcript jobs through the serving nodes and the CLI: `verispec chain up` in a tmp home, real `serve drafter` and
-`serve verifier --listen` processes (real models, real WebSockets on loopback, real SQLite), `submit` in its
-default mode (transcript), the job settled and finalized on anvil."""
+"""Transcript jobs through the serving nodes and the CLI: one `verispec chain up` home for the module, reverted to its
+registrations after each test or class (tests/transcript_nodes.py), real `serve drafter` and `serve verifier --listen`
+processes (real models, real WebSockets on loopback, real SQLite), `submit` in its default mode (transcript), the job
+settled and finalized on anvil."""
 
 from __future__ import annotations
 

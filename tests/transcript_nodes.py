@@ -1,5 +1,5 @@
 """Shared set-up of the tests that run transcript jobs through real nodes (test_transcript_liveness, _nodes, _link,
-_disputes; test_watchdog's world is the same `party_world`).
+_disputes; test_watchdog's module world is the same as `party_world` builds, and can be built by it).
 
 Two kinds of set-up:
 
