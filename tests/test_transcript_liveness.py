@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from web3.exceptions import ContractCustomError, ContractLogicError
 
+from node import processes
 from node.chain.transcript import read_settlement
 from tests.test_cli import DRAFTER, REQUESTER, VERIFIER, _serve, _stop, address, advance, cli, ok
 from tests.transcript_nodes import (  # noqa: F401  (served_chain, fresh_chain: fixtures)
@@ -146,8 +147,8 @@ def test_kill_9_of_the_verifier_node_mid_job_resumes_from_its_store_and_nothing_
         assert len({(r[1], r[2], r[3]) for r in after}) == len(after)  # one message per position and signer
         assert len(system.transcript.events.TranscriptSettled().get_logs(from_block=0)) == 1
         assert len(system.market.events.JobAccepted().get_logs(from_block=0)) == 1  # accepted once
-        for name in ("drafter", "verifier"):  # (stopped first: a node would finalize the job itself)
-            assert _stop(procs[name]) == 0
+        # (stopped first: a node would finalize the job itself)
+        assert processes.stop_all([procs["drafter"], procs["verifier"]]) == [0, 0]
         advance(w3, system.market.functions.challengeWindow().call() + 1)
         paid = json.loads(ok(cli("finalize", job_id, "--dev-account", REQUESTER, "--json", home=home)))["payments"]
         accepted = sum(min(c["accepted"], len(c["output"])) for c in status["cycles"])

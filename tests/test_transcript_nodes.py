@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from node import BUNDLED_TARGET
+from node import BUNDLED_TARGET, processes
 from node.chain.anvil import free_port
 from node.chain.transcript import read_settlement
 from node.roles import chaindata
@@ -101,7 +101,7 @@ class TestOnePairOfNodes:
         assert chaindata.job_view(system.market, job_id)["transcript"]
         assert "streamed, equal to the" in submitted.stderr, submitted.stderr[-2000:]
         # (stopped first: a node would finalize the job itself, a fifth transaction)
-        assert _stop(procs["drafter"]) == 0 and _stop(procs["verifier"]) == 0
+        assert processes.stop_all([procs["drafter"], procs["verifier"]]) == [0, 0]
         # what settled on chain, rebuilt from the settle transaction's calldata alone, is what streamed
         status = json.loads(ok(cli("status", job_id, "--json", home=home)))
         assert status["status"] == "Finished" and status["finish_reason"] == "Completed"
@@ -143,9 +143,7 @@ def test_a_verifier_without_listen_refuses_a_transcript_job_then_takes_it_after_
 
         wait_for(finished, 300, "the job to settle", [verifier, drafter])
     finally:
-        for node in (drafter, verifier):
-            if node.poll() is None:
-                _stop(node)
+        processes.stop_all([node for node in (drafter, verifier) if node.poll() is None])
     status = json.loads(ok(cli("status", job_id, "--json", home=home)))
     assert status["finish_reason"] == "Completed" and 1 <= len(status["tokens"]) <= 8
 

@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 from web3 import Web3
 
+from node import processes
 from node.chain.anvil import free_port, running_anvil
 from node.chain.deploy import deploy_system
 from node.chain.deployment import Deployment
@@ -37,7 +38,6 @@ from tests.test_cli import (
     REQUESTER,
     VERIFIER,
     _serve,
-    _stop,
     address,
     chain_with_drafter_and_verifier,
     cli,
@@ -164,11 +164,10 @@ def serving(
         wait_for(endpoint_published(chain.system, port), 180, "the endpoint", [procs["verifier"]])
         yield procs
     finally:
-        for name in ("drafter", "verifier"):
-            node = procs.get(name)
-            if node is not None and node.poll() is None:
-                os.killpg(node.pid, signal.SIGCONT)
-                _stop(node)
+        running = [node for node in (procs.get("drafter"), procs["verifier"]) if node and node.poll() is None]
+        for node in running:
+            os.killpg(node.pid, signal.SIGCONT)
+        processes.stop_all(running)  # (in parallel: a node slow to stop costs its wait once, not once per node)
 
 
 # ------------------------------------------------------------------ in-process party nodes on one anvil
