@@ -112,8 +112,10 @@ def reverted(chain: ServedChain):
     for role in ("drafter", "verifier"):
         for log in chain.home.glob(f"{role}-*.log"):
             log.unlink()
-    yield chain
-    assert chain.w3.provider.make_request("evm_revert", [snap])["result"] is True
+    try:
+        yield chain
+    finally:
+        assert chain.w3.provider.make_request("evm_revert", [snap])["result"] is True
 
 
 @pytest.fixture
