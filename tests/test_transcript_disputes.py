@@ -14,12 +14,8 @@ from eth_utils import keccak
 from web3.exceptions import ContractLogicError
 
 from node import protocol
-from node.chain.anvil import running_anvil
-from node.chain.deploy import deploy_system
-from node.chain.deployment import Deployment
-from node.chain.enums import DisputeKind, JobStatus, Outcome, Role
+from node.chain.enums import DisputeKind, JobStatus, Outcome
 from node.chain.keys import dev_account
-from node.chain.rpc import connect
 from node.cli_transcript import start_link
 from node.roles import chaindata, settled
 from node.roles.audit import replay_draft
@@ -28,7 +24,8 @@ from node.roles.requester import Requester
 from node.roles.verifier import VerifierNode
 from node.roles.watchdog import WatchdogNode
 from tests.test_cli import clean_error, cli, ok
-from tests.test_roles import DRAFT, STAKE, TARGET, VOCAB, WAD, World, resolve_all
+from tests.test_roles import DRAFT, TARGET, resolve_all
+from tests.transcript_nodes import party_world, submit_party_job
 
 WATCHDOG = 7
 DRAFTERS = {"honest": 2, "biased": 8, "cosign": 9}
@@ -42,27 +39,9 @@ def world(tmp_path_factory):
 
     torch.set_num_threads(1)  # the test machine is shared
     ids = {"draft": model_id(DRAFT), "target": model_id(TARGET)}
-    with running_anvil(accounts=20) as node:
-        w3 = connect(node.rpc_url)
-        start = w3.eth.block_number + 1
-        system = deploy_system(w3, w3.eth.accounts[0])
-        deployment = Deployment.of_system(w3, system, node.rpc_url, start)
-        tmp = tmp_path_factory.mktemp("transcript-disputes")
-        deployment.save(tmp / "home" / "deployment.json")
-        world = World(w3, system, deployment, start, ids, tmp, list(w3.eth.accounts))
-        reg = system.registry.functions
-        for account in DRAFTERS.values():
-            world.send(
-                reg.registerDrafter(ids["draft"], ids["target"], WAD // 2, VOCAB), world.accounts[account], STAKE
-            )
-        for account in VERIFIERS.values():
-            world.send(reg.register(Role.Verifier, [ids["target"]], [VOCAB]), world.accounts[account], STAKE)
-        for referee in world.referee_addresses:
-            world.send(
-                reg.register(Role.Referee, [ids["draft"], ids["target"]], [VOCAB, VOCAB]),
-                referee,
-                system.params.min_referee_stake,
-            )
+    tmp = tmp_path_factory.mktemp("transcript-disputes")
+    with party_world(tmp, ids, DRAFTERS.values(), VERIFIERS.values()) as world:
+        world.deployment.save(tmp / "home" / "deployment.json")  # the CLI's home on the same chain
         yield world
 
 
@@ -110,23 +89,8 @@ def run(nodes, until, timeout: float = 120.0):
 
 
 def submit(world, drafter: str, verifier: str, prompt: str = PROMPTS[0], max_tokens: int = 24) -> int:
-    request = dict(
-        draftModel=world.ids["draft"],
-        targetModel=world.ids["target"],
-        drafter=world.accounts[DRAFTERS[drafter]],
-        verifier=world.accounts[VERIFIERS[verifier]],
-        gamma=4,
-        temperature=WAD,
-        topK=0,
-        topP=WAD,
-        maxTokens=max_tokens,
-        eosToken=2**32 - 1,
-        pricePerAcceptedToken=10**12,
-        pricePerPass=3 * 10**12,
-    )
-    escrow = max_tokens * (request["pricePerAcceptedToken"] + request["pricePerPass"])
-    world.send(world.market.functions.submitTranscriptJob(request, prompt.encode()), world.requester, escrow)
-    return world.market.functions.jobCount().call()
+    drafter, verifier = world.accounts[DRAFTERS[drafter]], world.accounts[VERIFIERS[verifier]]
+    return submit_party_job(world, drafter, verifier, prompt, max_tokens, transcript=True)
 
 
 def contract_refutes(world, job_id: int, cycle: int) -> bool:

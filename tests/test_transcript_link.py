@@ -631,12 +631,12 @@ def test_cli_serve_verifier_listen_publishes_its_endpoint_and_bad_link_options_g
         VERIFIER,
         _serve,
         _stop,
-        address,
         chain_with_drafter_and_verifier,
         clean_error,
         cli,
         ok,
     )
+    from tests.transcript_nodes import chain_of, endpoint_published, wait_for
 
     verifier = ("serve", "verifier", "--model", BUNDLED_TARGET, "--draft-model", BUNDLED_DRAFT)
     clean_error(
@@ -649,18 +649,12 @@ def test_cli_serve_verifier_listen_publishes_its_endpoint_and_bad_link_options_g
     referee = ("serve", "referee", "--model", BUNDLED_TARGET, "--draft-model", BUNDLED_DRAFT, "--dev-account", "5")
     clean_error(cli(*referee, "--link-silence", "5", home=tmp_path), silence)
     with chain_with_drafter_and_verifier(tmp_path / "home") as home:
-        from web3 import Web3
-
-        from node.chain.deployment import Deployment
-
-        deployment = Deployment.load(home / "deployment.json")
-        w3 = Web3(Web3.HTTPProvider(deployment.rpc_url))
-        registry = deployment.system(w3).registry
+        system = chain_of(home)[1]
         port = free_port()
         node = _serve(home, "verifier", VERIFIER, "--listen", f"127.0.0.1:{port}")
         try:
             url = f"ws://127.0.0.1:{port}"
-            _wait_for(lambda: registry.functions.endpointOf(address(VERIFIER)).call() == url, 120, "the endpoint")
+            wait_for(endpoint_published(system, port), 120, "the endpoint", [node])
             assert node.poll() is None
             clean_error(cli("transcript", "stream", "99", "--endpoint", url, home=home), "job 99 is not served here")
             clean_error(cli("transcript", "fetch", "99", "--endpoint", "http://x", home=home), "not a ws://")
@@ -700,25 +694,9 @@ def _party(role: str, config: Path) -> subprocess.Popen:
     )
 
 
-def _verifications(path: Path) -> int:
-    if not path.exists():
-        return 0
-    with sqlite3.connect(path) as db:
-        try:
-            return db.execute("SELECT count(*) FROM link_messages WHERE kind = 'Verification'").fetchone()[0]
-        except sqlite3.OperationalError:
-            return 0
-
-
-def _wait_for(predicate, timeout, what):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
-
-
 def test_kill_9_of_either_party_mid_job_resumes_from_the_last_cosigned_state(models, tmp_path):
+    from tests.transcript_nodes import link_rows, wait_for  # (not at the top: the party processes import this file)
+
     spec = make_spec(7, models[2], models[3], max_tokens=64)
     config = tmp_path / "job.json"
     vdb, ddb = tmp_path / "v.db", tmp_path / "d.db"
@@ -732,12 +710,12 @@ def test_kill_9_of_either_party_mid_job_resumes_from_the_last_cosigned_state(mod
     config.write_text(json.dumps({**json.loads(config.read_text()), "port": port}))
     drafter = _party("drafter", config)
     try:
-        _wait_for(lambda: _verifications(vdb) >= 3, 240, "three verified cycles")
+        wait_for(lambda: link_rows(vdb, "Verification") >= 3, 240, "three verified cycles", poll=0.05)
         os.kill(drafter.pid, signal.SIGKILL)  # the drafter dies mid-job
         drafter.wait()
         before, _ = kinds(ddb, "drafter")
         drafter = _party("drafter", config)
-        _wait_for(lambda: _verifications(vdb) >= len(before) // 2 + 3, 240, "the drafter to go on")
+        wait_for(lambda: link_rows(vdb, "Verification") >= len(before) // 2 + 3, 240, "the drafter to go on", poll=0.05)
         os.kill(verifier.pid, signal.SIGKILL)  # the verifier dies mid-job; the drafter keeps reconnecting
         verifier.wait()
         mid, mid_rows = kinds(vdb, "verifier")
@@ -783,9 +761,22 @@ def _transcript_of(spec, path):
     return json.loads(wire.encode(frames))
 
 
+def _party_models(role: str):
+    """What one party process loads: a drafter only its draft model (the prompt and vocabulary are in its config),
+    so that a restart after a kill costs no more than it must."""
+    import torch
+
+    from node.roles.models import load_model
+
+    torch.set_num_threads(1)
+    draft = load_model(BUNDLED_DRAFT, torch.device("cpu"), torch.float32)
+    target = load_model(BUNDLED_TARGET, torch.device("cpu"), torch.float32) if role == "verifier" else None
+    return draft, target, None, None
+
+
 def _main(role: str, config_path: str) -> None:
     config = json.loads(Path(config_path).read_text())
-    models = load_models()
+    models = _party_models(role)
     spec = make_spec(7, config["prompt"], config["vocab"], max_tokens=config["max_tokens"])
     folder = Path(config["dir"])
 

@@ -1,61 +1,35 @@
-"""Transcript jobs through the serving nodes and the CLI: `verispec chain up` in a tmp home, real `serve drafter` and
-`serve verifier --listen` processes (real models, real WebSockets on loopback, real SQLite), `submit` in its
-default mode (transcript), the job settled and finalized on anvil."""
+"""Transcript jobs through the serving nodes and the CLI: one `verispec chain up` home for the module, reverted to its
+registrations after each test or class (tests/transcript_nodes.py), real `serve drafter` and `serve verifier --listen`
+processes (real models, real WebSockets on loopback, real SQLite), `submit` in its default mode (transcript), the job
+settled and finalized on anvil."""
 
 from __future__ import annotations
 
 import json
 import os
 import signal
-import sqlite3
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
-from web3 import Web3
 
-from node import BUNDLED_TARGET, PROJECT_ROOT
+from node import BUNDLED_TARGET, processes
 from node.chain.anvil import free_port
-from node.chain.deployment import Deployment
 from node.chain.transcript import read_settlement
 from node.roles import chaindata
 from node.roles.checkpoints import load_tokenizer
-from tests.test_cli import (
-    DRAFTER,
-    REQUESTER,
-    VERIFIER,
-    _serve,
-    _stop,
-    address,
-    advance,
-    chain_with_drafter_and_verifier,
-    cli,
-    cli_process,
-    ok,
+from tests.test_cli import DRAFTER, REQUESTER, VERIFIER, _serve, _stop, address, advance, cli, cli_process, ok
+from tests.transcript_nodes import (  # noqa: F401  (served_chain, fresh_chain: fixtures)
+    endpoint_published,
+    fresh_chain,
+    job_logs,
+    link_rows,
+    reverted,
+    serve_verifier,
+    served_chain,
+    serving,
+    submit_no_wait,
+    wait_for,
 )
-
-
-def _chain(home: Path):
-    deployment = Deployment.load(home / "deployment.json")
-    w3 = Web3(Web3.HTTPProvider(deployment.rpc_url))
-    return w3, deployment.system(w3)
-
-
-def _wait_for(predicate, timeout: float, what: str, nodes=()):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        for node in nodes:
-            assert node.poll() is None, f"a node exited while waiting for {what}"
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
-
-
-def _verifier(home: Path, port: int | None, store: Path):
-    listen = ("--listen", f"127.0.0.1:{port}") if port else ()
-    return _serve(home, "verifier", VERIFIER, "--store", store, *listen)
 
 
 def _log(home: Path, role: str, dev: int) -> str:
@@ -81,23 +55,53 @@ def _submit(home: Path, *extra: str, max_tokens: int = 24):
     )
 
 
-def test_submit_runs_a_transcript_job_through_the_nodes_streamed_equals_settled_in_four_transactions(tmp_path):
-    with chain_with_drafter_and_verifier(tmp_path / "home") as home:
-        w3, system = _chain(home)
-        port = free_port()
-        verifier = _verifier(home, port, tmp_path / "v.db")
-        drafter = _serve(home, "drafter", DRAFTER, "--store", tmp_path / "d.db")
-        try:
-            url = f"ws://127.0.0.1:{port}"
-            _wait_for(lambda: system.registry.functions.endpointOf(address(VERIFIER)).call() == url, 180, "endpoint")
-            first = w3.eth.block_number
-            submitted = _submit(home)  # the default mode: transcript
-            out = ok(submitted)
-            job_id = system.market.functions.jobCount().call()
-            assert chaindata.job_view(system.market, job_id)["transcript"]
-            assert "streamed, equal to the" in submitted.stderr, submitted.stderr[-2000:]
-        finally:
-            assert _stop(drafter) == 0 and _stop(verifier) == 0
+TOKENS = 64  # a job's maxTokens where it only has to outlast a node stopped after a few cycles (~16 cycles)
+
+
+@pytest.fixture(scope="class")
+def pair(served_chain, tmp_path_factory):
+    """TestOnePairOfNodes's nodes: one reverted span of the module's chain, one pair of nodes for the class's tests."""
+    with reverted(served_chain) as chain:
+        tmp = tmp_path_factory.mktemp("one-pair")
+        with serving(chain, tmp) as procs:
+            yield chain, tmp, procs
+
+
+class TestOnePairOfNodes:
+    """Both tests on one listening verifier and one drafter in one reverted span of the module's chain: the drafter
+    killed and restarted on its store first, then an honest job through the same pair (which stops them). Each
+    follows only its own job."""
+
+    def test_kill_9_of_the_drafter_mid_job_the_restarted_node_settles_it(self, pair):
+        chain, tmp_path, procs = pair
+        home, w3, system = chain.home, chain.w3, chain.system
+        job_id = system.market.functions.jobCount().call() + 1  # the next job: this test's
+        submit_no_wait(home, TOKENS)
+        running = [procs["verifier"], procs["drafter"]]
+        wait_for(lambda: link_rows(tmp_path / "d.db", "Verification", job_id) >= 3, 300, "3 cycles", running)
+        os.killpg(procs["drafter"].pid, signal.SIGKILL)  # the drafter dies mid-job
+        procs["drafter"].wait()
+        assert system.market.functions.jobCount().call() == job_id
+        assert not job_logs(system.transcript.events.TranscriptSettled(), job_id)
+        procs["drafter"] = _serve(home, "drafter", DRAFTER, "--store", tmp_path / "d.db")
+        finished = system.market.events.JobFinished()
+        wait_for(lambda: job_logs(finished, job_id), 400, "the settlement", [procs["verifier"], procs["drafter"]])
+        status = json.loads(ok(cli("status", job_id, "--json", home=home)))
+        assert status["finish_reason"] == "Completed" and len(status["tokens"]) == TOKENS
+        assert status["tokens"] == read_settlement(w3, system.transcript, job_id).output(status["eos_token"], TOKENS)
+        assert len(job_logs(system.transcript.events.TranscriptSettled(), job_id)) == 1  # settled once
+
+    def test_submit_runs_a_transcript_job_through_the_nodes_streamed_equals_settled_in_four_transactions(self, pair):
+        chain, _, procs = pair
+        home, w3, system = chain.home, chain.w3, chain.system
+        first = w3.eth.block_number
+        submitted = _submit(home)  # the default mode: transcript
+        out = ok(submitted)
+        job_id = system.market.functions.jobCount().call()
+        assert chaindata.job_view(system.market, job_id)["transcript"]
+        assert "streamed, equal to the" in submitted.stderr, submitted.stderr[-2000:]
+        # (stopped first: a node would finalize the job itself, a fifth transaction)
+        assert processes.stop_all([procs["drafter"], procs["verifier"]]) == [0, 0]
         # what settled on chain, rebuilt from the settle transaction's calldata alone, is what streamed
         status = json.loads(ok(cli("status", job_id, "--json", home=home)))
         assert status["status"] == "Finished" and status["finish_reason"] == "Completed"
@@ -118,131 +122,55 @@ def test_submit_runs_a_transcript_job_through_the_nodes_streamed_equals_settled_
         assert len(sent) == 4, len(sent)
 
 
-def _link_rows(path: Path, kind: str) -> int:
-    if not path.exists():
-        return 0
+def test_a_verifier_without_listen_refuses_a_transcript_job_then_takes_it_after_a_restart_with_listen(
+    fresh_chain, tmp_path
+):
+    home, system = fresh_chain.home, fresh_chain.system
+    verifier = serve_verifier(home, None, tmp_path / "v.db")
+    drafter = _serve(home, "drafter", DRAFTER, "--store", tmp_path / "d.db")
     try:
-        with sqlite3.connect(path) as db:
-            return db.execute("SELECT count(*) FROM link_messages WHERE kind = ?", (kind,)).fetchone()[0]
-    except sqlite3.OperationalError:
-        return 0
+        wait_for(lambda: "serving on" in _log(home, "verifier", VERIFIER), 180, "the verifier", [verifier])
+        ok(_submit(home, "--no-wait", max_tokens=8))
+        job_id = system.market.functions.jobCount().call()
+        wait_for(lambda: "only with --listen" in _log(home, "verifier", VERIFIER), 60, "the refusal", [verifier])
+        assert not system.market.events.JobAccepted().get_logs(from_block=0)
+        assert _stop(verifier) == 0
+        verifier = serve_verifier(home, free_port(), tmp_path / "v.db")  # the same store, now listening
+
+        def finished():
+            logs = system.market.events.JobFinished().get_logs(from_block=0, argument_filters={"jobId": job_id})
+            return bool(logs)
+
+        wait_for(finished, 300, "the job to settle", [verifier, drafter])
+    finally:
+        processes.stop_all([node for node in (drafter, verifier) if node.poll() is None])
+    status = json.loads(ok(cli("status", job_id, "--json", home=home)))
+    assert status["finish_reason"] == "Completed" and 1 <= len(status["tokens"]) <= 8
 
 
-def test_kill_9_of_the_drafter_mid_job_the_restarted_node_settles_it(tmp_path):
-    with chain_with_drafter_and_verifier(tmp_path / "home") as home:
-        w3, system = _chain(home)
-        port = free_port()
-        verifier = _verifier(home, port, tmp_path / "v.db")
-        drafter = _serve(home, "drafter", DRAFTER, "--store", tmp_path / "d.db")
-        try:
-            url = f"ws://127.0.0.1:{port}"
-            _wait_for(lambda: system.registry.functions.endpointOf(address(VERIFIER)).call() == url, 180, "endpoint")
-            env = dict(os.environ, VERISPEC_HOME=str(home), VERISPEC_RPC_WAIT="1")
-            submit = (
-                "submit",
-                "def fibonacci(n):\n",
-                "--max-tokens",
-                "128",
-                "--no-eos",
-                "--no-wait",
-                "--dev-account",
-                REQUESTER,
-            )
-            submitter = subprocess.Popen(
-                [sys.executable, "-m", "node.cli", *map(str, submit)], env=env, cwd=PROJECT_ROOT
-            )
-            # watched while the submitter is still exiting: the job runs at the engine's speed, not the chain's
-            _wait_for(lambda: _link_rows(tmp_path / "d.db", "Verification") >= 3, 300, "3 cycles", [verifier, drafter])
-            os.killpg(drafter.pid, signal.SIGKILL)  # the drafter dies mid-job
-            drafter.wait()
-            assert submitter.wait(60) == 0
-            job_id = system.market.functions.jobCount().call()
-            assert not system.transcript.events.TranscriptSettled().get_logs(from_block=0)
-            drafter = _serve(home, "drafter", DRAFTER, "--store", tmp_path / "d.db")
-            finished = system.market.events.JobFinished()
-
-            def settled():
-                return bool(finished.get_logs(from_block=0, argument_filters={"jobId": job_id}))
-
-            _wait_for(settled, 400, "the settlement", [verifier, drafter])
-        finally:
-            for node in (drafter, verifier):
-                if node.poll() is None:
-                    _stop(node)
-        status = json.loads(ok(cli("status", job_id, "--json", home=home)))
-        assert status["finish_reason"] == "Completed" and len(status["tokens"]) == 128
-        assert status["tokens"] == read_settlement(w3, system.transcript, job_id).output(status["eos_token"], 128)
-        assert len(system.transcript.events.TranscriptSettled().get_logs(from_block=0)) == 1  # settled once
-
-
-def test_a_verifier_without_listen_refuses_a_transcript_job_then_takes_it_after_a_restart_with_listen(tmp_path):
-    with chain_with_drafter_and_verifier(tmp_path / "home") as home:
-        _, system = _chain(home)
-        verifier = _verifier(home, None, tmp_path / "v.db")
-        drafter = _serve(home, "drafter", DRAFTER, "--store", tmp_path / "d.db")
-        try:
-            _wait_for(lambda: "serving on" in _log(home, "verifier", VERIFIER), 180, "the verifier", [verifier])
-            ok(_submit(home, "--no-wait", max_tokens=8))
-            job_id = system.market.functions.jobCount().call()
-            _wait_for(lambda: "only with --listen" in _log(home, "verifier", VERIFIER), 60, "the refusal", [verifier])
-            assert not system.market.events.JobAccepted().get_logs(from_block=0)
-            assert _stop(verifier) == 0
-            verifier = _verifier(home, free_port(), tmp_path / "v.db")  # the same store, now listening
-
-            def finished():
-                logs = system.market.events.JobFinished().get_logs(from_block=0, argument_filters={"jobId": job_id})
-                return bool(logs)
-
-            _wait_for(finished, 300, "the job to settle", [verifier, drafter])
-        finally:
-            for node in (drafter, verifier):
-                if node.poll() is None:
-                    _stop(node)
-        status = json.loads(ok(cli("status", job_id, "--json", home=home)))
-        assert status["finish_reason"] == "Completed" and 1 <= len(status["tokens"]) <= 8
-
-
-def test_a_silent_verifier_mid_job_is_forced_by_the_drafter_node_and_slashed_at_the_claim(tmp_path):
-    with chain_with_drafter_and_verifier(tmp_path / "home") as home:
-        w3, system = _chain(home)
-        port = free_port()
-        verifier = _verifier(home, port, tmp_path / "v.db")
-        drafter = _serve(home, "drafter", DRAFTER, "--store", tmp_path / "d.db", "--link-silence", "3")
-        stopped = False
-        try:
-            url = f"ws://127.0.0.1:{port}"
-            _wait_for(lambda: system.registry.functions.endpointOf(address(VERIFIER)).call() == url, 180, "endpoint")
-            stake = system.registry.functions.stakeOf(address(VERIFIER)).call()
-            env = dict(os.environ, VERISPEC_HOME=str(home), VERISPEC_RPC_WAIT="1")
-            submit = ("submit", "def fibonacci(n):\n", "--max-tokens", "256", "--no-eos", "--no-wait")
-            submitter = subprocess.Popen(
-                [sys.executable, "-m", "node.cli", *submit, "--dev-account", str(REQUESTER)], env=env, cwd=PROJECT_ROOT
-            )
-            _wait_for(lambda: _link_rows(tmp_path / "v.db", "Verification") >= 2, 300, "2 cycles", [verifier, drafter])
-            os.killpg(verifier.pid, signal.SIGSTOP)  # the verifier goes silent mid-job (its socket stays open)
-            stopped = True
-            assert submitter.wait(60) == 0
-            job_id = system.market.functions.jobCount().call()
-            moved = system.transcript.events.ForceMoved()
-            _wait_for(lambda: moved.get_logs(from_block=0), 120, "the drafter's force move", [drafter])
-            (force,) = moved.get_logs(from_block=0)
-            assert (force.args.forcer, force.args.silent) == (address(DRAFTER), address(VERIFIER))
-            assert force.args.cycles >= 2
-            advance(w3, system.market.functions.verifyTimeout().call() + 1)
-            settled = system.transcript.events.ForceSettled()
-            _wait_for(lambda: settled.get_logs(from_block=0), 120, "the drafter's claim", [drafter])
-        finally:
-            if stopped:
-                os.killpg(verifier.pid, signal.SIGCONT)
-            for node in (drafter, verifier):
-                if node.poll() is None:
-                    _stop(node)
-        status = json.loads(ok(cli("status", job_id, "--json", home=home)))
-        assert status["status"] == "Finished" and status["finish_reason"] == "VerifyTimeout"
-        assert system.registry.functions.stakeOf(address(VERIFIER)).call() < stake  # the silent party pays
-        # the job settled at the co-signed state: the cycles the force posted, rebuilt from its calldata
-        assert len(status["cycles"]) == force.args.cycles
-        assert status["tokens"] == read_settlement(w3, system.transcript, job_id).output(status["eos_token"], 256)
+def test_a_silent_verifier_mid_job_is_forced_by_the_drafter_node_and_slashed_at_the_claim(fresh_chain, tmp_path):
+    home, w3, system = fresh_chain.home, fresh_chain.w3, fresh_chain.system
+    with serving(fresh_chain, tmp_path, drafter_silence="3") as procs:
+        verifier, drafter = procs["verifier"], procs["drafter"]
+        stake = system.registry.functions.stakeOf(address(VERIFIER)).call()
+        submit_no_wait(home, TOKENS)
+        wait_for(lambda: link_rows(tmp_path / "v.db", "Verification") >= 2, 300, "2 cycles", [verifier, drafter])
+        os.killpg(verifier.pid, signal.SIGSTOP)  # the verifier goes silent mid-job (its socket stays open)
+        job_id = system.market.functions.jobCount().call()
+        moved = system.transcript.events.ForceMoved()
+        wait_for(lambda: moved.get_logs(from_block=0), 120, "the drafter's force move", [drafter])
+        (force,) = moved.get_logs(from_block=0)
+        assert (force.args.forcer, force.args.silent) == (address(DRAFTER), address(VERIFIER))
+        assert force.args.cycles >= 2
+        advance(w3, system.market.functions.verifyTimeout().call() + 1)
+        settled = system.transcript.events.ForceSettled()
+        wait_for(lambda: settled.get_logs(from_block=0), 120, "the drafter's claim", [drafter])
+    status = json.loads(ok(cli("status", job_id, "--json", home=home)))
+    assert status["status"] == "Finished" and status["finish_reason"] == "VerifyTimeout"
+    assert system.registry.functions.stakeOf(address(VERIFIER)).call() < stake  # the silent party pays
+    # the job settled at the co-signed state: the cycles the force posted, rebuilt from its calldata
+    assert len(status["cycles"]) == force.args.cycles
+    assert status["tokens"] == read_settlement(w3, system.transcript, job_id).output(status["eos_token"], TOKENS)
 
 
 class _Stop(Exception):
@@ -252,7 +180,7 @@ class _Stop(Exception):
 STOP_AT = 3
 
 
-def test_the_verifier_node_answers_a_force_from_its_store(tmp_path):
+def test_the_verifier_node_answers_a_force_from_its_store(fresh_chain, tmp_path):
     """The drafter here is the test itself (node/link's DrafterLink, in process) against a real `serve verifier
     --listen` process; it stops after cycle 3, then forces with Draft 3 as if Verification 3 never reached it."""
     import asyncio
@@ -269,92 +197,86 @@ def test_the_verifier_node_answers_a_force_from_its_store(tmp_path):
     from node.store import NodeStore
     from tests.chainutil import transact
 
-    with chain_with_drafter_and_verifier(tmp_path / "home") as home:
-        w3, system = _chain(home)
-        port = free_port()
-        verifier = _verifier(home, port, tmp_path / "v.db")
-        try:
-            url = f"ws://127.0.0.1:{port}"
-            _wait_for(lambda: system.registry.functions.endpointOf(address(VERIFIER)).call() == url, 180, "endpoint")
-            ok(_submit(home, "--no-wait", "--no-eos", max_tokens=32))
-            job_id = system.market.functions.jobCount().call()
-            accepted = system.market.events.JobAccepted()
-            _wait_for(lambda: accepted.get_logs(from_block=0), 120, "the acceptance", [verifier])
-            spec = transcript_spec(w3, system, job_id, load_tokenizer(BUNDLED_TARGET))
-            draft_model = load_model(BUNDLED_DRAFT, torch.device("cpu"), torch.float32)
-            key = dev_account(DRAFTER).key
-            link = DrafterLink(Account.from_key(key), NodeStore(tmp_path / "d.db"), draft_model, spec, url)
+    home, w3, system = fresh_chain.home, fresh_chain.w3, fresh_chain.system
+    with serving(fresh_chain, tmp_path, drafter=False) as procs:
+        verifier, url = procs["verifier"], f"ws://127.0.0.1:{procs['port']}"
+        ok(_submit(home, "--no-wait", "--no-eos", max_tokens=32))
+        job_id = system.market.functions.jobCount().call()
+        accepted = system.market.events.JobAccepted()
+        wait_for(lambda: accepted.get_logs(from_block=0), 120, "the acceptance", [verifier])
+        spec = transcript_spec(w3, system, job_id, load_tokenizer(BUNDLED_TARGET))
+        draft_model = load_model(BUNDLED_DRAFT, torch.device("cpu"), torch.float32)
+        key = dev_account(DRAFTER).key
+        link = DrafterLink(Account.from_key(key), NodeStore(tmp_path / "d.db"), draft_model, spec, url)
 
-            def stop(cycle, tokens):
-                if cycle == STOP_AT:
-                    raise _Stop
+        def stop(cycle, tokens):
+            if cycle == STOP_AT:
+                raise _Stop
 
-            link.on_cycle = stop
-            with pytest.raises(_Stop):
-                asyncio.run(link.run())
-            ledger = link.ledger
-            assert STOP_AT in ledger.verifications and not ledger.done
-            k = STOP_AT
-            ev = TX.evidence(*ledger.drafts[k], *ledger.verifications[k - 1])
-            cycles = [TX.Cycle.of(ledger.drafts[c][0], ledger.verifications[c][0]) for c in range(k)]
-            transact(w3, TX.force_call(system.transcript, job_id, ev, cycles), address(DRAFTER))
-            advance(w3, 3)  # a later block: the node's periodic recheck of the job
-            answered = system.transcript.events.ForceAnsweredVerification()
-            _wait_for(lambda: answered.get_logs(from_block=0), 120, "the verifier's answer", [verifier])
-            (answer,) = answered.get_logs(from_block=0)
-            v = ledger.verifications[k][0]  # what the verifier had signed and stored for Draft 3
-            assert (answer.args.cycle, answer.args.accepted, answer.args.outToken) == (k, v.accepted, v.out_token)
-            assert list(answer.args.p) == list(v.p) and bytes(answer.args.reveal) == v.reveal
-            assert system.transcript.functions.forceOf(job_id).call()[-2] == "0x" + "00" * 20  # no force pending
-            assert endpoint_of(system.registry, address(VERIFIER)) == url
-            # a second force, with a Draft 4 that never went over the link and proposes a token outside the
-            # vocabulary: the verifier reads it from the calldata, verifies it as per cycle and answers on chain
-            from node import protocol as P
-            from node.chain import transcript_messages as tm
+        link.on_cycle = stop
+        with pytest.raises(_Stop):
+            asyncio.run(link.run())
+        ledger = link.ledger
+        assert STOP_AT in ledger.verifications and not ledger.done
+        k = STOP_AT
+        ev = TX.evidence(*ledger.drafts[k], *ledger.verifications[k - 1])
+        cycles = [TX.Cycle.of(ledger.drafts[c][0], ledger.verifications[c][0]) for c in range(k)]
+        transact(w3, TX.force_call(system.transcript, job_id, ev, cycles), address(DRAFTER))
+        advance(w3, 3)  # a later block: the node's periodic recheck of the job
+        answered = system.transcript.events.ForceAnsweredVerification()
+        wait_for(lambda: answered.get_logs(from_block=0), 120, "the verifier's answer", [verifier])
+        (answer,) = answered.get_logs(from_block=0)
+        v = ledger.verifications[k][0]  # what the verifier had signed and stored for Draft 3
+        assert (answer.args.cycle, answer.args.accepted, answer.args.outToken) == (k, v.accepted, v.out_token)
+        assert list(answer.args.p) == list(v.p) and bytes(answer.args.reveal) == v.reveal
+        assert system.transcript.functions.forceOf(job_id).call()[-2] == "0x" + "00" * 20  # no force pending
+        assert endpoint_of(system.registry, address(VERIFIER)) == url
+        # a second force, with a Draft 4 that never went over the link and proposes a token outside the
+        # vocabulary: the verifier reads it from the calldata, verifies it as per cycle and answers on chain
+        from node import protocol as P
+        from node.chain import transcript_messages as tm
 
-            gamma = spec.job.gamma
-            tokens = [spec.vocab_size + 7] + list(range(1, gamma))
-            d4 = tm.Draft.build(job_id, k + 1, v.state, tokens, [P.WAD // 2] * gamma, ledger.salt)
-            sig4 = tm.sign(spec.domain, d4, key)
-            ev = TX.evidence(d4, sig4, *ledger.verifications[k])
-            cycles.append(TX.Cycle.of(ledger.drafts[k][0], v))
-            transact(w3, TX.force_call(system.transcript, job_id, ev, cycles), address(DRAFTER))
-            advance(w3, 3)
-            _wait_for(lambda: len(answered.get_logs(from_block=0)) == 2, 120, "the second answer", [verifier])
-            second = answered.get_logs(from_block=0)[1]
-            assert second.args.cycle == k + 1 and second.args.accepted == 0 and second.args.p[0] == 0
-            assert second.args.outToken < spec.vocab_size
-            # the drafter goes on over the link (Draft 4 kept as sent; the welcome brings Verification 4), stops
-            # after cycle 5, then forces with a second, different Draft 5: the verifier, which verified the first,
-            # forces back at the later state (the first Draft 5 and its Verification), and the drafter is the
-            # party that must answer
-            ledger.save(d4, sig4, "drafter", "sent")
-            link = DrafterLink(Account.from_key(key), NodeStore(tmp_path / "d.db"), draft_model, spec, url)
+        gamma = spec.job.gamma
+        tokens = [spec.vocab_size + 7] + list(range(1, gamma))
+        d4 = tm.Draft.build(job_id, k + 1, v.state, tokens, [P.WAD // 2] * gamma, ledger.salt)
+        sig4 = tm.sign(spec.domain, d4, key)
+        ev = TX.evidence(d4, sig4, *ledger.verifications[k])
+        cycles.append(TX.Cycle.of(ledger.drafts[k][0], v))
+        transact(w3, TX.force_call(system.transcript, job_id, ev, cycles), address(DRAFTER))
+        advance(w3, 3)
+        wait_for(lambda: len(answered.get_logs(from_block=0)) == 2, 120, "the second answer", [verifier])
+        second = answered.get_logs(from_block=0)[1]
+        assert second.args.cycle == k + 1 and second.args.accepted == 0 and second.args.p[0] == 0
+        assert second.args.outToken < spec.vocab_size
+        # the drafter goes on over the link (Draft 4 kept as sent; the welcome brings Verification 4), stops
+        # after cycle 5, then forces with a second, different Draft 5: the verifier, which verified the first,
+        # forces back at the later state (the first Draft 5 and its Verification), and the drafter is the
+        # party that must answer
+        ledger.save(d4, sig4, "drafter", "sent")
+        link = DrafterLink(Account.from_key(key), NodeStore(tmp_path / "d.db"), draft_model, spec, url)
 
-            def stop_after_5(cycle, tokens):
-                if cycle == k + 2:
-                    raise _Stop
+        def stop_after_5(cycle, tokens):
+            if cycle == k + 2:
+                raise _Stop
 
-            link.on_cycle = stop_after_5
-            with pytest.raises(_Stop):
-                asyncio.run(link.run())
-            ledger = link.ledger
-            v4, d5 = ledger.verifications[k + 1][0], ledger.drafts[k + 2][0]
-            other = [t + 1 for t in d5.tokens]
-            d5x = tm.Draft.build(job_id, k + 2, v4.state, other, list(d5.q), ledger.salt)
-            ev = TX.evidence(d5x, tm.sign(spec.domain, d5x, key), *ledger.verifications[k + 1])
-            cycles.append(TX.Cycle.of(d4, v4))
-            transact(w3, TX.force_call(system.transcript, job_id, ev, cycles), address(DRAFTER))
-            advance(w3, 3)
-            moved = system.transcript.events.ForceMoved()
-            _wait_for(
-                lambda: [e for e in moved.get_logs(from_block=0) if e.args.forcer == address(VERIFIER)],
-                120,
-                "the verifier's force back",
-                [verifier],
-            )
-            (back,) = [e for e in moved.get_logs(from_block=0) if e.args.forcer == address(VERIFIER)]
-            assert back.args.silent == address(DRAFTER) and back.args.cycles == k + 3
-            assert system.transcript.functions.forceOf(job_id).call()[-2] == address(DRAFTER)
-        finally:
-            _stop(verifier)
+        link.on_cycle = stop_after_5
+        with pytest.raises(_Stop):
+            asyncio.run(link.run())
+        ledger = link.ledger
+        v4, d5 = ledger.verifications[k + 1][0], ledger.drafts[k + 2][0]
+        other = [t + 1 for t in d5.tokens]
+        d5x = tm.Draft.build(job_id, k + 2, v4.state, other, list(d5.q), ledger.salt)
+        ev = TX.evidence(d5x, tm.sign(spec.domain, d5x, key), *ledger.verifications[k + 1])
+        cycles.append(TX.Cycle.of(d4, v4))
+        transact(w3, TX.force_call(system.transcript, job_id, ev, cycles), address(DRAFTER))
+        advance(w3, 3)
+        moved = system.transcript.events.ForceMoved()
+        wait_for(
+            lambda: [e for e in moved.get_logs(from_block=0) if e.args.forcer == address(VERIFIER)],
+            120,
+            "the verifier's force back",
+            [verifier],
+        )
+        (back,) = [e for e in moved.get_logs(from_block=0) if e.args.forcer == address(VERIFIER)]
+        assert back.args.silent == address(DRAFTER) and back.args.cycles == k + 3
+        assert system.transcript.functions.forceOf(job_id).call()[-2] == address(DRAFTER)

@@ -20,7 +20,8 @@ from node.chain.enums import (
     solidity_name,
 )
 from node.protocol import WAD
-from node.roles import chaindata
+from node.roles import chaindata, settled
+from node.roles.chaindata import ChainDataError
 from node.roles.checkpoints import load_tokenizer
 from node.roles.errors import RequesterError
 from node.roles.reports import (
@@ -116,7 +117,7 @@ class JobReader:
             )
         finished = by_name.get("JobFinished", [])
         if view.get("transcript") and finished:  # its cycles are in the settlement's calldata, not in events
-            cycles = self._settled_cycles(job_id, view)
+            cycles = self._settled_cycles(job_id)
         tokens = [t for c in cycles for t in c.output]
         finalized = by_name.get("JobFinalized", [])
         if finalized:
@@ -185,25 +186,19 @@ class JobReader:
             tx_count=len(tx_hashes),
         )
 
-    def _settled_cycles(self, job_id: int, view: dict) -> list[CycleSummary]:
-        """A transcript job's cycles as its settlement posted them (node/chain/transcript.py `read_settlement`)."""
-        from node.chain.transcript import read_settlement
-        from node.protocol import truncate_emitted
-
+    def _settled_cycles(self, job_id: int) -> list[CycleSummary]:
+        """A transcript job's cycles as its settlement posted them, read by the one reader of settled transcript
+        jobs (node/roles/settled.py); none when the chain holds no settlement of it that is the job's own."""
         try:
-            settled = read_settlement(self.w3, self.system.transcript, job_id, self.deployment.start_block)
-        except LookupError:
+            found = settled.read(self.system, job_id, self.deployment.start_block).cycles
+        except ChainDataError:
             return []
-        out, generated = [], 0
-        for c, (cycle, reveal) in enumerate(zip(settled.cycles, settled.reveals())):
-            emitted = [*cycle.tokens[: cycle.accepted], cycle.out_token]
-            output = truncate_emitted(emitted, view["eosToken"], view["maxTokens"] - generated)
-            generated += len(output)
-            summary = CycleSummary(
-                c, list(cycle.tokens), list(cycle.q), cycle.accepted, cycle.out_token, output, Web3.to_hex(reveal)
+        return [
+            CycleSummary(
+                c.cycle, list(c.tokens), list(c.q), c.accepted, c.out_token, list(c.output), Web3.to_hex(c.reveal)
             )
-            out.append(summary)
-        return out
+            for c in found
+        ]
 
     def _decode(self, tokens: list[int], tokenizer_path: Path, target_model: bytes) -> str | None:
         """The text of `tokens`, with the tokenizer at `tokenizer_path` (None if it cannot be loaded)."""
