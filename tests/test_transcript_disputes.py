@@ -157,7 +157,7 @@ def test_an_honest_transcript_job_is_audited_clean_and_status_and_finalize_work(
     # the CLI's audit of both kinds finds nothing; status shows the settled cycles
     for kind in ("draft", "target"):
         out = json.loads(ok(cli("audit", job_id, "--kind", kind, "--json", home=home(world))))
-        assert out["faults"] == [], kind
+        assert out["faults"] == [] and out["rule_faults"] == [], kind
     status = json.loads(ok(cli("status", job_id, "--json", home=home(world))))
     assert status["status"] == "Finished" and len(status["cycles"]) == len(cycles)
     assert [t for c in cycles for t in c.output] == status["tokens"]
@@ -197,6 +197,11 @@ def test_a_cosigned_wrong_cycle_is_rule_challenged_by_the_watchdog_both_slashed_
     broken = settled.rule_faults(world.system, job_id, cycles)
     assert broken and all(cycles[c].accepted == 4 for c, _ in broken)
     assert [c.cycle for c in cycles if contract_refutes(world, job_id, c.cycle)] == [c for c, _ in broken]
+    # `verispec audit` lists the same records first, with the challenge to send (no model needed for them)
+    printed = ok(cli("audit", job_id, home=home(world)))
+    assert f"{len(broken)} settled record(s) break the accept rule" in printed
+    assert all(f"cycle {c}: {why}" in " ".join(printed.split()) for c, why in broken)
+    assert f"verispec challenge {job_id} --cycle {broken[0][0]}" in printed
     stakes = {a: world.stake(a) for a in (drafter, verifier)}
     good = [c.cycle for c in cycles if c.cycle not in dict(broken)]
     if good:  # the CLI refuses to challenge a record that follows the rule, before sending anything
