@@ -360,36 +360,35 @@ def test_a_signwrong_verifier_node_is_forced_again_by_the_drafter_node_on_the_at
     from node.chain.anvil import free_port
     from tests.test_cli import DRAFTER, VERIFIER, _serve, _stop, address, chain_with_drafter_and_verifier
     from tests.test_cli import advance as advance_home
-    from tests.test_transcript_liveness import SILENCE, _status, _submit_in_background, _verifier
-    from tests.test_transcript_nodes import _chain, _wait_for
+    from tests.test_transcript_liveness import SILENCE, _status
+    from tests.transcript_nodes import chain_of, serve_verifier, submit_no_wait, wait_for
 
     with chain_with_drafter_and_verifier(tmp_path / "home") as home:
-        w3, system = _chain(home)
+        w3, system = chain_of(home)
         port = free_port()
         procs = [
-            _verifier(home, port, tmp_path / "v.db", "--link-silence", SILENCE, "--behavior", "signwrong"),
+            serve_verifier(home, port, tmp_path / "v.db", "--link-silence", SILENCE, "--behavior", "signwrong"),
             _serve(home, "drafter", DRAFTER, "--store", tmp_path / "d.db", "--link-silence", SILENCE),
         ]
         try:
             url = f"ws://127.0.0.1:{port}"
-            _wait_for(lambda: system.registry.functions.endpointOf(address(VERIFIER)).call() == url, 180, "endpoint")
+            wait_for(lambda: system.registry.functions.endpointOf(address(VERIFIER)).call() == url, 180, "endpoint")
             stake = system.registry.functions.stakeOf(address(VERIFIER)).call()
-            submitter = _submit_in_background(home, 64)
+            submit_no_wait(home, 64)
             answered = system.transcript.events.ForceAnsweredVerification()
-            _wait_for(lambda: answered.get_logs(from_block=0), 300, "the verifier's on-chain answer", procs)
-            assert submitter.wait(60) == 0
+            wait_for(lambda: answered.get_logs(from_block=0), 300, "the verifier's on-chain answer", procs)
             (answer,) = answered.get_logs(from_block=0)
             job_id, k = answer.args.jobId, answer.args.cycle
             verify_timeout = system.market.functions.verifyTimeout().call()
             advance_home(w3, verify_timeout + 1)  # the drafter node looks at the job again at its force's deadline
             moved = system.transcript.events.ForceMoved()
-            _wait_for(lambda: len(moved.get_logs(from_block=0)) == 2, 180, "the drafter's second force", procs)
+            wait_for(lambda: len(moved.get_logs(from_block=0)) == 2, 180, "the drafter's second force", procs)
             first, second = moved.get_logs(from_block=0)
             assert (first.args.forcer, first.args.silent, first.args.cycles) == (address(DRAFTER), address(VERIFIER), k)
             assert (second.args.forcer, second.args.cycles) == (address(DRAFTER), k + 1)  # on the attested S(k)
             advance_home(w3, verify_timeout + 1)
             settled = system.transcript.events.ForceSettled()
-            _wait_for(lambda: settled.get_logs(from_block=0), 120, "the drafter's claim", procs)
+            wait_for(lambda: settled.get_logs(from_block=0), 120, "the drafter's claim", procs)
             (claim,) = settled.get_logs(from_block=0)
             assert claim.args.silent == address(VERIFIER) and claim.args.cycles == k + 1
             assert system.registry.functions.stakeOf(address(VERIFIER)).call() < stake  # the liar pays
