@@ -96,15 +96,18 @@ def wait_for_transcript(
     while time.monotonic() - start < accept_timeout:  # the stream opens once the verifier serves the job
         view = requester.job_view(job_id)
         if view["status"] != JobStatus.Open:
-            if view["status"] != JobStatus.Running:
+            running = view["status"] == JobStatus.Running
+            if not running and view["status"] != JobStatus.Finished:
                 break  # over already (or cancelled): the chain has what there is
-            try:
+            try:  # a short job can settle between two looks: its verifier still streams it whole, to the end
                 url = url or endpoint_of(requester.registry, view["verifier"])
                 asyncio.run(stream_tokens(url, job_id, show))
                 break
             except (EndpointError, LinkRefused, OSError, TimeoutError, WebSocketException) as exc:
                 if tokens:  # the stream broke off mid-job: the settlement still comes from chain
                     err.print(f"\njob {job_id}: the stream broke off ({exc}); waiting for the settlement")
+                    break
+                if not running:  # settled, and no longer served: the chain has it all
                     break
         time.sleep(0.25)
     if tokens and not quiet:
