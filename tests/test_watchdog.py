@@ -45,6 +45,7 @@ from tests.test_cli import (
     register,
 )
 from tests.test_roles import DRAFT, STAKE, TARGET, VOCAB, WAD, World, drive, resolve_all
+from tests.transcript_nodes import submit_party_job
 
 WATCHDOG = 7
 DRAFTERS = {"honest": 2, "biased": 8, "lazy": 9}
@@ -83,23 +84,8 @@ def ids():
 
 
 def submit(world, drafter: str, verifier: str, prompt: str, max_tokens: int) -> int:
-    request = dict(
-        draftModel=world.ids["draft"],
-        targetModel=world.ids["target"],
-        drafter=world.accounts[DRAFTERS[drafter]],
-        verifier=world.accounts[VERIFIERS[verifier]],
-        gamma=4,
-        temperature=WAD,
-        topK=0,
-        topP=WAD,
-        maxTokens=max_tokens,
-        eosToken=2**32 - 1,
-        pricePerAcceptedToken=10**12,
-        pricePerPass=3 * 10**12,
-    )
-    escrow = max_tokens * (request["pricePerAcceptedToken"] + request["pricePerPass"])
-    world.send(world.market.functions.submitJob(request, prompt.encode()), world.requester, escrow)
-    return world.market.functions.jobCount().call()
+    drafter, verifier = world.accounts[DRAFTERS[drafter]], world.accounts[VERIFIERS[verifier]]
+    return submit_party_job(world, drafter, verifier, prompt, max_tokens, transcript=False)
 
 
 def watchdog(world, store="watchdog", **options) -> WatchdogNode:
