@@ -8,16 +8,16 @@
     what the drafter loses (DeploymentParams.alpha_slash(stake) = min(alpha_slash_bps × stake, alpha_slash_cap), as
     AlphaWindow.alphaSlashAmount), for the requester alone and with its own verifier (which hands the passes back
     less the alpha_fee_bps burnt to the treasury), at stakes 1/2/5/10 ETH, with and without gas.
-(b) Honest false-slash rate on real traces: the bundled pair (models/) decodes --prompts held-out prompts with
-    the engine (node.decoding.SpeculativeDecoder, reference sampling: temperature 1, top-k 0, top-p 1, γ = 4),
-    recording every cycle's accept count n of γ; the traces are cached in --traces. Drafter histories are then
-    resampled two ways -- by whole jobs (the window slides by whole jobs: contracts/AlphaWindow.sol closes a
-    bucket once it holds ≥ M = alpha_bucket_cycles cycles, and a full window is the last 8 buckets) and by
-    i.i.d. cycles (one-cycle jobs: windows of exactly N = 8M cycles) -- and every history is run through the
-    contract's window for --horizon cycles after its first full window. Window α̂ = Σaccepted / Σ(accepted +
-    rejected), a cycle with n < γ counting one rejection; the drafter is in breach when α̂ < α* − τ. Reported:
-    the first full window's α̂ over --windows histories (mean, 0.1/1/5 %), the false-slash rate per drafter
-    per --horizon cycles for several claims α*, with a 95 % binomial upper bound, beside the geometric model
+(b) Honest false-slash rate on real traces: the model pair (--pair: smol by default, or tiny) decodes --prompts
+    held-out prompts with the engine (node.decoding.SpeculativeDecoder, reference sampling: temperature 1, top-k 0,
+    top-p 1, γ = 4), recording every cycle's accept count n of γ; the traces are cached in --traces. Drafter
+    histories are then resampled two ways -- by whole jobs (the window slides by whole jobs:
+    contracts/AlphaWindow.sol closes a bucket once it holds ≥ M = alpha_bucket_cycles cycles, and a full window is
+    the last 8 buckets) and by i.i.d. cycles (one-cycle jobs: windows of exactly N = 8M cycles) -- and every history
+    is run through the contract's window for --horizon cycles after its first full window. Window α̂ = Σaccepted /
+    Σ(accepted + rejected), a cycle with n < γ counting one rejection; the drafter is in breach when α̂ < α* − τ.
+    Reported: the first full window's α̂ over --windows histories (mean, 0.1/1/5 %), the false-slash rate per
+    drafter per --horizon cycles for several claims α*, with a 95 % binomial upper bound, beside the geometric model
     (every proposal accepted with probability α, the traces' pooled α, exact window distribution).
 (c) Referee capture, exact (node/security_math.py): P(a coalition with stake share s wins against the truth).
 (d) Gas of the changed paths (the cycle, the α update at finalize, the dispute with one appeal), measured with
@@ -51,6 +51,7 @@ sys.path.insert(0, str(ROOT))
 
 from node import security_math as sm  # noqa: E402
 from node.chain.params import DEFAULT_PARAMS, ETHER, WAD  # noqa: E402
+from node.decoding.pairs import PAIRS, PairError, get_pair  # noqa: E402
 
 TRACE_VERSION = 2  # 2: protocol v1.1, the drafter salt enters every accept and residual uniform
 SOURCES = ("heldout-stdlib", "stdlib-tests", "site-packages")
@@ -131,8 +132,8 @@ def collect_traces(args) -> tuple[list[dict], dict]:
     transformers.logging.set_verbosity_error()  # the tokenizer warns about files longer than the context
     transformers.utils.logging.disable_progress_bar()
     decoder = SpeculativeDecoder.from_pretrained(
-        str(ROOT / "models" / "target"),
-        str(ROOT / "models" / "draft"),
+        str(args.pair.target),
+        str(args.pair.draft),
         device=args.device,
         dtype=torch.float32,  # nodes compute in fp32 (docs: precision decides disputes)
         gamma=args.gamma,
@@ -187,6 +188,7 @@ def collect_traces(args) -> tuple[list[dict], dict]:
         s_per_prompt=round(decode_s / (len(jobs) - reused), 4) if len(jobs) > reused else None,
         threads=torch.get_num_threads(),
         device=str(decoder.target.device),
+        pair=args.pair.name,
         **meta,
     )
     return jobs, info
@@ -773,9 +775,10 @@ def main(argv=None) -> int:
     parser.add_argument("--horizon", type=int, default=10_000, help="cycles per history after its first full window")
     parser.add_argument(
         "--traces",
-        default=str(ROOT / "build" / "security_traces.json"),
-        help="trace cache (JSON; --quick: build/security_traces_quick.json)",
+        default=None,
+        help="trace cache (JSON; default build/security_traces[_quick]-PAIR.json)",
     )
+    parser.add_argument("--pair", choices=list(PAIRS), default=None, help="default: $VERISPEC_PAIR, else smol")
     parser.add_argument("--seed", type=int, default=2026)
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
@@ -796,8 +799,12 @@ def main(argv=None) -> int:
         args.prompts, args.windows, args.horizon = min(args.prompts, 9), min(args.windows, 300), min(args.horizon, 2000)
         if args.max_tokens == parser.get_default("max_tokens"):
             args.max_tokens = "16,32"
-        if args.traces == parser.get_default("traces"):  # keep the full run's cache
-            args.traces = str(ROOT / "build" / "security_traces_quick.json")
+    try:
+        args.pair = get_pair(args.pair)
+    except PairError as exc:
+        parser.error(str(exc))
+    if args.traces is None:  # one cache per pair, and the quick run never overwrites the full run's
+        args.traces = str(ROOT / "build" / f"security_traces{'_quick' if args.quick else ''}-{args.pair.name}.json")
     try:
         args.max_tokens = [int(x) for x in args.max_tokens.split(",")]
     except ValueError:

@@ -3,8 +3,9 @@
     PYTHONPATH=$PWD .venv/bin/python scripts/bench_watchdog.py --plot docs/watchdog_detection.png  # full run
     PYTHONPATH=$PWD .venv/bin/python scripts/bench_watchdog.py --quick --json                     # the test's
 
-Offline, with the engine (no chain): the bundled pair (models/) decodes held-out prompts (scripts/bench_security.py's
-`make_prompt`, reference sampling, γ = 4) once honestly and once per misbehaviour of node/roles/behaviors.py:
+Offline, with the engine (no chain): the model pair (--pair: smol by default, or tiny) decodes held-out prompts
+(scripts/bench_security.py's `make_prompt`, reference sampling, γ = 4) once honestly and once per misbehaviour of
+node/roles/behaviors.py:
 
 * `biased+collude`: a drafter biased on ambiguous positions (top draft probability < 0.5: ~97 % of positions on this
   pair), with a verifier whose draft check reports nothing; `sparse-biased+collude` biases only where it is < 0.05
@@ -47,6 +48,7 @@ sys.path.insert(0, str(ROOT))
 
 from node import audit_sampling as A  # noqa: E402
 from node.chain.params import DEFAULT_PARAMS, ETHER  # noqa: E402
+from node.decoding.pairs import PAIRS, PairError, get_pair  # noqa: E402
 
 TRACE_VERSION = 2  # 2: runs keyed by their behaviours
 MISBEHAVIOURS = {  # name: (drafter behaviour, verifier behaviour, the biased drafter's ambiguity threshold)
@@ -147,7 +149,7 @@ def collect(args) -> tuple[dict, dict]:
     transformers.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
     decoder = SpeculativeDecoder.from_pretrained(
-        str(ROOT / "models" / "target"), str(ROOT / "models" / "draft"), device="cpu", dtype=torch.float32,
+        str(args.pair.target), str(args.pair.draft), device="cpu", dtype=torch.float32,
         gamma=4, temperature=1.0, top_k=0, top_p=1.0,
     )  # fmt: skip
     tolerance = default_tolerance_wad(torch.float32)
@@ -191,7 +193,13 @@ def collect(args) -> tuple[dict, dict]:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(dict(meta=meta, runs=runs)) + "\n")
     runs = {name: runs[name]["jobs"][:count] for name, count in want.items()}
-    info = dict(path=str(path), decoded_jobs=decoded, decode_judge_s=round(time.perf_counter() - start, 1), **meta)
+    info = dict(
+        path=str(path),
+        pair=args.pair.name,
+        decoded_jobs=decoded,
+        decode_judge_s=round(time.perf_counter() - start, 1),
+        **meta,
+    )
     return runs, info
 
 
@@ -578,7 +586,8 @@ def main(argv=None) -> int:
     parser.add_argument("--max-tokens", default="16,32,64", help="max tokens per job, one drawn per prompt")
     parser.add_argument("--seeds", type=int, default=200, help="private audit seeds for the empirical rates")
     parser.add_argument("--seed", type=int, default=2026, help="the prompts' seed")
-    parser.add_argument("--traces", default=str(ROOT / "build" / "watchdog_traces.json"), help="trace cache (JSON)")
+    parser.add_argument("--traces", default=None, help="trace cache (JSON)")
+    parser.add_argument("--pair", choices=list(PAIRS), default=None, help="default: $VERISPEC_PAIR, else smol")
     parser.add_argument("--quick", action="store_true", help="a short run for the tests")
     parser.add_argument("--progress", action="store_true", help="print decoding progress on stderr")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the tables")
@@ -588,8 +597,12 @@ def main(argv=None) -> int:
         args.honest_jobs, args.cheating_jobs, args.seeds = min(args.honest_jobs, 5), min(args.cheating_jobs, 3), 60
         if args.max_tokens == parser.get_default("max_tokens"):
             args.max_tokens = "12,20"
-        if args.traces == parser.get_default("traces"):
-            args.traces = str(ROOT / "build" / "watchdog_traces_quick.json")
+    try:
+        args.pair = get_pair(args.pair)
+    except PairError as exc:
+        parser.error(str(exc))
+    if args.traces is None:  # one cache per pair, and the quick run never overwrites the full run's
+        args.traces = str(ROOT / "build" / f"watchdog_traces{'_quick' if args.quick else ''}-{args.pair.name}.json")
     try:
         args.max_tokens = [int(x) for x in args.max_tokens.split(",")]
     except ValueError:

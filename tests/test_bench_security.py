@@ -129,6 +129,7 @@ def test_traces_are_real_and_cached(run):
     info, t = report["traces_info"], report["false_slash"]["traces"]
     assert info["decoded_jobs"] == t["jobs"] == len(traces["jobs"]) == 9
     assert info["sampling"] == {"temperature": 1.0, "top_k": 0, "top_p": 1.0} and info["gamma"] == 4
+    assert info["pair"] == "tiny"  # --pair resolves as every command's does: conftest's VERISPEC_PAIR
     assert again["traces_info"]["decoded_jobs"] == 0 and again["traces_info"]["reused_jobs"] == 9
     assert again["false_slash"]["traces"] == t  # the same traces give the same figures
     assert set(t["by_source"]) == {"heldout-stdlib", "stdlib-tests", "site-packages"}

@@ -40,6 +40,15 @@ def test_honest_jobs_have_no_fault_so_a_watchdog_opens_nothing(report):
     assert report["faults"]["honest"]["jobs_with_fault"] == 0
 
 
+def test_it_runs_the_pair_the_environment_names(report):
+    """--pair resolves as every command's does: conftest's VERISPEC_PAIR=tiny, and the traces are that pair's."""
+    from node.decoding.pairs import get_pair
+    from node.roles.checkpoints import load_model_info
+
+    assert report["traces_info"]["pair"] == "tiny"
+    assert report["traces_info"]["target_id"] == "0x" + load_model_info(get_pair("tiny").target).model_id.hex()
+
+
 def test_each_misbehaviour_is_faulty_where_it_cheats(report):
     faults = report["faults"]
     for name in ("biased+collude", "lazy"):  # drafters: only draft positions are wrong
