@@ -20,7 +20,7 @@ that long: call it from another thread to restart under load).
 
 Seeded: the n-th request (in arrival order) gets the n-th draw of a `random.Random(seed)`, three numbers per
 request whatever the outcome, so a run's fault sequence is reproducible for the same order of requests.
-`stats` counts requests, forwards and faults by kind; `injected` lists each fault (request number, method, kind,
+`stats` counts requests, forwards and faults by kind, `by_method` requests by method; `injected` lists each fault (request number, method, kind,
 variant). A websocket upgrade (a node's `HeadWaker` subscribing to new heads) is tunnelled to the upstream as
 raw bytes, without faults; a restart cuts it like any other connection.
 
@@ -94,6 +94,7 @@ class FaultProxy:
         self.stats: dict[str, int] = dict.fromkeys(
             ("requests", "forwarded", *KINDS, "restarts", "websockets", "upstream_errors"), 0
         )
+        self.by_method: dict[str, int] = {}  # requests seen, by JSON-RPC method (a batch counts each of its calls)
         self.injected: list[Injected] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -184,6 +185,8 @@ class FaultProxy:
         with self._lock:
             n = self.stats["requests"]
             self.stats["requests"] += 1
+            for method in methods:
+                self.by_method[method] = self.by_method.get(method, 0) + 1
             u, a, b = self._rng.random(), self._rng.random(), self._rng.random()
             return n, self._faults.kind(u, methods), a, b
 
