@@ -20,9 +20,9 @@ that long: call it from another thread to restart under load).
 
 Seeded: the n-th request (in arrival order) gets the n-th draw of a `random.Random(seed)`, three numbers per
 request whatever the outcome, so a run's fault sequence is reproducible for the same order of requests.
-`stats` counts requests, forwards and faults by kind, `by_method` requests by method; `injected` lists each fault (request number, method, kind,
-variant). A websocket upgrade (a node's `HeadWaker` subscribing to new heads) is tunnelled to the upstream as
-raw bytes, without faults; a restart cuts it like any other connection.
+`stats` counts requests, forwards and faults by kind, `by_method` requests by method; `injected` lists each
+fault (request number, method, kind, variant). A websocket upgrade (a node's `HeadWaker` subscribing to new
+heads) is tunnelled to the upstream as raw bytes, without faults; a restart cuts it like any other connection.
 
 Runs an asyncio loop in a daemon thread; stdlib only.
 """
