@@ -100,6 +100,7 @@ class FaultProxy:
         self._thread: threading.Thread | None = None
         self._server: asyncio.base_events.Server | None = None
         self._tasks: set[asyncio.Task] = set()
+        self._generation = 0  # bumped by every close: the listener a connection came through is gone
 
     # ------------------------------------------------------------------ control (any thread)
 
@@ -169,10 +170,16 @@ class FaultProxy:
     # ------------------------------------------------------------------ the loop's side
 
     async def _listen(self) -> None:
-        self._server = await asyncio.start_server(self._serve, self.host, self.port, reuse_address=True)
+        generation = self._generation
+
+        def serve(reader, writer):
+            return self._serve(reader, writer, generation)
+
+        self._server = await asyncio.start_server(serve, self.host, self.port, reuse_address=True)
         self.port = self._server.sockets[0].getsockname()[1]
 
     async def _close(self) -> None:
+        self._generation += 1  # a connection accepted before this, whose handler has not run yet, ends at once
         if self._server is not None:
             self._server.close()
             self._server = None
@@ -195,11 +202,13 @@ class FaultProxy:
             self.stats[kind] += 1
             self.injected.append(Injected(n, ",".join(methods) or "?", kind, variant))
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, generation: int) -> None:
         task = asyncio.current_task()
         self._tasks.add(task)
         upstream = _Upstream(self._up_host, self._up_port)
         try:
+            if generation != self._generation:
+                return
             while True:
                 try:
                     head = await reader.readuntil(b"\r\n\r\n")
