@@ -122,8 +122,14 @@ def test_bad_fault_settings_are_refused(proxy):
 
 def test_a_restart_refuses_connections_for_its_down_time_and_comes_back_on_the_same_port(proxy):
     port = proxy.port
-    held = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-    held.connect()  # an open connection is cut by the restart
+    held = http.client.HTTPConnection("127.0.0.1", port, timeout=5)  # a kept-alive connection is cut by the restart
+    held.request(
+        "POST",
+        "/",
+        body=b'{"jsonrpc":"2.0","id":1,"method":"eth_chainId"}',
+        headers={"Content-Type": "application/json"},
+    )
+    assert held.getresponse().read()
     restart = threading.Thread(target=proxy.restart, args=(1.0,))
     restart.start()
     time.sleep(0.3)
