@@ -302,7 +302,7 @@ def test_clean(fresh, proxy):
 # The faults of each class, at rates that bite a job of ~150 requests many times and still let it finish.
 FAULTS = {
     "drop": dict(drop=0.1),
-    "delay": dict(delay=0.2, max_delay_s=2.0),  # past the 1.5 s request timeout a quarter of the time
+    "delay": dict(delay=0.15, max_delay_s=2.5),  # past the 1.5 s request timeout 40% of the time
     "rpc_error": dict(rpc_error=0.25),
     "http_429": dict(http_429=0.25),
     "http_5xx": dict(http_5xx=0.25),
