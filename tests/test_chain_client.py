@@ -359,7 +359,7 @@ def test_send_rides_out_a_temporary_outage(spare_anvil, tmp_path):
 
 def test_tx_lost_with_the_node_is_rebroadcast_after_it_returns(spare_anvil, tmp_path):
     node = spare_anvil[0]
-    w3 = connect(node.rpc_url)
+    w3 = connect(node.rpc_url, retry=FAST_RETRY)  # the provider gives up as fast as the sender
     account = Account.from_key(DEV_KEY)
     recipient = Account.create().address
     with NodeStore(tmp_path / "node.db") as store:
