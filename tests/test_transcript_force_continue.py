@@ -380,12 +380,14 @@ def test_a_signwrong_verifier_node_is_forced_again_by_the_drafter_node_on_the_at
             (answer,) = answered.get_logs(from_block=0)
             job_id, k = answer.args.jobId, answer.args.cycle
             verify_timeout = system.market.functions.verifyTimeout().call()
-            advance_home(w3, verify_timeout + 1)  # the drafter node looks at the job again at its force's deadline
+            # no clock moved: the drafter node's poller delivers the answer (ForceAnsweredVerification) as it is mined,
+            # and the node goes on at once, not at its force's deadline (verifyTimeout, minutes away)
             moved = system.transcript.events.ForceMoved()
             wait_for(lambda: len(moved.get_logs(from_block=0)) == 2, 180, "the drafter's second force", procs)
             first, second = moved.get_logs(from_block=0)
             assert (first.args.forcer, first.args.silent, first.args.cycles) == (address(DRAFTER), address(VERIFIER), k)
             assert (second.args.forcer, second.args.cycles) == (address(DRAFTER), k + 1)  # on the attested S(k)
+            assert w3.eth.get_block(second.blockNumber).timestamp < first.args.deadline  # well before it
             advance_home(w3, verify_timeout + 1)
             settled = system.transcript.events.ForceSettled()
             wait_for(lambda: settled.get_logs(from_block=0), 120, "the drafter's claim", procs)
