@@ -21,7 +21,7 @@ from node.chain.keys import dev_account
 from node.cli_transcript import start_link
 from node.link.job import Ledger
 from node.roles.drafter import DrafterNode
-from node.roles.transcript_jobs import force_of, spec_of
+from node.roles.transcript_jobs import RECHECK_S, force_of, spec_of
 from node.roles.verifier import VerifierNode
 from node.store import NodeStore
 from tests.test_roles import DRAFT, TARGET
@@ -65,8 +65,9 @@ def _drafter_txs(world, node, since: int) -> list[str]:
 def test_the_drafter_node_goes_on_from_an_on_chain_answer_as_it_is_mined_and_no_replayed_event_moves_it(world):
     w3, system = world.w3, world.system
     drafter = DrafterNode(
-        w3, world.deployment, dev_account(DRAFTER), world.tmp / "d.db", DRAFT, TARGET, device="cpu", link_silence_s=3
-    )
+        w3, world.deployment, dev_account(DRAFTER), world.tmp / "d.db", DRAFT, TARGET, device="cpu", link_silence_s=3,
+        recheck_interval=1.0,
+    )  # fmt: skip
     verifier = VerifierNode(
         w3, world.deployment, dev_account(VERIFIER), world.tmp / "v.db", TARGET, DRAFT, behavior="signwrong",
         device="cpu",
@@ -81,6 +82,16 @@ def test_the_drafter_node_goes_on_from_an_on_chain_answer_as_it_is_mined_and_no_
             for prompt in PROMPTS
         ]
         answered, moved = system.transcript.events.ForceAnsweredVerification(), system.transcript.events.ForceMoved()
+        served = verifier.link_server.jobs
+        run(nodes, lambda: all(j in served for j in jobs), "both jobs on the verifier's link")
+        # the verifier node's loop (which answers forces) waits until the drafter has looked at each of its pending
+        # forces and left it to the force's deadline (one block mined as a chain with a block time would, no time
+        # travel, lets its periodic look come): from then on only an event tells it of the answer
+        run([drafter], lambda: all(job_logs(moved, j) for j in jobs), "each job's first force")
+        time.sleep(RECHECK_S + 0.5)
+        w3.provider.make_request("evm_mine", [])
+        hold = time.monotonic() + 3 * drafter.recheck_interval
+        run([drafter], lambda: time.monotonic() > hold, "the drafter's looks at its forces")
         run(nodes, lambda: all(len(job_logs(moved, j)) == 2 for j in jobs), "each job's second force")
         for job_id in jobs:
             (answer,) = job_logs(answered, job_id)

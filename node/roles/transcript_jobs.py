@@ -26,6 +26,10 @@ Force moves (docs/protocol.md "Transcript mode (v2): contracts"), both ways, aft
 - Each answers a force against it from its store: the verifier with its Verification of the forced Draft (read
   from the force's calldata and verified first when it never came over the link), the drafter with its Draft on
   the forced state (drafted by its link, which resumes from the welcome's Verification).
+- Both watch TranscriptSettlement's force events (the end of a job comes with the market's JobFinished): a force
+  against a node, the verifier's on-chain answer (the drafter goes on from the attested state at once, not at its
+  force's deadline) and the drafter's on-chain Draft wake the job as they are mined. An event only wakes it: what
+  to do is read again from the chain and every answer is checked as above before it is acted on.
 Not built: rule challenges of settled jobs from the nodes.
 """
 
