@@ -354,10 +354,14 @@ def test_a_signwrong_verifier_node_is_forced_again_by_the_drafter_node_on_the_at
     forces, the verifier answers on chain by the rule and goes silent. The drafter node takes the answer in from
     ForceAnsweredVerification, drafts the next cycle on the attested state, forces again and claims: the verifier is
     slashed and the drafter paid for every cycle up to the answered one (before: it waited for ever, escrow stuck)."""
+    import inspect
     import os
     import signal
+    import time
 
     from node.chain.anvil import free_port
+    from node.roles.base import NodeBase
+    from node.roles.transcript_jobs import RECHECK_S
     from tests.test_cli import DRAFTER, VERIFIER, _serve, _stop, address, chain_with_drafter_and_verifier
     from tests.test_cli import advance as advance_home
     from tests.test_transcript_liveness import SILENCE, _status
@@ -375,17 +379,28 @@ def test_a_signwrong_verifier_node_is_forced_again_by_the_drafter_node_on_the_at
             wait_for(lambda: system.registry.functions.endpointOf(address(VERIFIER)).call() == url, 180, "endpoint")
             stake = system.registry.functions.stakeOf(address(VERIFIER)).call()
             submit_no_wait(home, 64)
+            moved = system.transcript.events.ForceMoved()
+            wait_for(lambda: moved.get_logs(from_block=0), 300, "the drafter's force", procs)
+            # the verifier held (if it has not answered yet) until the drafter node has looked at its pending force
+            # and left it to the deadline (a block mined as a chain with a block time would, no time travel, lets its
+            # periodic look come): from then on only the answer's event can make it go on before that deadline
+            os.killpg(procs[0].pid, signal.SIGSTOP)
+            time.sleep(RECHECK_S + 0.5)
+            w3.provider.make_request("evm_mine", [])
+            time.sleep(1.5 * inspect.signature(NodeBase).parameters["recheck_interval"].default)  # its recheck
+            os.killpg(procs[0].pid, signal.SIGCONT)
             answered = system.transcript.events.ForceAnsweredVerification()
             wait_for(lambda: answered.get_logs(from_block=0), 300, "the verifier's on-chain answer", procs)
             (answer,) = answered.get_logs(from_block=0)
             job_id, k = answer.args.jobId, answer.args.cycle
             verify_timeout = system.market.functions.verifyTimeout().call()
-            advance_home(w3, verify_timeout + 1)  # the drafter node looks at the job again at its force's deadline
-            moved = system.transcript.events.ForceMoved()
+            # no clock moved: the drafter node's poller delivers the answer (ForceAnsweredVerification) as it is mined,
+            # and the node goes on at once, not at its force's deadline (verifyTimeout, minutes away)
             wait_for(lambda: len(moved.get_logs(from_block=0)) == 2, 180, "the drafter's second force", procs)
             first, second = moved.get_logs(from_block=0)
             assert (first.args.forcer, first.args.silent, first.args.cycles) == (address(DRAFTER), address(VERIFIER), k)
             assert (second.args.forcer, second.args.cycles) == (address(DRAFTER), k + 1)  # on the attested S(k)
+            assert w3.eth.get_block(second.blockNumber).timestamp < first.args.deadline  # well before it
             advance_home(w3, verify_timeout + 1)
             settled = system.transcript.events.ForceSettled()
             wait_for(lambda: settled.get_logs(from_block=0), 120, "the drafter's claim", procs)

@@ -85,6 +85,9 @@ class TestASilentDrafterMidJob:
         assert status["finish_reason"] == "Completed" and len(status["tokens"]) == TOKENS
         assert status["tokens"] == read_settlement(w3, system.transcript, job_id).output(status["eos_token"], TOKENS)
         assert not job_logs(system.transcript.events.ForceSettled(), job_id)
+        # the drafter's on-chain answer reached the verifier node as a sign of life (ForceAnsweredDraft): it went on
+        # over the link and was not forced again
+        assert len(job_logs(system.transcript.events.ForceMoved(), job_id)) == 1
         assert len(job_logs(system.transcript.events.TranscriptSettled(), job_id)) == 1
         assert system.registry.functions.stakeOf(address(DRAFTER)).call() == stake  # nobody was slashed
         settled = read_settlement(w3, system.transcript, job_id)

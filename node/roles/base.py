@@ -137,6 +137,8 @@ class NodeBase:
         contracts = {"market": self.market}
         if self.disputes is not None:
             contracts["disputes"] = self.disputes
+        if self.system.transcript is not None:  # transcript mode's force moves and answers (node/roles/party.py)
+            contracts["transcript"] = self.system.transcript
         handled = [
             (name, entry["name"])
             for name, contract in contracts.items()

@@ -241,6 +241,15 @@ class PartyNode(NodeBase, metaclass=ABCMeta):
         self.schedule.note_turn(event.args["jobId"], None)
         self.schedule.mark_dirty(JOB, event.args["jobId"])
 
+    def on_transcript_ForceMoved(self, event: ChainEvent) -> None:
+        transcript_jobs.on_force_moved(self, event)
+
+    def on_transcript_ForceAnsweredVerification(self, event: ChainEvent) -> None:
+        transcript_jobs.on_verification_answer(self, event)
+
+    def on_transcript_ForceAnsweredDraft(self, event: ChainEvent) -> None:
+        transcript_jobs.on_draft_answer(self, event)
+
     def on_disputes_DisputeOpened(self, event: ChainEvent) -> None:
         a = event.args
         if a["challenger"] == self.address:  # mine (a verifier disputing a draft): draw its referees at once

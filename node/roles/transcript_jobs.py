@@ -26,6 +26,10 @@ Force moves (docs/protocol.md "Transcript mode (v2): contracts"), both ways, aft
 - Each answers a force against it from its store: the verifier with its Verification of the forced Draft (read
   from the force's calldata and verified first when it never came over the link), the drafter with its Draft on
   the forced state (drafted by its link, which resumes from the welcome's Verification).
+- Both watch TranscriptSettlement's force events (the end of a job comes with the market's JobFinished): a force
+  against a node, the verifier's on-chain answer (the drafter goes on from the attested state at once, not at its
+  force's deadline) and the drafter's on-chain Draft wake the job as they are mined. An event only wakes it: what
+  to do is read again from the chain and every answer is checked as above before it is acted on.
 Not built: rule challenges of settled jobs from the nodes.
 """
 
@@ -33,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from dataclasses import dataclass
 
 from node.chain.enums import JobStatus
@@ -442,3 +447,46 @@ def answer_force(node, job_id: int, force: dict) -> int:
         node.__dict__.setdefault("silent_jobs", set()).add(job_id)
         node.link_server.jobs.pop(job_id, None)
     return sent
+
+
+# ------------------------------------------------------------------ TranscriptSettlement's events (the node's poller)
+
+
+def _my_job(node, event) -> int | None:
+    """The job of a TranscriptSettlement event when it is a transcript job this node tracks, else None (the poller
+    reads every job's events, and a job's events come from either party)."""
+    job_id = int(event.args["jobId"])
+    if not node.schedule.tracked(JOB, job_id) or not is_transcript(node, job_id):
+        return None
+    return job_id
+
+
+def on_force_moved(node, event) -> None:
+    """A force move of one of my jobs, against me or mine: look at the job now, not at its next recheck (a force
+    against me is answered from the store; mine is waited on, and answered or claimed)."""
+    job_id = _my_job(node, event)
+    if job_id is not None and node.address in (event.args["forcer"], event.args["silent"]):
+        node.schedule.mark_dirty(JOB, job_id)
+
+
+def on_verification_answer(node, event) -> None:
+    """The verifier answered my force on chain: the job goes on from the attested state as soon as the answer is
+    mined, not at the force's deadline. The event only wakes the job; `drafter_work` reads the answer again from the
+    chain, for the job's next cycle only, and checks it on its own Draft by the rule (`take_answers`) before acting."""
+    job_id = _my_job(node, event) if node.role == "drafter" else None
+    if job_id is not None:
+        node.schedule.mark_dirty(JOB, job_id)
+
+
+def on_draft_answer(node, event) -> None:
+    """The drafter answered my force with its Draft on chain: it is alive, so it has `--link-silence` again to go on
+    over the link before this verifier takes that Draft from the chain and forces it again (`verifier_work`); the
+    job is looked at now."""
+    job_id = _my_job(node, event) if node.role == "verifier" else None
+    if job_id is None:
+        return
+    server = node.link_server
+    served = server.jobs.get(job_id) if server is not None else None
+    if served is not None:
+        served.heard = time.monotonic()
+    node.schedule.mark_dirty(JOB, job_id)
