@@ -75,7 +75,7 @@ contract AlphaHandler is HandlerBase {
 
     function _drafter(uint256 seed) internal view returns (address) {
         for (uint256 k = 0; k < DRAFTERS; ++k) {
-            address d = drafterAt(seed + k);
+            address d = drafterAt(seed % DRAFTERS + k);
             if (_role(d) == IStakingRegistry.Role.Drafter) return d;
         }
         return address(0);

@@ -94,7 +94,7 @@ contract DisputeHandler is HandlerBase {
     function withdraw(uint256 a) external {
         _tick(1);
         for (uint256 k = 0; k < ACTORS; ++k) {
-            address who = actor((a + k) % ACTORS);
+            address who = actor((a % ACTORS + k) % ACTORS);
             uint256 credit = disputes.credits(who);
             if (credit == 0) continue;
             uint256 before = who.balance;
@@ -137,7 +137,7 @@ contract DisputeHandler is HandlerBase {
     function _open_(uint256 a, uint256 b, uint256 c) internal returns (bool) {
         uint256 n = jobs.openCount();
         for (uint256 k = 0; k < n; ++k) {
-            (bool ok, Position memory pos) = _position(jobs.openAt((a + k) % n), b, c);
+            (bool ok, Position memory pos) = _position(jobs.openAt((a % n + k) % n), b, c);
             if (ok) {
                 _openAt(pos, requester(c >> 16));
                 return true;
@@ -219,7 +219,7 @@ contract DisputeHandler is HandlerBase {
         if (block.timestamp > d.commitDeadline) return _reveal(id, b);
         address[] memory panel = disputes.refereesOf(id);
         for (uint256 k = 0; k < panel.length; ++k) {
-            address ref = panel[(b + k) % panel.length];
+            address ref = panel[(b % panel.length + k) % panel.length];
             if (disputes.ballotOf(id, ref).commitment != bytes32(0)) continue;
             // mostly the side the dispute id leans to; one in five the other
             return _commit(id, ref, (id % 2 == 1) != ((b >> 8) % 5 == 0));
@@ -242,7 +242,7 @@ contract DisputeHandler is HandlerBase {
         IDisputeManager.Dispute memory d = disputes.getDispute(id);
         address[] memory panel = disputes.refereesOf(id);
         for (uint256 k = 0; k < panel.length; ++k) {
-            address ref = panel[(b + k) % panel.length];
+            address ref = panel[(b % panel.length + k) % panel.length];
             IDisputeManager.Ballot memory ballot = disputes.ballotOf(id, ref);
             if (ballot.commitment == bytes32(0) || ballot.verdict != IDisputeManager.Verdict.None) continue;
             if (block.timestamp <= d.commitDeadline && d.commits < d.drawn) _warpPast(d.commitDeadline);
@@ -290,8 +290,10 @@ contract DisputeHandler is HandlerBase {
     function _progress(uint256 seed) internal {
         uint256 n = _open.length;
         if (n == 0) {
-            if (!_open_(seed, seed >> 32, seed >> 64)) _count("dispute:nothing-to-do");
-            return;
+            if (_open_(seed, seed >> 32, seed >> 64)) return;
+            // no verified cycle to dispute: run a fresh job a few cycles, then dispute one of them
+            if (jobs.runCycles(seed) != 0 && _open_(seed, seed >> 32, seed >> 64)) return;
+            return _count("dispute:nothing-to-do");
         }
         uint256 id = _open[seed % n];
         IDisputeManager.Dispute memory d = disputes.getDispute(id);
@@ -318,7 +320,7 @@ contract DisputeHandler is HandlerBase {
     function _find(uint256 seed, uint256 what) internal view returns (uint256) {
         uint256 n = _open.length;
         for (uint256 k = 0; k < n; ++k) {
-            uint256 id = _open[(seed + k) % n];
+            uint256 id = _open[(seed % n + k) % n];
             IDisputeManager.Dispute memory d = disputes.getDispute(id);
             IDisputeManager.Status s = d.status;
             bool awaiting = s == IDisputeManager.Status.AwaitingAnswer;

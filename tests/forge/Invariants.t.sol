@@ -73,6 +73,7 @@ contract ProtocolInvariants is CampaignBase {
         jobHandler = new JobHandler(registry, market, disputes, ledger, alpha, address(alphaHandler));
         alphaHandler.setJobs(jobHandler);
         disputeHandler = new DisputeHandler(registry, market, disputes, ledger, jobHandler);
+        jobHandler.setDisputeHandler(address(disputeHandler));
 
         for (uint256 i = 0; i < ACTORS; ++i) {
             vm.deal(actor(i), INITIAL_ETH);
@@ -124,10 +125,26 @@ contract ProtocolInvariants is CampaignBase {
         s[3].selectors[8] = DisputeHandler.withdraw.selector;
     }
 
+    // ------------------------------------------------------------------ the invariant
+
+    /// @notice Every money invariant, after every call of the campaign. forge runs one campaign per `invariant_`
+    /// function, so they are checked together by this one: one campaign of runs × depth calls checks them all
+    /// (each `check_` below names what broke in its revert message).
+    function invariant_money() public view {
+        check_registryHoldsTheStakes();
+        check_marketHoldsEscrowsAndOwed();
+        check_disputesHoldBondsAndCredits();
+        check_ethConserved();
+        check_walletsMatchTheLedger();
+        check_nobodyPaidTwice();
+        check_locksEqualOpenObligations();
+        check_alphaWindowsMatchTheModel();
+    }
+
     // ------------------------------------------------------------------ each contract holds what it owes
 
     /// @notice The registry holds exactly the stakes; no stake exceeds what its registration deposited.
-    function invariant_registryHoldsTheStakes() public view {
+    function check_registryHoldsTheStakes() internal view {
         uint256 sum = 0;
         for (uint256 i = 0; i < ACTORS; ++i) {
             address a = actor(i);
@@ -138,23 +155,24 @@ contract ProtocolInvariants is CampaignBase {
         require(address(registry).balance == sum, "registry balance != sum of stakes");
     }
 
-    /// @notice The market holds exactly the escrows of unfinalized jobs plus everything it owes.
-    function invariant_marketHoldsEscrowsAndOwed() public view {
+    /// @notice The market holds exactly the escrows of unfinalized jobs (what their requesters paid in) plus
+    /// everything it owes.
+    function check_marketHoldsEscrowsAndOwed() internal view {
         uint256 sum = market.owed(BURN);
         for (uint256 i = 0; i < ACTORS; ++i) {
             sum += market.owed(actor(i));
         }
         uint256 n = jobHandler.openCount();
         for (uint256 k = 0; k < n; ++k) {
-            InferenceMarket.JobView memory v = market.getJob(jobHandler.openAt(k));
-            if (v.status != IInferenceMarket.JobStatus.Finalized) sum += v.escrow;
+            uint256 id = jobHandler.openAt(k);
+            if (market.jobStatus(id) != IInferenceMarket.JobStatus.Finalized) sum += jobHandler.metaOf(id).escrow;
         }
         require(address(market).balance == sum, "market balance != escrows + owed");
         require(address(transcript).balance == 0, "the transcript settlement holds ETH");
     }
 
     /// @notice The dispute manager holds exactly the bonds and appeal bonds of unresolved disputes plus its credits.
-    function invariant_disputesHoldBondsAndCredits() public view {
+    function check_disputesHoldBondsAndCredits() internal view {
         uint256 sum = disputes.credits(BURN);
         for (uint256 i = 0; i < ACTORS; ++i) {
             sum += disputes.credits(actor(i));
@@ -176,7 +194,7 @@ contract ProtocolInvariants is CampaignBase {
 
     /// @notice No wei appears or vanishes: actors + contracts + the burn address hold what the actors started with,
     /// and the contracts hold what the ledger saw go in less what it saw come out.
-    function invariant_ethConserved() public view {
+    function check_ethConserved() internal view {
         uint256 held = address(registry).balance + address(market).balance + address(disputes).balance
             + address(transcript).balance;
         uint256 wallets = 0;
@@ -189,7 +207,7 @@ contract ProtocolInvariants is CampaignBase {
     }
 
     /// @notice Every wallet is its start less what it sent plus what it was measured to receive.
-    function invariant_walletsMatchTheLedger() public view {
+    function check_walletsMatchTheLedger() internal view {
         for (uint256 i = 0; i < ACTORS; ++i) {
             address a = actor(i);
             require(a.balance == INITIAL_ETH + ledger.received(a) - ledger.sent(a), "a wallet left its ledger");
@@ -198,7 +216,7 @@ contract ProtocolInvariants is CampaignBase {
 
     /// @notice Nobody is paid twice or wrong: what the market owes each account is what the handlers predicted it
     /// credited less what it withdrew; every withdrawal paid what was owed and a second one right after reverted.
-    function invariant_nobodyPaidTwice() public view {
+    function check_nobodyPaidTwice() internal view {
         require(!ledger.paidTwice(), "a second withdrawal paid");
         require(!ledger.paidWrong(), "a withdrawal paid other than what was owed");
         require(!ledger.recordMismatch(), "the market stored another cycle record");
@@ -215,7 +233,7 @@ contract ProtocolInvariants is CampaignBase {
 
     /// @notice Each account's locks are its open jobs (as drafter or verifier) plus its unresolved disputes (as the
     /// accused, or on a panel of any round); no locked stake was ever withdrawn.
-    function invariant_locksEqualOpenObligations() public view {
+    function check_locksEqualOpenObligations() internal view {
         require(!ledger.lockedStakeLeft(), "withdrawUnbonded paid a locked stake");
         uint256[ACTORS] memory expected;
         uint256 n = jobHandler.openCount();
@@ -248,7 +266,7 @@ contract ProtocolInvariants is CampaignBase {
 
     /// @notice Every drafter's α window (claim, cycles, accepted, rejected, closed buckets) equals the model's, and
     /// α* was never lowered while the window held cycles.
-    function invariant_alphaWindowsMatchTheModel() public view {
+    function check_alphaWindowsMatchTheModel() internal view {
         require(!ledger.alphaLoweredInWindow(), "alpha* lowered while the window held cycles");
         for (uint256 i = 0; i < DRAFTERS; ++i) {
             require(_window(address(market), drafterAt(i)) == _window(address(alpha), drafterAt(i)), "alpha window != model");

@@ -27,6 +27,7 @@ contract JobHandler is HandlerBase {
         uint16 maxTokens;
         uint8 gamma;
         uint64 salt;
+        uint256 escrow; // what the requester paid in
     }
 
     /// @dev A verified cycle as the handler computed it: the record preimage disputes prove against, and the draft.
@@ -52,10 +53,11 @@ contract JobHandler is HandlerBase {
         uint256 extra; // escrow above the required, refunded at settlement
     }
 
-    uint256 internal constant MAX_OPEN = 16;
+    uint256 internal constant MAX_OPEN = 12;
 
     AlphaModel public immutable alpha;
     address public immutable alphaHandler;
+    address public disputeHandler;
     mapping(uint256 => Meta) internal _meta;
     mapping(uint256 => uint32[]) internal _draftTokens;
     mapping(uint256 => uint64[]) internal _draftQ;
@@ -99,7 +101,7 @@ contract JobHandler is HandlerBase {
     function accept(uint256 a) external {
         _tick(bound(a, 1, 30));
         uint256 id = _find(a, IInferenceMarket.JobStatus.Open, false, IInferenceMarket.Phase.AwaitDraft);
-        if (id == 0) return _submitAny(a);
+        if (id == 0) return _advanceAny(a);
         InferenceMarket.JobView memory v = market.getJob(id);
         if (block.timestamp > v.deadline) return _claimTimeout(id);
         _accept(id);
@@ -108,7 +110,7 @@ contract JobHandler is HandlerBase {
     function commit(uint256 a, uint256 b) external {
         _tick(bound(a, 1, 40));
         uint256 id = _find(a, IInferenceMarket.JobStatus.Running, true, IInferenceMarket.Phase.AwaitDraft);
-        if (id == 0) return _submitAny(a);
+        if (id == 0) return _advanceAny(b);
         if (block.timestamp > market.getJob(id).deadline) return _claimTimeout(id);
         _commit(id, b);
     }
@@ -116,7 +118,7 @@ contract JobHandler is HandlerBase {
     function verify(uint256 a, uint256 b) external {
         _tick(bound(a, 1, 40));
         uint256 id = _find(a, IInferenceMarket.JobStatus.Running, true, IInferenceMarket.Phase.AwaitVerify);
-        if (id == 0) return _submitAny(a);
+        if (id == 0) return _advanceAny(b);
         if (block.timestamp > market.getJob(id).deadline) return _claimTimeout(id);
         _verify(id, b, 4);
     }
@@ -144,7 +146,7 @@ contract JobHandler is HandlerBase {
     function withdraw(uint256 a) external {
         _tick(1);
         for (uint256 k = 0; k < ACTORS; ++k) {
-            address who = actor((a + k) % ACTORS);
+            address who = actor((a % ACTORS + k) % ACTORS);
             uint256 owed = market.owed(who);
             if (owed == 0) continue;
             uint256 before = who.balance;
@@ -160,7 +162,7 @@ contract JobHandler is HandlerBase {
             } catch {}
             return _count("job:withdrawn");
         }
-        _submitAny(a);
+        _advanceAny(a);
     }
 
     // ------------------------------------------------------------------ the α handler's whole honest job
@@ -185,6 +187,31 @@ contract JobHandler is HandlerBase {
         _warpPast(market.getJob(id).deadline);
         _finalize(id);
         return true;
+    }
+
+    function setDisputeHandler(address disputeHandler_) external {
+        require(disputeHandler == address(0), "wired");
+        disputeHandler = disputeHandler_;
+    }
+
+    /// @notice For the dispute handler when nothing can be disputed: a fresh job run through 1..3 cycles and left
+    /// unfinalized (running, or finished in its challenge window). Returns its id (0 at the cap of open jobs).
+    function runCycles(uint256 seed) external returns (uint256 id) {
+        require(msg.sender == disputeHandler, "only the dispute handler");
+        if (_open.length >= MAX_OPEN) return 0;
+        (address d, address v) = _parties(seed);
+        if (d == address(0)) return 0;
+        uint256 floor = market.alphaPriceFloor();
+        id = _submit(Order(requester(seed >> 3), d, v, uint8(bound(seed >> 8, 1, 4)), 10, true, 1e12, floor, 0));
+        _tick(1);
+        _accept(id);
+        uint256 cycles = bound(seed >> 16, 1, 3);
+        for (uint256 c = 0; c < cycles && market.jobStatus(id) == IInferenceMarket.JobStatus.Running; ++c) {
+            _tick(1);
+            _commit(id, uint256(keccak256(abi.encode(seed, c))));
+            _tick(1);
+            _verify(id, uint256(keccak256(abi.encode(seed, c, "p"))), 8);
+        }
     }
 
     // ------------------------------------------------------------------ views for the other handlers and the test
@@ -224,7 +251,9 @@ contract JobHandler is HandlerBase {
         vm.prank(o.requester);
         id = market.submitJob{value: value}(req, "forge invariant campaign");
         ledger.paid(o.requester, value);
-        _meta[id] = Meta(o.requester, o.drafter, o.verifier, keccak256(abi.encode("chain seed", id)), o.maxTokens, o.gamma, 0);
+        _meta[id] = Meta(
+            o.requester, o.drafter, o.verifier, keccak256(abi.encode("chain seed", id)), o.maxTokens, o.gamma, 0, value
+        );
         _open.push(id);
         _count("job:submitted");
     }
@@ -368,14 +397,14 @@ contract JobHandler is HandlerBase {
     /// @dev An active drafter and verifier, starting from `seed`'s choice; zeros when either role has none.
     function _parties(uint256 seed) internal view returns (address d, address v) {
         for (uint256 k = 0; k < DRAFTERS; ++k) {
-            address c = drafterAt(seed + k);
+            address c = drafterAt(seed % DRAFTERS + k);
             if (registry.isActiveDrafter(c, DRAFT, TARGET)) {
                 d = c;
                 break;
             }
         }
         for (uint256 k = 0; k < VERIFIERS; ++k) {
-            address c = verifierAt((seed >> 1) + k);
+            address c = verifierAt((seed >> 1) % VERIFIERS + k);
             if (registry.isActive(c, IStakingRegistry.Role.Verifier, TARGET)) {
                 v = c;
                 break;
@@ -392,9 +421,9 @@ contract JobHandler is HandlerBase {
     {
         uint256 n = _open.length;
         for (uint256 k = 0; k < n; ++k) {
-            uint256 id = _open[(seed + k) % n];
-            InferenceMarket.JobView memory v = market.getJob(id);
-            if (v.status == status && (!byPhase || v.phase == phase)) return id;
+            uint256 id = _open[(seed % n + k) % n];
+            if (market.jobStatus(id) != status) continue;
+            if (!byPhase || market.getJob(id).phase == phase) return id;
         }
         return 0;
     }
@@ -402,14 +431,32 @@ contract JobHandler is HandlerBase {
     function _findFinalizable(uint256 seed) internal view returns (uint256) {
         uint256 n = _open.length;
         for (uint256 k = 0; k < n; ++k) {
-            uint256 id = _open[(seed + k) % n];
-            InferenceMarket.JobView memory v = market.getJob(id);
-            if (v.status == IInferenceMarket.JobStatus.Finished && v.openDisputes == 0) return id;
+            uint256 id = _open[(seed % n + k) % n];
+            if (market.jobStatus(id) != IInferenceMarket.JobStatus.Finished) continue;
+            if (market.getJob(id).openDisputes == 0) return id;
         }
         return 0;
     }
 
-    /// @dev Nothing of the asked kind to do: submit a fresh job instead, so the call still does work.
+    /// @dev Nothing of the asked kind to do: take the job at `seed` one step on (accept, draft or verify it, or claim
+    /// its timeout once late), or submit a fresh one, so that the call still does work.
+    function _advanceAny(uint256 seed) internal {
+        uint256 n = _open.length;
+        for (uint256 k = 0; k < n; ++k) {
+            uint256 id = _open[(seed % n + k) % n];
+            InferenceMarket.JobView memory v = market.getJob(id);
+            bool running = v.status == IInferenceMarket.JobStatus.Running;
+            if (!running && v.status != IInferenceMarket.JobStatus.Open) continue;
+            _count("job:fallback-advance");
+            if (block.timestamp > v.deadline) return _claimTimeout(id);
+            if (!running) return _accept(id);
+            if (v.phase == IInferenceMarket.Phase.AwaitDraft) return _commit(id, seed);
+            return _verify(id, seed, 8);
+        }
+        _submitAny(seed);
+    }
+
+    /// @dev Submits a fresh job (or, at the cap of open jobs, ends one).
     function _submitAny(uint256 seed) internal {
         _count("job:fallback-submit");
         if (_open.length >= MAX_OPEN) return _endOne(seed);

@@ -51,7 +51,7 @@ contract RegistryHandler is HandlerBase {
     function register(uint256 a, uint256 b) external {
         _tick(bound(a, 1, 60));
         for (uint256 k = 0; k < ACTORS - REQUESTERS; ++k) {
-            address who = actor(REQUESTERS + (a + k) % (ACTORS - REQUESTERS));
+            address who = actor(REQUESTERS + (a % (ACTORS - REQUESTERS) + k) % (ACTORS - REQUESTERS));
             if (_role(who) != IStakingRegistry.Role.None) continue;
             registerAs(who, bound(b, registry.minStake(roleOf(who)), registry.minStake(roleOf(who)) + 3 ether));
             return _count("registry:registered");
@@ -68,7 +68,7 @@ contract RegistryHandler is HandlerBase {
     function requestUnbond(uint256 a) external {
         _tick(bound(a, 1, 60));
         for (uint256 k = 0; k < ACTORS - REQUESTERS; ++k) {
-            address who = actor(REQUESTERS + (a + k) % (ACTORS - REQUESTERS));
+            address who = actor(REQUESTERS + (a % (ACTORS - REQUESTERS) + k) % (ACTORS - REQUESTERS));
             StakingRegistry.Account memory acct = registry.accountOf(who);
             if (acct.role == IStakingRegistry.Role.None || acct.unbondingSince != 0) continue;
             if (_activeOthers(who) < (acct.role == IStakingRegistry.Role.Referee ? 2 : 1)) continue;
@@ -83,7 +83,7 @@ contract RegistryHandler is HandlerBase {
     function withdrawUnbonded(uint256 a) external {
         _tick(1);
         for (uint256 k = 0; k < ACTORS - REQUESTERS; ++k) {
-            address who = actor(REQUESTERS + (a + k) % (ACTORS - REQUESTERS));
+            address who = actor(REQUESTERS + (a % (ACTORS - REQUESTERS) + k) % (ACTORS - REQUESTERS));
             StakingRegistry.Account memory acct = registry.accountOf(who);
             if (acct.unbondingSince == 0) continue;
             ledger.warpTo(acct.unbondingSince + registry.unbondingPeriod());
@@ -108,7 +108,7 @@ contract RegistryHandler is HandlerBase {
 
     function _addStake(uint256 a, uint256 b) internal {
         for (uint256 k = 0; k < ACTORS - REQUESTERS; ++k) {
-            address who = actor(REQUESTERS + (a + k) % (ACTORS - REQUESTERS));
+            address who = actor(REQUESTERS + (a % (ACTORS - REQUESTERS) + k) % (ACTORS - REQUESTERS));
             StakingRegistry.Account memory acct = registry.accountOf(who);
             if (acct.role == IStakingRegistry.Role.None || acct.unbondingSince != 0) continue;
             uint256 amount = bound(b, 1, 2 ether);
