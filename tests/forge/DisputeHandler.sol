@@ -297,7 +297,10 @@ contract DisputeHandler is HandlerBase {
         }
         uint256 id = _open[seed % n];
         IDisputeManager.Dispute memory d = disputes.getDispute(id);
-        if (d.status == IDisputeManager.Status.Drawing || (d.status == IDisputeManager.Status.AwaitingAnswer && d.drawn == 0)) {
+        if (
+            d.status == IDisputeManager.Status.Drawing
+                || (d.status == IDisputeManager.Status.AwaitingAnswer && d.drawn == 0)
+        ) {
             _draw(id);
         } else if (d.status == IDisputeManager.Status.AwaitingAnswer) {
             _answer(id, seed);

@@ -43,7 +43,18 @@ contract ProtocolInvariants is CampaignBase {
         // node/chain/params.py DEFAULT_PARAMS, with test_stateful.py's overrides
         registry = new StakingRegistry(1 ether, 1 ether, 0.5 ether, 3 days);
         market = new InferenceMarket(
-            address(registry), 10 minutes, 2 minutes, 2 minutes, 1 days, 0.1 ether, 1, WAD / 10, 1_000, 3e12, 1_000, BURN
+            address(registry),
+            10 minutes,
+            2 minutes,
+            2 minutes,
+            1 days,
+            0.1 ether,
+            1,
+            WAD / 10,
+            1_000,
+            3e12,
+            1_000,
+            BURN
         );
         disputes = new DisputeManager(
             address(registry),
@@ -91,7 +102,7 @@ contract ProtocolInvariants is CampaignBase {
     function targetContracts() public view returns (address[] memory t) {
         t = new address[](4);
         (t[0], t[1], t[2], t[3]) =
-            (address(registryHandler), address(jobHandler), address(alphaHandler), address(disputeHandler));
+        (address(registryHandler), address(jobHandler), address(alphaHandler), address(disputeHandler));
     }
 
     function targetSelectors() public view returns (FuzzSelector[] memory s) {
@@ -224,7 +235,8 @@ contract ProtocolInvariants is CampaignBase {
         for (uint256 i = 0; i < ACTORS; ++i) {
             address a = actor(i);
             require(
-                market.owed(a) == ledger.marketCredited(a) - ledger.marketWithdrawn(a), "market owed != predicted credits"
+                market.owed(a) == ledger.marketCredited(a) - ledger.marketWithdrawn(a),
+                "market owed != predicted credits"
             );
         }
     }
@@ -269,7 +281,9 @@ contract ProtocolInvariants is CampaignBase {
     function check_alphaWindowsMatchTheModel() internal view {
         require(!ledger.alphaLoweredInWindow(), "alpha* lowered while the window held cycles");
         for (uint256 i = 0; i < DRAFTERS; ++i) {
-            require(_window(address(market), drafterAt(i)) == _window(address(alpha), drafterAt(i)), "alpha window != model");
+            require(
+                _window(address(market), drafterAt(i)) == _window(address(alpha), drafterAt(i)), "alpha window != model"
+            );
         }
     }
 

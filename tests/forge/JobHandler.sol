@@ -464,7 +464,17 @@ contract JobHandler is HandlerBase {
         if (d == address(0)) return _count("job:no-party");
         uint256 floor = market.alphaPriceFloor();
         _submit(
-            Order(requester(seed), d, v, uint8(bound(seed >> 8, 1, 4)), uint16(bound(seed >> 16, 1, 10)), true, 1e12, floor, 0)
+            Order(
+                requester(seed),
+                d,
+                v,
+                uint8(bound(seed >> 8, 1, 4)),
+                uint16(bound(seed >> 16, 1, 10)),
+                true,
+                1e12,
+                floor,
+                0
+            )
         );
     }
 
