@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 STAMP_PY := $(VENV)/.installed
 STAMP_NPM := node_modules/.installed
 
-.PHONY: setup demo test lint ape-test ape-compile gas bench clean
+.PHONY: setup demo test lint ape-test ape-compile gas bench invariants clean
 
 setup: $(STAMP_PY) $(STAMP_NPM)
 	$(PY) scripts/fetch_model.py
@@ -47,6 +47,16 @@ ape-test: $(STAMP_NPM)
 
 ape-compile: $(STAMP_NPM)
 	bash scripts/ape.sh compile
+
+# A longer forge invariant campaign than the one `make test` runs (tests/test_forge_invariants.py: 40 × 256 calls):
+# RUNS × DEPTH calls over the handlers of tests/forge (docs/contracts.md "Invariant campaign"), a fresh seed each time
+# unless SEED is given.
+RUNS ?= 100
+DEPTH ?= 512
+invariants: $(STAMP_NPM)
+	FOUNDRY_PROFILE=invariant FOUNDRY_INVARIANT_RUNS=$(RUNS) FOUNDRY_INVARIANT_DEPTH=$(DEPTH) \
+	FOUNDRY_FUZZ_SEED=$${SEED:-0x$$(od -An -N8 -tx8 /dev/urandom | tr -d ' ')} \
+	node_modules/.bin/forge test --use "$$PWD/scripts/solc" --offline -vv
 
 gas: setup
 	$(PY) scripts/gas_report.py
