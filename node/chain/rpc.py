@@ -1,10 +1,15 @@
 """Talking to an EVM JSON-RPC endpoint: connecting, retrying transient failures, and a kept-alive HTTP provider.
 
-`connect(url)` gives a Web3 whose provider does not retry on its own, so `RetryPolicy` / `with_retries` is the one
-place retries happen (a node's `TxSender` and `EventPoller` wrap their calls in it); the chain id is answered from
-the provider's cache after the first call (`cache_chain_id`); and requests go over one persistent connection per
-thread (`KeepAliveHTTPProvider`) unless a proxy or .netrc entry applies to the URL. What these save per request
-is measured in docs/node.md ("Latency of a cycle").
+`connect(url)` gives a Web3 whose provider retries, under one `RetryPolicy`, every request that is safe to send
+again (`retry_safe`: the reads, and eth_sendRawTransaction, whose signed bytes mean the same however often they
+arrive) when it fails transiently (`is_transient`: the endpoint is down, slow, overloaded, restarting, cut the
+answer off, or answered a JSON-RPC "not now" error); a request that is not safe to repeat (eth_sendTransaction,
+evm_mine, ...) is sent once. Every request has a timeout. The `TxSender` and `EventPoller` wrap their calls in
+`with_retries` too, which covers a provider that does not retry; behind `connect`'s provider a call that ran out
+of retries is already a `ChainUnavailable`, which is not retried again. The chain id is answered from the
+provider's cache after the first call (`cache_chain_id`); requests go over one persistent connection per thread
+(`KeepAliveHTTPProvider`) unless a proxy or .netrc entry applies to the URL. What these save per request is
+measured in docs/node.md ("Latency of a cycle"); what is retried and how: docs/node.md ("Retries").
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import http.client
 import ssl
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -21,7 +27,7 @@ from urllib.parse import unquote, urlsplit
 
 import requests
 from web3 import Web3
-from web3.exceptions import ProviderConnectionError, RequestTimedOut, TooManyRequests
+from web3.exceptions import ProviderConnectionError, RequestTimedOut, Web3RPCError
 from web3.types import RPCEndpoint
 
 from node.chain.errors import ChainUnavailable
@@ -44,27 +50,81 @@ class RetryPolicy:
             delay = min(delay * 2, self.max_delay)
 
 
+# JSON-RPC error answers that mean "not now" rather than "no". -32005 is "limit exceeded": a rate limit (Infura,
+# Alchemy, QuickNode), unless it is about the query's size (Infura: "query returned more than 10000 results"),
+# which `node.chain.logs` answers by halving the range; -32603 is the server failing to answer ("internal
+# error"), except Hardhat's spelling of a revert; some gateways answer code 429 inside the JSON.
+_QUERY_TOO_LARGE = ("result", "range", "block", "size")
+_NOT_NOW = ("rate limit", "too many requests", "try again later", "request limit")
+
+
+def is_transient_answer(response: Any) -> bool:
+    """Whether a JSON-RPC response is an error worth asking again for (a rate limit, an internal error)."""
+    error = response.get("error") if isinstance(response, dict) else None
+    if not isinstance(error, dict):
+        return False
+    code, message = error.get("code"), str(error.get("message", "")).lower()
+    if "revert" in message:
+        return False
+    if code == -32005:
+        return not any(s in message for s in _QUERY_TOO_LARGE)
+    return code in (-32603, 429) or any(s in message for s in _NOT_NOW)
+
+
 def is_transient(exc: BaseException) -> bool:
-    """Errors worth retrying: the endpoint is down, slow, overloaded or restarting."""
+    """Errors worth retrying: the endpoint is down, slow, overloaded or restarting, cut its answer off, or answered
+    a rate-limit or internal error. A revert, a refusal (nonce too low, underpriced) or a malformed request is not."""
     if isinstance(
         exc,
         (
             requests.ConnectionError,
             requests.Timeout,
+            requests.exceptions.ChunkedEncodingError,  # requests' name for an answer cut off mid-body
             ConnectionError,
             TimeoutError,
             ProviderConnectionError,
-            TooManyRequests,
             RequestTimedOut,
         ),
     ):
         return True
     if isinstance(exc, requests.HTTPError) and exc.response is not None:
-        return exc.response.status_code >= 500 or exc.response.status_code == 429
+        return exc.response.status_code >= 500 or exc.response.status_code in (408, 429)
+    if isinstance(exc, Web3RPCError):
+        return is_transient_answer(getattr(exc, "rpc_response", None))
     return False
 
 
-def with_retries(call: Callable[[], T], policy: RetryPolicy, url: str) -> T:
+# Methods a lost answer cannot make harmful to send again: reads (eth_getFilterChanges is not one: it moves a
+# server-side cursor) and eth_sendRawTransaction (the same signed bytes: the node answers "already known" or
+# "nonce too low", which TxSender reads as what they are). eth_sendTransaction, evm_mine, evm_increaseTime and the
+# like are sent once: a second copy would be a second action.
+_RETRY_SAFE = frozenset(
+    {
+        "eth_sendRawTransaction",
+        "eth_call",
+        "eth_estimateGas",
+        "eth_blockNumber",
+        "eth_chainId",
+        "eth_gasPrice",
+        "eth_maxPriorityFeePerGas",
+        "eth_feeHistory",
+        "eth_syncing",
+        "eth_accounts",
+        "net_version",
+        "web3_clientVersion",
+    }
+)
+
+
+def retry_safe(method: str) -> bool:
+    return method in _RETRY_SAFE or (method.startswith("eth_get") and method != "eth_getFilterChanges")
+
+
+def with_retries(
+    call: Callable[[], T], policy: RetryPolicy, url: str, on_retry: Callable[[BaseException], None] | None = None
+) -> T:
+    """`call()`, again after each transient failure (`is_transient`) with the policy's backoff; ChainUnavailable
+    once its attempts are spent. Anything else (a revert, a ChainUnavailable from a provider that retried) at once."""
     delays = policy.delays()
     while True:
         try:
@@ -75,6 +135,8 @@ def with_retries(call: Callable[[], T], policy: RetryPolicy, url: str) -> T:
             delay = next(delays, None)
             if delay is None:
                 raise ChainUnavailable(url, f"{type(exc).__name__}: {exc}") from exc
+            if on_retry is not None:
+                on_retry(exc)
             time.sleep(delay)
 
 
@@ -101,7 +163,55 @@ def cache_chain_id(w3: Web3) -> Web3:
     return w3
 
 
-class KeepAliveHTTPProvider(Web3.HTTPProvider):
+class TruncatedAnswer(requests.ConnectionError):
+    """An HTTP 200 answer whose body is not JSON: cut off mid-body by a connection that closed (no length
+    was sent to tell), or mangled on the way. Transient: the request is asked again."""
+
+
+class RetryingHTTPProvider(Web3.HTTPProvider):
+    """web3's HTTPProvider with its own retry loop off and `RetryPolicy` in its place: a request that is safe to
+    send again (`retry_safe`) is, after a transient failure (`is_transient`, a JSON-RPC "not now" answer
+    included), until the policy's attempts are spent (then ChainUnavailable); any other request is sent once.
+    `retried` counts the retries by what caused them (the exception's type, or "rpc <code>")."""
+
+    def __init__(
+        self,
+        endpoint_uri: str,
+        request_kwargs: dict | None = None,
+        *,
+        retry: RetryPolicy | None = None,
+        **kwargs: Any,
+    ):
+        kwargs.setdefault("exception_retry_configuration", None)
+        super().__init__(endpoint_uri, request_kwargs=request_kwargs, **kwargs)
+        self.retry = retry
+        self.retried: Counter[str] = Counter()
+
+    def _note_retry(self, exc: BaseException) -> None:
+        if isinstance(exc, Web3RPCError):
+            error = exc.rpc_response.get("error") if isinstance(exc.rpc_response, dict) else None
+            self.retried[f"rpc {error.get('code') if isinstance(error, dict) else '?'}"] += 1
+        else:
+            self.retried[type(exc).__name__] += 1
+
+    def _once(self, method: RPCEndpoint, params: Any) -> Any:
+        try:
+            response = super().make_request(method, params)
+        except ValueError as exc:  # the body did not decode as JSON
+            if isinstance(exc, Web3RPCError):
+                raise
+            raise TruncatedAnswer(f"{self.endpoint_uri}: {method} answered with a body that is not JSON") from exc
+        if is_transient_answer(response):
+            raise Web3RPCError(str(response["error"].get("message", "")), rpc_response=response)
+        return response
+
+    def make_request(self, method: RPCEndpoint, params: Any) -> Any:
+        if self.retry is None or not retry_safe(method):
+            return super().make_request(method, params)
+        return with_retries(lambda: self._once(method, params), self.retry, str(self.endpoint_uri), self._note_retry)
+
+
+class KeepAliveHTTPProvider(RetryingHTTPProvider):
     """web3's HTTPProvider, but each JSON-RPC request goes over one persistent `http.client` connection per
     thread instead of through requests/urllib3, whose per-request work (session merging, environment and
     proxy lookups, pool bookkeeping) costs more than a local round trip itself (docs/node.md, "Measured costs");
@@ -115,7 +225,7 @@ class KeepAliveHTTPProvider(Web3.HTTPProvider):
     """
 
     def __init__(self, endpoint_uri: str, request_kwargs: dict | None = None, **kwargs: Any):
-        super().__init__(endpoint_uri, request_kwargs=request_kwargs, exception_retry_configuration=None, **kwargs)
+        super().__init__(endpoint_uri, request_kwargs=request_kwargs, **kwargs)
         parts = urlsplit(str(endpoint_uri))
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"not an http(s) URL: {endpoint_uri}")
@@ -194,24 +304,24 @@ class KeepAliveHTTPProvider(Web3.HTTPProvider):
         raise requests.ConnectionError(f"{self.endpoint_uri} closed the connection twice")
 
 
-def connect(url: str, *, wait: float = 10.0, request_timeout: float = 10.0) -> Web3:
+def connect(
+    url: str, *, wait: float = 10.0, request_timeout: float = 10.0, retry: RetryPolicy | None = RetryPolicy()
+) -> Web3:
     """A Web3 over HTTP(S) `url` that answered eth_chainId within `wait` seconds, else ChainUnavailable.
 
-    The provider's own retry loop is switched off, so `RetryPolicy` is the one place retries happen;
-    the chain id is cached (`cache_chain_id`); requests go over a kept-alive connection
-    (`KeepAliveHTTPProvider`) unless a proxy or .netrc entry applies to the URL.
+    Every request times out after `request_timeout` seconds; the provider retries what is safe to send again
+    under `retry` (`RetryingHTTPProvider`; None: no retries); the chain id is cached (`cache_chain_id`);
+    requests go over a kept-alive connection (`KeepAliveHTTPProvider`) unless a proxy or .netrc entry applies
+    to the URL.
     """
-    if KeepAliveHTTPProvider.usable_for(url):
-        provider = KeepAliveHTTPProvider(url, request_kwargs={"timeout": request_timeout})
-    else:
-        provider = Web3.HTTPProvider(
-            url, request_kwargs={"timeout": request_timeout}, exception_retry_configuration=None
-        )
+    kind = KeepAliveHTTPProvider if KeepAliveHTTPProvider.usable_for(url) else RetryingHTTPProvider
+    provider = kind(url, request_kwargs={"timeout": request_timeout})
     w3 = cache_chain_id(Web3(provider))
     deadline = time.monotonic() + wait
-    while True:
+    while True:  # the first request, under `wait` rather than the retry policy: it answers once the node is up
         try:
-            _ = w3.eth.chain_id  # the first request: answers once the node is up
+            _ = w3.eth.chain_id
+            provider.retry = retry
             return w3
         except Exception as exc:
             if not is_transient(exc):

@@ -169,12 +169,16 @@ class TxSender:
         eth_sendRawTransaction): web3's request pipeline (formatters, validation middleware) costs several local
         round trips of Python around each (docs/node.md, "Measured costs"). An error answer raises Web3RPCError
         carrying the response, as web3 does (the revert data and message are read from it the same way)."""
-        response = self._rpc(lambda: self.w3.provider.make_request(RPCEndpoint(method), params))
-        error = response.get("error") if isinstance(response, dict) else None
-        if error:
-            message = error.get("message", "") if isinstance(error, dict) else str(error)
-            raise Web3RPCError(str(message), rpc_response=response)
-        return response["result"]
+
+        def once() -> Any:
+            response = self.w3.provider.make_request(RPCEndpoint(method), params)
+            error = response.get("error") if isinstance(response, dict) else None
+            if error:  # inside the retried call: a rate-limit or internal-error answer is asked again
+                message = error.get("message", "") if isinstance(error, dict) else str(error)
+                raise Web3RPCError(str(message), rpc_response=response)
+            return response["result"]
+
+        return self._rpc(once)
 
     # --- nonces ----------------------------------------------------------------------------------
 
