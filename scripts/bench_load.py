@@ -62,7 +62,7 @@ REQUESTER = 1
 FIRST_NODE_ACCOUNT = 2  # drafters, then verifiers, then referees, in dev-account order
 WAD, STAKE = 10**18, 5 * 10**18
 PRICE_ACCEPTED, PRICE_PASS = 10**12, 3 * 10**12
-ROLE_ORDER = ("drafter", "verifier", "referee")
+ROLE_ORDER = ("drafter", "verifier", "referee", "watchdog")  # a watchdog stakes nothing: it bonds each dispute
 
 
 # ====================================================================== the world: anvil, contracts, serve processes
@@ -86,8 +86,8 @@ class World:
         self.parties: dict[str, list[int]] = {}
         index = FIRST_NODE_ACCOUNT
         for role in ROLE_ORDER:
-            self.parties[role] = list(range(index, index + counts[role]))
-            index += counts[role]
+            self.parties[role] = list(range(index, index + counts.get(role, 0)))
+            index += counts.get(role, 0)
         if index > len(self.accounts):
             raise SystemExit(f"error: {index} dev accounts needed, the anvil has {len(self.accounts)}")
         self.home = tmp / "home"
@@ -109,11 +109,13 @@ class World:
             self.rpc.send(reg.register(Role.Referee, models, [self.vocab] * 2), who, self.params.min_referee_stake)
 
     def register_all(self) -> None:
-        for role in ROLE_ORDER:
+        for role in ROLE_ORDER[:3]:
             for dev in self.parties[role]:
                 self.register(role, dev)
 
     def serve_args(self, role: str, dev: int, rpc_url: str | None = None, behavior: str | None = None) -> list:
+        """`serve ROLE`'s options for dev account `dev`: its store in the run's folder, one torch thread, a 0.2 s
+        poll; a verifier listens on a free loopback port."""
         from node.chain.anvil import free_port
 
         args = ["--dev-account", dev, "--home", self.home, "--store", self.tmp / f"{role}{dev}.db"]
@@ -126,15 +128,18 @@ class World:
             args += ["--behavior", behavior]
         return args
 
-    def start_nodes(self, rpc_url: str | None = None, behaviors: dict | None = None, timeout: float = 600):
-        """Every party as a `serve` process; waits until each serves and every verifier's endpoint is on chain."""
+    def start_nodes(
+        self, rpc_url: str | None = None, behaviors: dict | None = None, extra: dict | None = None, timeout=600
+    ):
+        """Every party as a `serve` process (`behaviors`, `extra`: a dev account's --behavior and further options);
+        waits until each serves and every verifier's endpoint is on chain."""
         from node import processes
 
-        behaviors = behaviors or {}
+        behaviors, extra = behaviors or {}, extra or {}
         self.nodes = processes.NodeProcesses(self.tmp / "logs")
         for role in ROLE_ORDER:
             for dev in self.parties[role]:
-                args = self.serve_args(role, dev, rpc_url, behaviors.get(dev))
+                args = [*self.serve_args(role, dev, rpc_url, behaviors.get(dev)), *extra.get(dev, ())]
                 self.nodes.start(f"{role}{dev}", processes.serve_command(role, *args))
         self.nodes.wait_ready(timeout=timeout, marker="serving on")
         self.wait_endpoints(timeout)
