@@ -2,13 +2,15 @@
 
     PYTHONPATH=$PWD .venv/bin/python scripts/bench_load.py --pair tiny --jobs 20 --tokens 32   # transcript mode
     PYTHONPATH=$PWD .venv/bin/python scripts/bench_load.py --pair tiny --jobs 20 --mode onchain
+    PYTHONPATH=$PWD .venv/bin/python scripts/bench_load.py --pair tiny --jobs 20 --mode both   # one after the other
     PYTHONPATH=$PWD .venv/bin/python scripts/bench_load.py --pair tiny --jobs 20 --block-time 1 --json
 
 One fresh anvil (node.chain.anvil.running_anvil: deployed and registered with instant mining, then `--block-time`
 b s between blocks when b > 0), `--drafters` (3) drafters (dev accounts 2, 3, 4), `--verifiers` (3) verifiers (5,
 6, 7; each with its transcript link on loopback, `serve verifier --listen`) and `--referees` (5) referees (8...12),
 every one a real `verispec serve` OS process (node.processes: its own interpreter, torch, models, store and RPC
-connection, `--threads 1`). A requester in this process (dev account 1) then runs two phases on the same nodes:
+connection, `--threads 1`). A requester in this process (dev account 1) then runs two phases on the same nodes (for
+`--mode both`: the transcript mode's two, then the per-cycle mode's):
 
   * alone: one job, nothing else running;
   * concurrent: `--jobs` (20) jobs submitted at once (all transactions sent before any receipt is read), job k
@@ -304,8 +306,8 @@ def output_of(world: World, mode: str, job_id: int, tokens: int) -> tuple[list[i
     )
 
 
-def run_phase(world: World, args, n_jobs: int, decoder, prompt_ids) -> dict:
-    """`n_jobs` jobs submitted at once, followed to their finalization; the phase's row."""
+def run_phase(world: World, args, mode: str, n_jobs: int, decoder, prompt_ids) -> dict:
+    """`n_jobs` jobs of `mode` submitted at once, followed to their finalization; the phase's row."""
     from node.chain.keys import dev_account
     from node.roles.jobs import verifier_seed
 
@@ -315,15 +317,15 @@ def run_phase(world: World, args, n_jobs: int, decoder, prompt_ids) -> dict:
     ]
     requests = [world.request(d, v, args.gamma, args.tokens) for d, v in assign]
     phase_block = world.w3.eth.block_number + 1
-    watch = CycleWatch(world) if args.mode == "onchain" else None
+    watch = CycleWatch(world) if mode == "onchain" else None
     if watch:
         watch.start()
-    submitted = world.submit_many(args.mode, requests, args.prompt)
+    submitted = world.submit_many(mode, requests, args.prompt)
     t_submit = {job_id: t for job_id, t, _ in submitted}
     job_ids = [job_id for job_id, _, _ in submitted]
     verifier_of = {job_id: v for job_id, (_, v) in zip(job_ids, assign)}
     deadline = time.monotonic() + args.job_timeout
-    if args.mode == "transcript":
+    if mode == "transcript":
         frames = follow_transcripts(world, verifier_of, args.job_timeout)
     with contextlib.suppress(TimeoutError):
         e2e.wait_until(
@@ -347,7 +349,7 @@ def run_phase(world: World, args, n_jobs: int, decoder, prompt_ids) -> dict:
     jobs, gaps = [], []
     for j in job_ids:
         times = [t for t, _ in sorted(frames.get(j, []), key=lambda f: f[1])]
-        output, _ = output_of(world, args.mode, j, args.tokens) if world.status(j) >= JobStatus.Finished else ([], 0)
+        output, _ = output_of(world, mode, j, args.tokens) if world.status(j) >= JobStatus.Finished else ([], 0)
         job_gaps = [b - a for a, b in itertools.pairwise(times)]
         gaps += job_gaps
         end = times[-1] if times else float("nan")
@@ -371,7 +373,7 @@ def run_phase(world: World, args, n_jobs: int, decoder, prompt_ids) -> dict:
     spot = [job_ids[0]] if n_jobs == 1 else [job_ids[0], job_ids[-1]]
     checks = {}
     for j in spot:
-        output, salt = output_of(world, args.mode, j, args.tokens)
+        output, salt = output_of(world, mode, j, args.tokens)
         seed = verifier_seed(dev_account(verifier_of[j]).key, j)
         engine = decoder.generate(prompt_ids, args.tokens, job_id=j, verifier_seed=seed, eos_token_id=None, salt=salt)
         checks[j] = output == engine.tokens
@@ -417,7 +419,7 @@ def run(args) -> dict:
     counts = {"drafter": args.drafters, "verifier": args.verifiers, "referee": args.referees}
     report = {
         "config": {
-            "mode": args.mode,
+            "modes": args.modes,
             "pair": args.pair,
             "tokens": args.tokens,
             "gamma": args.gamma,
@@ -440,8 +442,11 @@ def run(args) -> dict:
         try:
             if args.block_time:
                 e2e.set_mining(anvil.rpc_url, args.block_time)
-            report["alone"] = run_phase(world, args, 1, decoder, prompt_ids)
-            report["concurrent"] = run_phase(world, args, args.jobs, decoder, prompt_ids)
+            for mode in args.modes:  # the same nodes serve both modes, one after the other
+                report[mode] = {
+                    "alone": run_phase(world, args, mode, 1, decoder, prompt_ids),
+                    "concurrent": run_phase(world, args, mode, args.jobs, decoder, prompt_ids),
+                }
         finally:
             codes = world.stop_nodes()
         report["node_exit_codes"] = codes
@@ -453,10 +458,10 @@ def print_table(r: dict) -> None:
     c = r["config"]
     n = c["nodes"]
     print(
-        f"load: {c['mode']} mode, pair {c['pair']}, {c['tokens']} tokens a job, γ = {c['gamma']}, "
-        f"{c['block_time_s']} s blocks; {n['drafter']} drafters, {n['verifier']} verifiers, {n['referee']} referees "
-        f"({n['as']}; started in {c['node_start_s']:.0f} s); load average {r['machine_before']['loadavg_1_5_15']} "
-        f"-> {r['machine_after']['loadavg_1_5_15']} on {r['machine_after']['cpus']} CPUs"
+        f"load: pair {c['pair']}, {c['tokens']} tokens a job, γ = {c['gamma']}, {c['block_time_s']} s blocks; "
+        f"{n['drafter']} drafters, {n['verifier']} verifiers, {n['referee']} referees ({n['as']}; started in "
+        f"{c['node_start_s']:.0f} s); load average {fmt_load(r['machine_before'])} -> {fmt_load(r['machine_after'])} "
+        f"on {r['machine_after']['cpus']} CPUs"
     )
     rows = [
         ("jobs", "{:d}", "jobs"),
@@ -469,24 +474,32 @@ def print_table(r: dict) -> None:
         ("TTFT p50 (s)", "{:.2f}", "ttft_p50_s"),
         ("wall (s)", "{:.1f}", "wall_s"),
     ]
-    a, k = r["alone"], r["concurrent"]
-    print(f"\n| | alone | {k['jobs']} concurrent |\n|---|---:|---:|")
+    phases = [(m, p, r[m][p]) for m in c["modes"] for p in ("alone", "concurrent")]
+    names = {"transcript": "transcript", "onchain": "per cycle"}
+    head = [f"{names[m]}: {'alone' if p == 'alone' else str(x['jobs']) + ' concurrent'}" for m, p, x in phases]
+    print(f"\n| | {' | '.join(head)} |\n|---|{'---:|' * len(head)}")
     for label, fmt, key in rows:
-        print(f"| {label} | {fmt.format(a[key])} | {fmt.format(k[key])} |")
+        print(f"| {label} | {' | '.join(fmt.format(x[key]) for _, _, x in phases)} |")
     for label, fn in (
         (f"stalls (> {c['stall_s']:g} s without progress)", lambda p: len(p["stalled"])),
         ("reverted node txs", lambda p: len(p["reverted_node_txs"])),
         ("slashes of honest parties", lambda p: len(p["honest_slashes"])),
-        ("all finalized", lambda p: "yes" if p["all_finalized"] else "NO"),
+        ("all finalized (by the nodes)", lambda p: "yes" if p["all_finalized"] and p["finalized_by_nodes"] else "NO"),
         ("outputs = engine (spot check)", lambda p: "yes" if all(p["outputs_equal_engine"].values()) else "NO"),
     ):
-        print(f"| {label} | {fn(a)} | {fn(k)} |")
+        print(f"| {label} | {' | '.join(str(fn(x)) for _, _, x in phases)} |")
+
+
+def fmt_load(machine: dict) -> str:
+    return " / ".join(f"{x:.1f}" for x in machine["loadavg_1_5_15"])
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
-    parser.add_argument("--mode", choices=["transcript", "onchain"], default="transcript")
+    parser.add_argument(
+        "--mode", choices=["transcript", "onchain", "both"], default="transcript", help="both: one after the other"
+    )
     parser.add_argument("--jobs", type=int, default=20, help="concurrent jobs of the second phase")
     parser.add_argument("--tokens", type=int, default=32, help="maxTokens of each job (no EOS: exactly this many)")
     parser.add_argument("--gamma", type=int, default=4)
@@ -500,6 +513,7 @@ def main(argv=None) -> int:
     parser.add_argument("--finalize-timeout", type=float, default=120.0)
     parser.add_argument("--prompt", default=e2e.DEFAULT_PROMPT)
     args = parser.parse_args(argv)
+    args.modes = ["transcript", "onchain"] if args.mode == "both" else [args.mode]
     if args.jobs < 1 or args.tokens < 1 or min(args.drafters, args.verifiers) < 1 or args.referees < 0:
         parser.error("--jobs, --tokens, --drafters and --verifiers must be positive, --referees not negative")
     from node.chain.anvil import check_block_time
@@ -520,7 +534,8 @@ def main(argv=None) -> int:
         print(json.dumps(report, indent=1, default=str))
     else:
         print_table(report)
-    ok = not report["concurrent"]["stalled"] and not report["concurrent"]["honest_slashes"]
+    phases = [report[m][p] for m in args.modes for p in ("alone", "concurrent")]
+    ok = all(not p["stalled"] and not p["honest_slashes"] and p["all_finalized"] for p in phases)
     return 0 if ok else 1
 
 

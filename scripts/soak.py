@@ -61,7 +61,7 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 import bench_e2e as e2e  # noqa: E402
 import bench_load as load  # noqa: E402
 
-from node.chain.enums import DisputeKind, DisputeStatus, JobStatus  # noqa: E402
+from node.chain.enums import DisputeKind, DisputeStatus, JobStatus, Outcome  # noqa: E402
 
 COUNTS = {"drafter": 2, "verifier": 3, "referee": 3, "watchdog": 1}  # dev accounts 2..10 (bench_load.World)
 HONEST_D, BIASED_D = 2, 3
@@ -319,7 +319,21 @@ class Soak:
             "transcript": system.transcript,
             "alpha_window": system.alpha_window,
         }
-        return {name: c for name, c in found.items() if c is not None}
+        seen, out = set(), {}
+        for name, c in found.items():  # the α window is the market's own code (inherited): one address, once
+            if c is not None and c.address not in seen:
+                seen.add(c.address)
+                out[name] = c
+        return out
+
+    def name_of(self, address: str) -> str:
+        roles = {i: role for role, devs in self.world.parties.items() for i in devs}
+        roles |= {CHALLENGER: "challenger", UNBONDER: "unbonder", load.REQUESTER: "requester"}
+        for i, a in enumerate(self.acc):
+            if a.lower() == str(address).lower():
+                why = BEHAVIORS.get(i, "false disputes")
+                return f"{roles.get(i, 'account')}{i}" + (f" ({why})" if i in MISBEHAVING else "")
+        return str(address)
 
     def honest_slashes(self) -> list[dict]:
         honest = {self.acc[i].lower() for i in range(len(self.acc)) if i not in MISBEHAVING}
@@ -338,6 +352,7 @@ def run(args) -> dict:
     from node.chain.anvil import running_anvil
     from node.chain.compile import compile_contracts
     from node.chain.params import BURN_ADDRESS
+    from node.roles import chaindata
 
     _, _, _, ids, _ = engine_free_ids(args)
     artifacts = compile_contracts()
@@ -401,7 +416,14 @@ def run(args) -> dict:
         report["settle"] = soak.settle_all()
         ledger.check("settle")
         report["honest_slashes"] = soak.honest_slashes()
-        report["all_slashes"] = world.slashes(world.start_block)
+        report["all_slashes"] = [{**x, "party": soak.name_of(x["account"])} for x in world.slashes(world.start_block)]
+        report["challenger_disputes"] = {
+            str(d): {
+                "status": DisputeStatus(soak.dispute_status(d)).name,
+                "outcome": Outcome(chaindata.dispute_view(soak.dm, d)["outcome"]).name,
+            }
+            for d in soak.disputes_opened
+        }
         report["jobs"] = {str(j): (k, JobStatus(world.status(j)).name) for j, k in soak.jobs.items()}
         report["disputes"] = {
             str(d): DisputeStatus(soak.dispute_status(d)).name
@@ -468,8 +490,8 @@ def print_summary(r: dict) -> None:
     if "proxy" in r:
         p = {k: v for k, v in r["proxy"].items() if v}
         print(f"| fault proxy | {', '.join(f'{k} {v}' for k, v in p.items())} |")
-    slashed = Counter(s["event"] for s in r["all_slashes"])
-    print(f"| slashes (all) | {', '.join(f'{k} {v}' for k, v in slashed.items()) or 'none'} |")
+    slashed = Counter(f"{s['party']} {s['event']}" for s in r["all_slashes"])
+    print(f"| slashes (all) | {', '.join(f'{k} ×{v}' for k, v in sorted(slashed.items())) or 'none'} |")
     cons = r["conservation"]
     print(f"| ETH conservation checks | {cons['checks']}, failed {len(cons['failures'])} ({cons['txs']} txs) |")
     s = r["settle"]
