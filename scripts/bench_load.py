@@ -370,13 +370,21 @@ def run_phase(world: World, args, mode: str, n_jobs: int, decoder, prompt_ids) -
     first = min(t_submit.values())
     last = max((j["t_end"] for j in jobs if j["cycles"]), default=first)
     wall = max(last - first, 1e-9)
-    spot = [job_ids[0]] if n_jobs == 1 else [job_ids[0], job_ids[-1]]
-    checks = {}
+    spot = job_ids if args.check_all else sorted({job_ids[0], job_ids[-1]})
+    checks, mismatches = {}, {}
     for j in spot:
         output, salt = output_of(world, mode, j, args.tokens)
         seed = verifier_seed(dev_account(verifier_of[j]).key, j)
         engine = decoder.generate(prompt_ids, args.tokens, job_id=j, verifier_seed=seed, eos_token_id=None, salt=salt)
         checks[j] = output == engine.tokens
+        if not checks[j]:
+            at = next((i for i, (x, y) in enumerate(zip(output, engine.tokens)) if x != y), min(len(output), 10**9))
+            mismatches[j] = {
+                "first_difference": at,
+                "chain": output,
+                "engine": engine.tokens,
+                "pair": assign[job_ids.index(j)],
+            }
     reverted = [
         r for r in e2e.reverted_node_txs(world.rpc, world.tmp) if _job_of(r["key"]) in set(job_ids)
     ]  # this phase's jobs (the stores hold both phases)
@@ -398,6 +406,7 @@ def run_phase(world: World, args, mode: str, n_jobs: int, decoder, prompt_ids) -
         "reverted_node_txs": reverted,
         "honest_slashes": world.slashes(phase_block),
         "outputs_equal_engine": checks,
+        "engine_mismatches": mismatches,
         "per_job": jobs,
     }
 
@@ -512,6 +521,7 @@ def main(argv=None) -> int:
     parser.add_argument("--job-timeout", type=float, default=900.0)
     parser.add_argument("--finalize-timeout", type=float, default=120.0)
     parser.add_argument("--prompt", default=e2e.DEFAULT_PROMPT)
+    parser.add_argument("--check-all", action="store_true", help="re-run every job on the engine, not two a phase")
     args = parser.parse_args(argv)
     args.modes = ["transcript", "onchain"] if args.mode == "both" else [args.mode]
     if args.jobs < 1 or args.tokens < 1 or min(args.drafters, args.verifiers) < 1 or args.referees < 0:
