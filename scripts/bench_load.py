@@ -217,12 +217,17 @@ class World:
         out = []
         for log in self.market.events.JobFinished().get_logs(from_block=from_block, to_block=to_block):
             if log["args"]["slashed"]:
-                out.append({"event": "JobFinished", "account": log["args"]["party"], "amount": log["args"]["slashed"]})
+                who, amount = log["args"]["party"], log["args"]["slashed"]
+                out.append({"event": "JobFinished", "account": who, "amount": amount, "block": log["blockNumber"]})
         for event in (self.system.registry.events.Slashed, self.market.events.AlphaSlashed):
             for log in event().get_logs(from_block=from_block, to_block=to_block):
                 args = dict(log["args"])
                 who = args.get("account") or args.get("drafter")
-                out.append({"event": log["event"], "account": who, "amount": int(args["amount"])})
+                out.append(
+                    {"event": log["event"], "account": who, "amount": int(args["amount"]), "block": log["blockNumber"]}
+                )
+                if "by" in args:
+                    out[-1]["by"] = args["by"]
         return out
 
 
