@@ -381,5 +381,5 @@ def test_a_v2_store_is_migrated_and_bound_keeping_its_data(path):
         assert store.replaced is None and store.cursor("verifier-events") == 12
         assert store.binding() == _binding(CHAIN_A)
     raw = sqlite3.connect(path)
-    assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
+    assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 6
     raw.close()
