@@ -278,23 +278,39 @@ class TxSender:
                 next_rebroadcast = now + self.rebroadcast_every
             time.sleep(self.poll_interval)
 
-    def reorged(self) -> list[str]:
-        """After a reorg: every transaction of this key recorded mined whose nonce the chain's latest state has not
-        used (its block is gone) goes back to "sent" and is re-broadcast, the very same signed bytes, lowest nonce
-        first; returns their keys. Its key is never released for a fresh transaction here, even when the chain's
-        state now makes the call moot (it then reverts and costs its gas): the old bytes may still be in some
-        node's pool and land later, and a fresh transaction for the same key could then land too."""
+    def reorged(self) -> tuple[list[str], list[str]]:
+        """After a reorg: the transactions of this key recorded mined whose nonce the chain's latest state has not used
+        (their blocks are gone) go back to "sent", lowest nonce first, and each is re-broadcast, the very same signed
+        bytes, while the chain's state lets it succeed now (gas estimation); from the first that would revert on, they
+        are *held*: not broadcast, their records kept (so the same bytes go out when the owner submits the key again,
+        e.g. a verification whose draft the other party has not re-sent yet; or, if the chain's state made the call
+        moot for good, their nonces go to later transactions and the records end superseded, keys released).
+        Returns (keys re-broadcast, keys held). A key is never given a transaction with another meaning: a fresh one
+        is signed only for a record that provably cannot land, with the same calldata."""
         with self._lock:
             mined = self._rpc(lambda: self.w3.eth.get_transaction_count(self.address, "latest"))
-            keys = []
+            sent: list[str] = []
+            held: list[str] = []
             for row in self.store.mined_txs_from(self.address, mined):
                 record = SentTx(*row)
                 self.store.set_tx_status(record.key, TX_SENT)
-                keys.append(record.key)
+                if held or not self._would_succeed(record):
+                    held.append(record.key)
+                    continue
+                sent.append(record.key)
                 with contextlib.suppress(TransactionRejected, TransactionReverted):
                     self._broadcast(self._record(record.key))
             self.resync_nonce()
-            return keys
+            return sent, held
+
+    def _would_succeed(self, record: SentTx) -> bool:
+        to, data, value = signed_call(record.raw_tx)
+        call = {"from": self.address, "to": to, "value": hex(value), "data": to_hex(data)}
+        try:
+            self._request("eth_estimateGas", [call, "pending"])
+        except (ContractLogicError, Web3RPCError):
+            return False
+        return True
 
     def _confirmed(self, receipt: TxReceipt) -> bool:
         if self.confirmations == 0:

@@ -408,14 +408,15 @@ class NodeBase:
 
     def on_reorg(self, fork_block: int, since: float | None) -> None:
         """The poller found that blocks above `fork_block` it had processed were replaced (docs/node.md,
-        "Confirmations and reorgs"): our transactions they held are re-broadcast, the same signed bytes, and in
-        flight again; every tracked item is looked at afresh (turns and deferrals the old blocks announced are
-        forgotten), and so is every job and dispute whose store row changed since the poller first saw the fork
-        block (`since`; None: all of them), a retired one included. Its state is re-derived from the chain and
-        the store, as after a restart; the events above the fork come again as the new chain has them."""
+        "Confirmations and reorgs"). Our transactions they held are re-broadcast, the same signed bytes, and in
+        flight again, or held until the node submits them again (`TxSender.reorged`). Every tracked item is looked
+        at afresh (turns and deferrals the old blocks announced are forgotten), and so is every job and dispute
+        whose store row changed since the poller first saw the fork block (`since`; None: all of them), a retired
+        one included: its state is re-derived from the chain and the store, as after a restart. The events above
+        the fork come again as the new chain has them."""
         self.log.warning("reorg: blocks above %d were replaced; re-deriving from the chain and the store", fork_block)
         self.flush()  # the writes deferred so far go first: what follows rewrites what the new chain changes
-        self.txs.reorged(self.sender.reorged())
+        self.txs.reorged(*self.sender.reorged())
         self.schedule.reset()
         self.rederive(since)
 

@@ -128,15 +128,19 @@ class Transactions:
             del self._inflight[key]
             self.sender.mark_landed(key, block_number)
 
-    def reorged(self, keys: list[str]) -> None:
-        """A reorg took back these keys' transactions (`TxSender.reorged` re-broadcast them): in flight again until
-        a log or a receipt shows them landed on the new chain (a key given up because its transaction reverted is
-        no longer: that revert is gone too)."""
-        for key in keys:
+    def reorged(self, rebroadcast: list[str], held: list[str]) -> None:
+        """A reorg took back these keys' transactions (`TxSender.reorged`): those re-broadcast are in flight again
+        until a log or a receipt shows them landed on the new chain; the held ones go out (the same bytes) when the
+        node submits their keys again. Neither stays given up: the revert that gave one up may be gone too."""
+        for key in held:
+            self._given_up.discard(key)
+            self._drop(key)
+        for key in rebroadcast:
             record = self.store.sent_tx(key)
             if record is None:
                 continue
             self._given_up.discard(key)
+            self._drop(key)
             to, data, value = signed_call(record.raw_tx)
             self._inflight[key] = InflightTx(key, to, data, value, time.monotonic(), record.tx_hash.lower())
             self._by_hash[record.tx_hash.lower()] = key
