@@ -16,11 +16,14 @@ import pytest
 from eth_utils import to_checksum_address
 
 from node.chain.enums import DisputeKind, JobStatus, Outcome, Verdict
+from node.chain.keys import dev_account
 from node.chain.sender import request_digest, signed_call
-from node.roles import chaindata
+from node.roles import DrafterNode, chaindata
 from node.roles.schedule import JOB
 from tests.reorgs import reorg
 from tests.test_roles import (  # noqa: F401 (fixtures)
+    DRAFT,
+    TARGET,
     deployed,
     drive,
     ids,
@@ -197,3 +200,65 @@ def test_a_reorg_in_a_dispute_keeps_every_referees_vote_and_the_honest_accused_w
         assert referee.store.dispute(dispute_id, "referee").params["verdict"] == Verdict.AccusedFaithful
     check_after_reorg(world, [n for n in everyone if n.poller.reorgs], cut.fork, first)
     assert stakes(world) == before  # the honest accused keeps its stake
+
+
+# ---------------------------------------------------------------- confirmations
+
+
+def test_with_2_confirmations_a_node_acts_on_nothing_younger_and_a_shallower_reorg_never_reaches_it(world, tokenizer):
+    w3 = world.w3
+    verifier = world.verifier(confirmations=2)
+    drafter = DrafterNode(
+        w3, world.deployment, dev_account(2), world.tmp / "drafter.db", DRAFT, TARGET, device="cpu", confirmations=2
+    )
+    quick(drafter, verifier)
+    accepts = lambda: len(world.market.events.JobAccepted().get_logs(from_block=world.start))  # noqa: E731
+
+    def mine_one_and_step():
+        w3.provider.make_request("evm_mine", [])
+        for _ in range(3):
+            for node in (drafter, verifier):
+                node.step()
+
+    # a job whose submission a depth-1 reorg takes back before it has 2 confirmations: the nodes never see it
+    job_id = world.submit(max_tokens=MAX_TOKENS)
+    for _ in range(3):
+        verifier.step()
+    assert accepts() == 0
+    cut = reorg(w3, 1)
+    assert cut.dropped and world.market.functions.jobCount().call() == job_id - 1
+    mine_one_and_step()
+    mine_one_and_step()
+    assert accepts() == 0 and verifier.poller.reorgs == [] and drafter.poller.reorgs == []
+    assert verifier.store.job(job_id, "verifier") is None
+
+    # the same job submitted again: the verifier accepts it only at 2 confirmations of its submission
+    assert world.submit(max_tokens=MAX_TOKENS) == job_id
+    submitted = w3.eth.block_number
+    for _ in range(3):
+        verifier.step()
+    assert accepts() == 0  # 0 confirmations
+    mine_one_and_step()
+    assert accepts() == 0  # 1
+    mine_one_and_step()
+    assert accepts() == 1  # 2: accepted (in the next block)
+    [accepted] = world.market.events.JobAccepted().get_logs(from_block=world.start)
+    assert accepted["blockNumber"] == submitted + 3
+    # the drafter's first draft waits for 2 confirmations of the acceptance; the verifier's accept stays in flight
+    # (its receipt not counted as landed) until then too
+    commits = lambda: len(world.market.events.DraftCommitted().get_logs(from_block=world.start))  # noqa: E731
+    assert commits() == 0 and verifier.txs.in_flight(f"job:{job_id}:accept")
+    mine_one_and_step()
+    assert commits() == 0 and verifier.txs.in_flight(f"job:{job_id}:accept")
+    mine_one_and_step()
+    assert commits() == 1 and not verifier.txs.in_flight(f"job:{job_id}:accept")
+    [committed] = world.market.events.DraftCommitted().get_logs(from_block=world.start)
+    assert committed["blockNumber"] == accepted["blockNumber"] + 3
+
+    # blocks keep coming (as on a chain with a block time): the job completes as the engine says
+    for _ in range(400):
+        if world.status(job_id) == JobStatus.Finished:
+            break
+        mine_one_and_step()
+    assert world.status(job_id) == JobStatus.Finished
+    check_output(world, tokenizer, job_id)
