@@ -262,3 +262,58 @@ def test_with_2_confirmations_a_node_acts_on_nothing_younger_and_a_shallower_reo
         mine_one_and_step()
     assert world.status(job_id) == JobStatus.Finished
     check_output(world, tokenizer, job_id)
+
+
+# ---------------------------------------------------------------- transcript mode
+
+
+@pytest.fixture(scope="module")
+def transcript_world(ids, tmp_path_factory):
+    """Its own anvil with the drafter (2) and verifier (3) registered, the verifier serving its link."""
+    from node.cli_transcript import start_link
+    from tests.test_transcript_disputes import run
+    from tests.transcript_nodes import party_world
+
+    with party_world(tmp_path_factory.mktemp("transcript-reorgs"), ids, [2], [3]) as tw:
+        drafter, verifier = quick(tw.drafter(), tw.verifier())
+        url = start_link(verifier, ("127.0.0.1", 0))
+        run([drafter, verifier], lambda: tw.system.registry.functions.endpointOf(verifier.address).call() == url)
+        yield tw, drafter, verifier
+        for node in (drafter, verifier):
+            node.close()
+
+
+@pytest.mark.parametrize("depth", [1, 3])
+def test_a_reorg_that_takes_back_a_transcript_settlement_settles_it_again_with_the_engines_output(
+    transcript_world, depth
+):
+    from node.decoding import SpeculativeDecoder
+    from node.roles import settled
+    from node.roles.jobs import prompt_tokens, verifier_seed
+    from tests.test_roles import PROMPT
+    from tests.test_transcript_disputes import run
+    from tests.transcript_nodes import submit_party_job
+
+    tw, drafter, verifier = transcript_world
+    parties = [drafter, verifier]
+    first = tw.w3.eth.block_number + 1
+    before = stakes(tw)
+    job_id = submit_party_job(tw, tw.drafter_address, tw.verifier_address, PROMPT, MAX_TOKENS, transcript=True)
+    run(parties, lambda: tw.status(job_id) == JobStatus.Finished)  # settled on chain by the drafter
+    cut = cut_chain(tw, parties, depth)  # depth 3: the verifier's acceptance goes too
+    assert tw.status(job_id) != JobStatus.Finished
+    run(parties, lambda: tw.status(job_id) == JobStatus.Finished)
+
+    settlements = tw.system.transcript.events.TranscriptSettled().get_logs(from_block=first)
+    assert [log["args"]["jobId"] for log in settlements] == [job_id]
+    cycles = settled.job_cycles(tw.system, job_id, first)
+    decoder = SpeculativeDecoder(verifier.target_model, verifier.draft_model, gamma=4, verify_draft=True)
+    salt = int(chaindata.job_view(tw.market, job_id)["salt"])
+    prompt = prompt_tokens(drafter.tokenizer, PROMPT.encode())
+    seed = verifier_seed(dev_account(3).key, job_id)
+    expected = decoder.generate(
+        prompt, MAX_TOKENS, job_id=job_id, verifier_seed=seed, eos_token_id=2**32 - 1, salt=salt
+    )
+    assert [t for c in cycles for t in c.output] == expected.tokens
+    check_after_reorg(tw, parties, cut.fork, first)
+    assert stakes(tw) == before
