@@ -370,7 +370,7 @@ def test_a_store_of_another_chain_is_moved_aside_and_a_fresh_one_started(path, o
 
 
 def test_a_v2_store_is_migrated_and_bound_keeping_its_data(path):
-    NodeStore(path).close()  # a current store, taken back to v2: no chain_binding, secrets, link_messages, poller_blocks
+    NodeStore(path).close()  # a current store taken back to v2 (no tables of v3 on)
     raw = sqlite3.connect(path)
     raw.execute("DROP TABLE chain_binding")
     raw.execute("DROP TABLE secrets")
