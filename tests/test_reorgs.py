@@ -12,14 +12,18 @@ only that periodic look can see it before the next block.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 from eth_utils import to_checksum_address
 
 from node.chain.enums import DisputeKind, JobStatus, Outcome, Verdict
+from node.chain.events import EventPoller
 from node.chain.keys import dev_account
 from node.chain.sender import request_digest, signed_call
 from node.roles import DrafterNode, chaindata
 from node.roles.schedule import JOB
+from node.store import NodeStore
 from tests.reorgs import reorg
 from tests.test_roles import (  # noqa: F401 (fixtures)
     DRAFT,
@@ -110,6 +114,52 @@ def window_passes(world, nodes, job_id):
     world.advance(world.market.functions.challengeWindow().call() + 1)
     for node in nodes:
         node.schedule.mark_dirty(JOB, job_id)
+
+
+# ---------------------------------------------------------------- the poller
+
+
+def test_the_poller_rewinds_to_the_fork_point_and_delivers_the_new_chains_events(world, tmp_path):
+    store = NodeStore(tmp_path / "poller.db")
+    forks = []
+    poller = EventPoller(
+        world.w3,
+        {"market": world.market},
+        store,
+        "test",
+        start_block=world.start,
+        events=[("market", "JobSubmitted")],
+        on_reorg=lambda fork, since: forks.append((fork, since)),
+        reorg_check_s=0,
+    )
+
+    def deliver():
+        got = []
+        for event in poller.poll():
+            store.mark_seen(event, "test")
+            got.append((event.args["jobId"], event.tx_hash, event.log_index))
+        return got
+
+    deliver()
+    first, old = [], []
+    for i in range(3):  # one block each, each one processed (so the poller remembers every one)
+        first.append(world.submit(prompt=f"job {i}: "))
+        old += deliver()
+    assert [job for job, _, _ in old] == first
+    cut = reorg(world.w3, 2)  # the last two submissions go
+    assert len(cut.dropped) == 2 and world.market.functions.jobCount().call() == first[0]
+    again = world.submit(prompt="another job: ")  # the new chain's job 2 (another prompt, another transaction)
+    new = deliver()
+    assert [fork for fork, _ in forks] == [cut.fork] and forks[0][1] is not None
+    assert [job for job, _, _ in new] == [again] and new[0][1] != old[1][1]
+    assert poller.cursor == world.w3.eth.block_number
+    # the logs of the replaced blocks are forgotten, the one below the fork is not
+    assert store.seen(SimpleNamespace(tx_hash=old[0][1], log_index=old[0][2]), "test")
+    assert not any(store.seen(SimpleNamespace(tx_hash=h, log_index=i), "test") for _, h, i in old[1:])
+    # a restarted poller over the same store has the same cursor and block hashes: no second reorg, nothing again
+    restarted = EventPoller(world.w3, {"market": world.market}, store, "test", start_block=world.start, reorg_check_s=0)
+    assert list(restarted.poll()) == [] and restarted.reorgs == []
+    store.close()
 
 
 # ---------------------------------------------------------------- per-cycle jobs
