@@ -367,3 +367,13 @@ def test_a_reorg_that_takes_back_a_transcript_settlement_settles_it_again_with_t
     assert [t for c in cycles for t in c.output] == expected.tokens
     check_after_reorg(tw, parties, cut.fork, first)
     assert stakes(tw) == before
+
+
+def test_serve_refuses_a_negative_or_non_integer_confirmations_in_one_line(tmp_path):
+    from tests.test_cli import cli
+
+    for bad, why in (("-1", "greater than or equal to 0"), ("two", "valid integer")):
+        result = cli("serve", "drafter", "--confirmations", bad, home=tmp_path)
+        lines = [line for line in result.stderr.splitlines() if line.strip()]
+        assert result.exit_code == 2 and len(lines) == 1, result.stderr  # a usage error: nothing started
+        assert lines[0].startswith("error:") and "--confirmations" in lines[0] and why in lines[0]
