@@ -22,7 +22,9 @@ remembered block the chain still has), rewinds its cursor there, forgets the pro
 fork block, or None when no remembered block is left on the chain: the poller then replays from `start_block`).
 The events above the fork point are then delivered again as the new chain has them. A reorg is noticed on the
 first poll that reads a new block (a new block's parent must be the block remembered below it, else the cursor
-block's hash is compared), and at most `reorg_check_s` after one that kept the chain's height (anvil_reorg).
+block's hash is compared), and at most `reorg_check_s` after one that kept the chain's height (anvil_reorg). A new
+block's hashes come from `headers` (the head waker's announcements: no round trip) when it has them; the periodic
+comparison always asks the chain, and a log whose block hash is not the announced one makes the next poll compare.
 """
 
 from __future__ import annotations
@@ -148,6 +150,8 @@ class EventPoller:
         self._unsaved_blocks: list[tuple[int, str, float]] = []  # remembered but not yet saved (defer_cursor)
         self._checked_at = time.monotonic()  # when the cursor block's hash was last compared with the chain's
         self._suspect = False  # something in the last poll hinted at a reorg: compare at the next one
+        # number -> (hash, parent hash) of a block announced without a round trip (`HeadWaker.header`), or None
+        self.headers: Callable[[int], tuple[str, str] | None] | None = None
         wanted = None if events is None else {tuple(e) for e in events}
         self._url = rpc_url_of(w3)
         # (emitting address, topic0) -> (contract name, web3 event, fast decoder or None) for decoding
@@ -215,7 +219,7 @@ class EventPoller:
         low = self.cursor + 1
         while low <= head:
             high = min(low + self.chunk_size - 1, head)
-            block = self._block(high)
+            block = (self.headers(high) if self.headers is not None else None) or self._block(high)
             below = self._blocks[-1] if self._blocks else None
             if block is None or (below is not None and below[0] == low - 1 and high == low and block[1] != below[1]):
                 self._suspect = True  # gone, or not on top of what was processed: compared on the next poll
@@ -343,6 +347,7 @@ class HeadWaker:
         self.connected = False
         self.head: int | None = None  # the number of the last block announced
         self.timestamps: OrderedDict[int, int] = OrderedDict()  # number -> timestamp of the last blocks announced
+        self.hashes: OrderedDict[int, tuple[str, str]] = OrderedDict()  # number -> (hash, parent hash), the same blocks
         self.give_up_after = give_up_after
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -377,6 +382,10 @@ class HeadWaker:
         number = self.head if number is None else number
         return None if number is None else self.timestamps.get(number)
 
+    def header(self, number: int) -> tuple[str, str] | None:
+        """(hash, parent hash) of block `number`, 0x-hex lower case, if it was announced recently, else None."""
+        return self.hashes.get(number) if self.connected else None
+
     def take(self) -> int | None:
         """The head announced since the last `take` (clearing the signal), or None if none was."""
         if not self.event.is_set():
@@ -406,8 +415,11 @@ class HeadWaker:
                             number = int(header["number"], 16)
                             self.head = number if self.head is None else max(self.head, number)
                             self.timestamps[number] = int(header["timestamp"], 16)
+                            self.hashes[number] = (str(header["hash"]).lower(), str(header["parentHash"]).lower())
                             while len(self.timestamps) > 256:
                                 self.timestamps.popitem(last=False)
+                            while len(self.hashes) > 256:
+                                self.hashes.popitem(last=False)
                         except (ValueError, KeyError, TypeError):
                             pass
                         self.event.set()

@@ -305,6 +305,7 @@ class NodeBase:
         stop = stop or threading.Event()
         if self.wake_url and self.waker is None:
             self.waker = HeadWaker(self.wake_url).start()
+            self.poller.headers = self.waker.header  # a new block's hashes without a round trip (reorg detection)
             with contextlib.suppress(ChainUnavailable):
                 self.timeouts()  # read now rather than on a job's first turn
         try:
@@ -329,6 +330,7 @@ class NodeBase:
             if self.waker is not None:
                 self.waker.stop()
                 self.waker = None
+                self.poller.headers = None
 
     def close(self) -> None:
         try:
