@@ -35,11 +35,13 @@ class BlockMemory:
 
     def rewind_poller(self, name: str, fork_block: int) -> None:
         """A reorg replaced the blocks above `fork_block`: poller `name` goes back to it (its cursor, its remembered
-        blocks), and every log processed above it is forgotten (its block is gone, whichever consumer handled it)."""
+        blocks), and every log processed above it is forgotten (its block is gone, whichever consumer handled it).
+        A saved cursor below the fork stays where it is: the events after it may have deferred writes not yet
+        flushed (node/roles/base.py), so they are delivered again."""
         with self.transaction():
             self._db.execute(
                 "INSERT INTO event_cursors VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET "
-                "last_block = excluded.last_block",
+                "last_block = MIN(last_block, excluded.last_block)",
                 (name, int(fork_block)),
             )
             self._db.execute("DELETE FROM poller_blocks WHERE name = ? AND number > ?", (name, int(fork_block)))

@@ -17,9 +17,10 @@ wakes it when a block arrives. It is a wake-up signal only; events are still rea
 
 Reorgs: the poller remembers the hashes of the last `keep_blocks` blocks it processed up to (in the store, with the
 cursor). When the chain's block at the cursor has another hash (or is gone), it finds the fork point (the highest
-remembered block the chain still has), rewinds its cursor there, forgets the processed logs above it, and calls
-`on_reorg(fork_block, since)` before it delivers anything again (`since`: the wall time the poller first saw the
-fork block, or None when no remembered block is left on the chain: the poller then replays from `start_block`).
+remembered block the chain still has), rewinds its cursor there (a saved cursor below it stays), forgets the
+processed logs above it, and calls `on_reorg(fork_block, since)` before it delivers anything again (`since`: the
+wall time the poller first saw the fork block, or None when no remembered block is left on the chain: the poller
+then replays from `start_block`).
 The events above the fork point are then delivered again as the new chain has them. A reorg is noticed on the
 first poll that reads a new block (a new block's parent must be the block remembered below it, else the cursor
 block's hash is compared), and at most `reorg_check_s` after one that kept the chain's height (anvil_reorg). A new
@@ -195,10 +196,11 @@ class EventPoller:
 
     def _advance(self, high: int, block_hash: str | None = None) -> None:
         remembered = [] if block_hash is None else [(high, block_hash, time.time())]
-        self._blocks = (self._blocks + remembered)[-self.keep_blocks :]
+        # (a cursor a rewind left below its remembered blocks, `BlockMemory.rewind_poller`, passes them again)
+        self._blocks = ([b for b in self._blocks if b[0] < high] + remembered)[-self.keep_blocks :]
         if self.defer_cursor:
             self._pending_cursor = high
-            self._unsaved_blocks = (self._unsaved_blocks + remembered)[-self.keep_blocks :]
+            self._unsaved_blocks = ([b for b in self._unsaved_blocks if b[0] < high] + remembered)[-self.keep_blocks :]
         else:
             with self.store.transaction():
                 self.store.set_cursor(self.name, high)
