@@ -145,6 +145,15 @@ def serve(
             help="Drafter, verifier: seconds of a silent transcript-link peer before a force move on chain.",
         ),
     ] = 120.0,
+    confirmations: Annotated[
+        int,
+        typer.Option(
+            "--confirmations",
+            help="Act on an event (and count a transaction of ours as landed) only once this many blocks are on top "
+            "of its block (0: at once, as on a dev chain; a reorg is handled at any depth: docs/node.md).",
+            min=0,
+        ),
+    ] = 0,
     pair: PairOpt = None,
 ):
     """Run a drafter, verifier, referee or watchdog node until Ctrl-C / SIGTERM (register a staked role first with
@@ -211,7 +220,15 @@ def serve(
         kwargs["link_silence_s"] = link_silence
     try:
         node = node_class(
-            w3, deployment, account, store, *models.values(), poll_interval=poll_interval, device=device, **kwargs
+            w3,
+            deployment,
+            account,
+            store,
+            *models.values(),
+            poll_interval=poll_interval,
+            device=device,
+            confirmations=confirmations,
+            **kwargs,
         )
     except ValueError as exc:  # e.g. a bond budget below one bond, a deployment without disputes
         raise CliError(str(exc)) from None

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from node.store_binding import StoreBinding
+from node.store_blocks import BlockMemory
 from node.store_schema import _MIGRATIONS, _SCHEMA, APPLICATION_ID, SCHEMA_VERSION
 
 # Transaction record states. A "dead" record can never land (its nonce went to another transaction, or
@@ -165,7 +166,7 @@ DURABILITY_PROCESS = "process"  # synchronous=NORMAL: a commit is in the OS (WAL
 _SYNCHRONOUS = {DURABILITY_POWER: "FULL", DURABILITY_PROCESS: "NORMAL"}
 
 
-class NodeStore:
+class NodeStore(BlockMemory):
     """One node's SQLite store. Safe to share between threads of one process.
 
     `durability`: DURABILITY_POWER (the default here: every commit fsynced) or DURABILITY_PROCESS (no fsync
@@ -389,9 +390,14 @@ class NodeStore:
         )
 
     def mark_seen(self, log: Any, consumer: str = "") -> None:
-        """Record that `consumer` handled this log; call inside the handler's own `transaction()`."""
+        """Record that `consumer` handled this log; call inside the handler's own `transaction()`. Its block is
+        kept with it, so that a reorg that removes the block forgets it (`rewind_poller`)."""
         tx_hash, log_index = log_identity(log)
-        self._write("INSERT OR IGNORE INTO processed_logs VALUES (?, ?, ?)", (consumer, tx_hash, log_index))
+        block = log.get("blockNumber") if isinstance(log, Mapping) else getattr(log, "block_number", None)
+        self._write(
+            "INSERT OR IGNORE INTO processed_logs (consumer, tx_hash, log_index, block_number) VALUES (?, ?, ?, ?)",
+            (consumer, tx_hash, log_index, None if block is None else int(block)),
+        )
 
     # --- jobs and disputes -------------------------------------------------------------------------
 

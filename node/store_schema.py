@@ -7,8 +7,9 @@ Every table is created by `_SCHEMA` in a new store; an older store gets the tabl
 from __future__ import annotations
 
 # v2: disputes have their own table (v1 kept them in `jobs` as role "<role>-dispute"); v3: the chain binding;
-# v4: secrets; v5: `link_messages`, the signed messages of transcript-mode jobs (node/link)
-SCHEMA_VERSION = 5
+# v4: secrets; v5: `link_messages`, the signed messages of transcript-mode jobs (node/link); v6: `poller_blocks`,
+# the hashes of the blocks an event poller processed (reorg detection, node/chain/events.py), a processed log's block
+SCHEMA_VERSION = 6
 # PRAGMA application_id marks the file as ours, so a foreign SQLite file is refused instead of mutated.
 APPLICATION_ID = 0x76737063  # "vspc"
 
@@ -36,7 +37,18 @@ CREATE TABLE processed_logs (
     consumer  TEXT NOT NULL,
     tx_hash   TEXT NOT NULL,
     log_index INTEGER NOT NULL,
+    block_number INTEGER,
     PRIMARY KEY (consumer, tx_hash, log_index)
+);
+
+-- The last blocks an event poller (`name`) processed up to, with their hashes and when it first saw them (wall
+-- time): a block of that number with another hash on the chain is a reorg (node/chain/events.py).
+CREATE TABLE poller_blocks (
+    name    TEXT NOT NULL,
+    number  INTEGER NOT NULL,
+    hash    TEXT NOT NULL,
+    seen_at REAL NOT NULL,
+    PRIMARY KEY (name, number)
 );
 
 CREATE TABLE jobs (
@@ -121,4 +133,8 @@ _MIGRATIONS = {
     2: [_create_table("chain_binding")],  # v2 -> v3: unbound (bound when next opened with a binding)
     3: [_create_table("secrets")],  # v3 -> v4: a node's private values that never leave the store (audit seeds)
     4: [_create_table("link_messages")],  # v4 -> v5: transcript-mode jobs' signed messages (node/link)
+    5: [  # v5 -> v6: reorg detection (logs processed before it have no block: a reorg never forgets them)
+        _create_table("poller_blocks"),
+        "ALTER TABLE processed_logs ADD COLUMN block_number INTEGER",
+    ],
 }

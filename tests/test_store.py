@@ -241,6 +241,8 @@ def test_a_v1_store_is_migrated_with_its_disputes_in_their_own_table(path):
     raw.execute("DROP TABLE chain_binding")
     raw.execute("DROP TABLE secrets")
     raw.execute("DROP TABLE link_messages")
+    raw.execute("DROP TABLE poller_blocks")
+    raw.execute("ALTER TABLE processed_logs DROP COLUMN block_number")
     raw.execute("DROP TABLE disputes")
     raw.execute("DROP TABLE jobs")
     raw.execute(V1_JOBS_TABLE)
@@ -368,11 +370,13 @@ def test_a_store_of_another_chain_is_moved_aside_and_a_fresh_one_started(path, o
 
 
 def test_a_v2_store_is_migrated_and_bound_keeping_its_data(path):
-    NodeStore(path).close()  # a current store, taken back to v2: no chain_binding, secrets or link_messages table
+    NodeStore(path).close()  # a current store taken back to v2 (no tables of v3 on)
     raw = sqlite3.connect(path)
     raw.execute("DROP TABLE chain_binding")
     raw.execute("DROP TABLE secrets")
     raw.execute("DROP TABLE link_messages")
+    raw.execute("DROP TABLE poller_blocks")
+    raw.execute("ALTER TABLE processed_logs DROP COLUMN block_number")
     raw.execute("PRAGMA user_version=2")
     raw.execute("INSERT INTO event_cursors VALUES ('verifier-events', 12)")
     raw.commit()
@@ -381,5 +385,5 @@ def test_a_v2_store_is_migrated_and_bound_keeping_its_data(path):
         assert store.replaced is None and store.cursor("verifier-events") == 12
         assert store.binding() == _binding(CHAIN_A)
     raw = sqlite3.connect(path)
-    assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
+    assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 6
     raw.close()

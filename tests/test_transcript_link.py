@@ -100,13 +100,15 @@ def test_a_v4_store_is_migrated_to_keep_signed_messages_and_a_second_message_for
 
     path = tmp_path / "node.db"
     NodeStore(path).save_job(7, "drafter", "active", {"x": 1})
-    raw = sqlite3.connect(path)  # what a v4 store is: no link_messages
+    raw = sqlite3.connect(path)  # what a v4 store is: no link_messages (nor v6's poller_blocks)
     raw.execute("DROP TABLE link_messages")
+    raw.execute("DROP TABLE poller_blocks")
+    raw.execute("ALTER TABLE processed_logs DROP COLUMN block_number")
     raw.execute("PRAGMA user_version=4")
     raw.commit()
     raw.close()
     store = NodeStore(path)
-    assert SCHEMA_VERSION == 5 and store.job(7, "drafter").params == {"x": 1}
+    assert SCHEMA_VERSION == 6 and store.job(7, "drafter").params == {"x": 1}
     draft, sig = _draft0(None)
     row = StoredLinkMessage(7, "drafter", "Draft", 0, "drafter", wire.message_json(draft), sig, "sent")
     assert store.save_link_message(row) and not store.save_link_message(row)  # the same one again: kept once
@@ -116,7 +118,7 @@ def test_a_v4_store_is_migrated_to_keep_signed_messages_and_a_second_message_for
             StoredLinkMessage(7, "drafter", "Draft", 0, "drafter", wire.message_json(other), other_sig, "sent")
         )
     assert NodeStore(path).link_messages(7, "drafter") == [row]
-    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == 5
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
 
 
 # ------------------------------------------------------------------ an honest job

@@ -124,6 +124,8 @@ def test_the_audit_seed_is_made_once_kept_across_restarts_and_a_v3_store_migrate
     raw = sqlite3.connect(path)  # a store of schema v3 (before secrets) is migrated when opened
     raw.execute("DROP TABLE secrets")
     raw.execute("DROP TABLE link_messages")
+    raw.execute("DROP TABLE poller_blocks")
+    raw.execute("ALTER TABLE processed_logs DROP COLUMN block_number")
     raw.execute("PRAGMA user_version=3")
     raw.commit()
     raw.close()

@@ -13,14 +13,28 @@ fsync): a crash then replays the events since the last flush, which at-least-onc
 `HeadWaker` shortens a node's wait for the next poll: a websocket subscription to new block headers
 wakes it when a block arrives. It is a wake-up signal only; events are still read by polling.
 
-Reorgs deeper than `confirmations` blocks are not handled; on anvil none happen.
+`confirmations=N` delivers an event only once N blocks are on top of its block (head - block >= N).
+
+Reorgs: the poller remembers the hashes of the last `keep_blocks` blocks it processed up to (in the store, with the
+cursor). When the chain's block at the cursor has another hash (or is gone), it finds the fork point (the highest
+remembered block the chain still has), rewinds its cursor there (a saved cursor below it stays), forgets the
+processed logs above it, and calls `on_reorg(fork_block, since)` before it delivers anything again (`since`: the
+wall time the poller first saw the fork block, or None when no remembered block is left on the chain: the poller
+then replays from `start_block`).
+The events above the fork point are then delivered again as the new chain has them. A reorg is noticed on the
+first poll that reads a new block (a new block's parent must be the block remembered below it, else the cursor
+block's hash is compared), and at most `reorg_check_s` after one that kept the chain's height (anvil_reorg). A new
+block's hashes come from `headers` (the head waker's announcements: no round trip) when it has them; the periodic
+comparison always asks the chain, and a log whose block hash is not the announced one makes the next poll compare.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -37,6 +51,8 @@ from web3.types import LogReceipt
 from node.chain.logs import fetch_in_halves
 from node.chain.rpc import RetryPolicy, rpc_url_of, with_retries
 from node.store import NodeStore
+
+log = logging.getLogger("verispec.events")
 
 _PLAIN_TYPE = re.compile(r"^(u?int[0-9]*|bytes[0-9]*|bool|address|string)$")
 
@@ -105,10 +121,18 @@ class EventPoller:
         retry: RetryPolicy = RetryPolicy(),
         events: Iterable[tuple[str, str]] | None = None,
         defer_cursor: bool = False,
+        on_reorg: Callable[[int, float | None], None] | None = None,
+        keep_blocks: int = 128,
+        reorg_check_s: float = 1.0,
     ):
-        """`events`: the (contract name, event name) pairs to deliver; None delivers every event of `contracts`."""
+        """`events`: the (contract name, event name) pairs to deliver; None delivers every event of `contracts`.
+        `on_reorg(fork_block, since)`: called when a reorg replaced blocks the poller had processed (module doc)."""
         if chunk_size < 1:
             raise ValueError("chunk_size must be at least 1")
+        if confirmations < 0:
+            raise ValueError("confirmations must be at least 0")
+        if keep_blocks < 2:
+            raise ValueError("keep_blocks must be at least 2")
         self.w3 = w3
         self.store = store
         self.name = name
@@ -119,6 +143,16 @@ class EventPoller:
         self.defer_cursor = defer_cursor
         self._pending_cursor: int | None = None  # advanced but not yet saved (defer_cursor)
         self.head: int | None = None  # the chain head the last poll saw
+        self.on_reorg = on_reorg
+        self.keep_blocks = keep_blocks
+        self.reorg_check_s = reorg_check_s
+        self.reorgs: list[int] = []  # the fork points of the reorgs seen (diagnostics, tests)
+        self._blocks = store.poller_blocks(name)  # (number, hash, seen_at), oldest first: saved, then unsaved
+        self._unsaved_blocks: list[tuple[int, str, float]] = []  # remembered but not yet saved (defer_cursor)
+        self._checked_at = time.monotonic()  # when the cursor block's hash was last compared with the chain's
+        self._suspect = False  # something in the last poll hinted at a reorg: compare at the next one
+        # number -> (hash, parent hash) of a block announced without a round trip (`HeadWaker.header`), or None
+        self.headers: Callable[[int], tuple[str, str] | None] | None = None
         wanted = None if events is None else {tuple(e) for e in events}
         self._url = rpc_url_of(w3)
         # (emitting address, topic0) -> (contract name, web3 event, fast decoder or None) for decoding
@@ -153,15 +187,24 @@ class EventPoller:
         """Save a cursor kept in memory (defer_cursor); True if something was written."""
         if self._pending_cursor is None:
             return False
-        self.store.set_cursor(self.name, self._pending_cursor)
+        with self.store.transaction():
+            self.store.set_cursor(self.name, self._pending_cursor)
+            self.store.remember_blocks(self.name, self._unsaved_blocks, self.keep_blocks)
         self._pending_cursor = None
+        self._unsaved_blocks = []
         return True
 
-    def _advance(self, high: int) -> None:
+    def _advance(self, high: int, block_hash: str | None = None) -> None:
+        remembered = [] if block_hash is None else [(high, block_hash, time.time())]
+        # (a cursor a rewind left below its remembered blocks, `BlockMemory.rewind_poller`, passes them again)
+        self._blocks = ([b for b in self._blocks if b[0] < high] + remembered)[-self.keep_blocks :]
         if self.defer_cursor:
             self._pending_cursor = high
+            self._unsaved_blocks = ([b for b in self._unsaved_blocks if b[0] < high] + remembered)[-self.keep_blocks :]
         else:
-            self.store.set_cursor(self.name, high)
+            with self.store.transaction():
+                self.store.set_cursor(self.name, high)
+                self.store.remember_blocks(self.name, remembered, self.keep_blocks)
 
     def poll(self, head: int | None = None) -> Iterator[ChainEvent]:
         """Every event since the cursor up to the head (minus confirmations). The cursor moves past a
@@ -174,12 +217,68 @@ class EventPoller:
             head = with_retries(lambda: self.w3.eth.block_number, self.retry, self._url)
         self.head = head
         head -= self.confirmations
+        self._check_reorg(head)
         low = self.cursor + 1
         while low <= head:
             high = min(low + self.chunk_size - 1, head)
-            yield from self._decoded(self._fetch(low, high))
-            self._advance(high)
+            block = (self.headers(high) if self.headers is not None else None) or self._block(high)
+            below = self._blocks[-1] if self._blocks else None
+            if block is None or (below is not None and below[0] == low - 1 and high == low and block[1] != below[1]):
+                self._suspect = True  # gone, or not on top of what was processed: compared on the next poll
+                return
+            logs = self._fetch(low, high)
+            top = [entry for entry in logs if entry["blockNumber"] == high]
+            if any(_hex(entry.get("blockHash")) not in (None, block[0]) for entry in top):
+                self._suspect = True  # the chain changed between the two reads
+                return
+            yield from self._decoded(logs)
+            self._advance(high, block[0])
             low = high + 1
+
+    # ------------------------------------------------------------------ reorgs
+
+    def _block(self, number: int) -> tuple[str, str] | None:
+        """(hash, parent hash) of the chain's block `number`, 0x-hex lower case; None if there is none."""
+        response = with_retries(
+            lambda: self.w3.provider.make_request("eth_getBlockByNumber", [hex(number), False]), self.retry, self._url
+        )
+        block = response.get("result") if isinstance(response, dict) else None
+        return None if not block else (_hex(block["hash"]), _hex(block["parentHash"]))
+
+    def _check_reorg(self, confirmed_head: int) -> None:
+        """Compare the cursor block's remembered hash with the chain's when a new block cannot show it (more than one
+        new block, the chain shorter than the cursor, a hint from the last poll) or every `reorg_check_s`; on a
+        mismatch, rewind to the fork point (`_rewind`)."""
+        if not self._blocks:
+            return  # nothing processed yet (or a store from before v6): nothing to compare
+        top = self._blocks[-1][0]
+        due = time.monotonic() - self._checked_at >= self.reorg_check_s
+        if not (self._suspect or confirmed_head < top or confirmed_head > top + 1 or due):
+            return
+        self._suspect = False
+        self._checked_at = time.monotonic()
+        block = self._block(top)
+        if block is not None and block[0] == self._blocks[-1][1]:
+            return
+        fork, since = self.start_block - 1, None
+        for number, block_hash, seen_at in reversed(self._blocks[:-1]):
+            found = self._block(number)
+            if found is not None and found[0] == block_hash:
+                fork, since = number, seen_at
+                break
+        self._rewind(fork, since)
+
+    def _rewind(self, fork: int, since: float | None) -> None:
+        log.warning("%s: reorg: blocks above %d were replaced; rewinding to %d", self.name, fork, fork)
+        self.store.rewind_poller(self.name, fork)
+        self._blocks = [b for b in self._blocks if b[0] <= fork]
+        self._unsaved_blocks = [b for b in self._unsaved_blocks if b[0] <= fork]
+        self.store.remember_blocks(self.name, self._unsaved_blocks, self.keep_blocks)
+        self._unsaved_blocks = []
+        self._pending_cursor = None
+        self.reorgs.append(fork)
+        if self.on_reorg is not None:
+            self.on_reorg(fork, since)
 
     def drain(self, handler: Callable[[ChainEvent], None], head: int | None = None) -> int:
         """Hand every new event to `handler`; returns how many were handled."""
@@ -227,6 +326,13 @@ class EventPoller:
         return events
 
 
+def _hex(value: Any) -> str | None:
+    """A hash as 0x-hex lower case (from a JSON answer's string or web3's bytes); None stays None."""
+    if value is None:
+        return None
+    return to_hex(value).lower() if isinstance(value, (bytes, bytearray)) else str(value).lower()
+
+
 class HeadWaker:
     """Sets `event` whenever the chain node announces a new block (`eth_subscribe("newHeads")` over a
     websocket), so that a node loop sleeping between polls wakes at once instead of at its next poll.
@@ -243,6 +349,7 @@ class HeadWaker:
         self.connected = False
         self.head: int | None = None  # the number of the last block announced
         self.timestamps: OrderedDict[int, int] = OrderedDict()  # number -> timestamp of the last blocks announced
+        self.hashes: OrderedDict[int, tuple[str, str]] = OrderedDict()  # number -> (hash, parent hash), the same blocks
         self.give_up_after = give_up_after
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -277,6 +384,10 @@ class HeadWaker:
         number = self.head if number is None else number
         return None if number is None else self.timestamps.get(number)
 
+    def header(self, number: int) -> tuple[str, str] | None:
+        """(hash, parent hash) of block `number`, 0x-hex lower case, if it was announced recently, else None."""
+        return self.hashes.get(number) if self.connected else None
+
     def take(self) -> int | None:
         """The head announced since the last `take` (clearing the signal), or None if none was."""
         if not self.event.is_set():
@@ -306,8 +417,11 @@ class HeadWaker:
                             number = int(header["number"], 16)
                             self.head = number if self.head is None else max(self.head, number)
                             self.timestamps[number] = int(header["timestamp"], 16)
+                            self.hashes[number] = (str(header["hash"]).lower(), str(header["parentHash"]).lower())
                             while len(self.timestamps) > 256:
                                 self.timestamps.popitem(last=False)
+                            while len(self.hashes) > 256:
+                                self.hashes.popitem(last=False)
                         except (ValueError, KeyError, TypeError):
                             pass
                         self.event.set()

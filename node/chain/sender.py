@@ -127,6 +127,7 @@ class TxSender:
         rebroadcast_every: float = 5.0,
         fee_cache_s: float = 0.0,
         defer_writes: Callable[[Callable[[], None]], None] | None = None,
+        confirmations: int = 0,
     ):
         """`fee_cache_s` > 0: reuse the base fee and priority fee read within that many seconds (or given by
         `note_block`) instead of asking for them before every transaction; the fee rule is unchanged
@@ -136,7 +137,12 @@ class TxSender:
         signed -> sent and -> mined, which a restart re-derives from the chain (`resume_outstanding`
         settles every signed/sent record by its receipt). The record itself (`record_tx`, before the
         broadcast) and the dead states (superseded, rejected) are always written at once.
+        `confirmations`: a receipt counts as landed (`wait_for_receipt`) only once that many blocks are on top of
+        its block (a reorg shallower than that cannot take it back).
         """
+        if confirmations < 0:
+            raise ValueError("confirmations must be at least 0")
+        self.confirmations = confirmations
         self.w3 = w3
         self.account = account
         self.address = to_checksum_address(account.address)
@@ -264,7 +270,7 @@ class TxSender:
         record = self._record(key)
         while True:
             receipt = self._receipt_or_none(record.tx_hash)
-            if receipt is not None:
+            if receipt is not None and self._confirmed(receipt):
                 return self._landed(record, receipt)
             now = time.monotonic()
             if now >= deadline:
@@ -275,6 +281,46 @@ class TxSender:
                         raise TransactionSuperseded(key, record.tx_hash)
                 next_rebroadcast = now + self.rebroadcast_every
             time.sleep(self.poll_interval)
+
+    def reorged(self) -> tuple[list[str], list[str]]:
+        """After a reorg: the transactions of this key recorded mined whose nonce the chain's latest state has not used
+        (their blocks are gone) go back to "sent", lowest nonce first, and each is re-broadcast, the very same signed
+        bytes, while the chain's state lets it succeed now (gas estimation); from the first that would revert on, they
+        are *held*: not broadcast, their records kept (so the same bytes go out when the owner submits the key again,
+        e.g. a verification whose draft the other party has not re-sent yet; or, if the chain's state made the call
+        moot for good, their nonces go to later transactions and the records end superseded, keys released).
+        Returns (keys re-broadcast, keys held). A key is never given a transaction with another meaning: a fresh one
+        is signed only for a record that provably cannot land, with the same calldata."""
+        with self._lock:
+            mined = self._rpc(lambda: self.w3.eth.get_transaction_count(self.address, "latest"))
+            sent: list[str] = []
+            held: list[str] = []
+            for row in self.store.mined_txs_from(self.address, mined):
+                record = SentTx(*row)
+                self.store.set_tx_status(record.key, TX_SENT)
+                if held or not self._would_succeed(record):
+                    held.append(record.key)
+                    continue
+                sent.append(record.key)
+                with contextlib.suppress(TransactionRejected, TransactionReverted):
+                    self._broadcast(self._record(record.key))
+            self.resync_nonce()
+            return sent, held
+
+    def _would_succeed(self, record: SentTx) -> bool:
+        to, data, value = signed_call(record.raw_tx)
+        call = {"from": self.address, "to": to, "value": hex(value), "data": to_hex(data)}
+        try:
+            self._request("eth_estimateGas", [call, "pending"])
+        except (ContractLogicError, Web3RPCError):
+            return False
+        return True
+
+    def _confirmed(self, receipt: TxReceipt) -> bool:
+        if self.confirmations == 0:
+            return True
+        head = self._rpc(lambda: self.w3.eth.block_number)
+        return head - int(receipt["blockNumber"]) >= self.confirmations
 
     # --- internals -------------------------------------------------------------------------------
 
@@ -476,6 +522,20 @@ class TxSender:
     def _reverted(self, key: str, exc: BaseException, tx_hash: str | None = None) -> TransactionReverted:
         decoded = self.errors.decode(revert_data(exc))
         return TransactionReverted(key, decoded.name, decoded.args, decoded.data, tx_hash)
+
+
+def signed_call(raw: bytes) -> tuple[str, bytes, int]:
+    """(to, calldata, value) of a signed transaction's raw bytes (legacy, EIP-2930 or EIP-1559)."""
+    if raw[0] >= 0xC0:  # legacy: [nonce, gasPrice, gas, to, value, data, v, r, s]
+        fields, at = _rlp.decode(raw), 3
+    elif raw[0] == 1:  # [chainId, nonce, gasPrice, gas, to, value, data, ...]
+        fields, at = _rlp.decode(raw[1:]), 4
+    elif raw[0] == 2:  # [chainId, nonce, tip, maxFee, gas, to, value, data, ...]
+        fields, at = _rlp.decode(raw[1:]), 5
+    else:
+        raise ValueError(f"transaction type {raw[0]} is not one this node signs")
+    to, value, data = fields[at], fields[at + 1], fields[at + 2]
+    return to_checksum_address(to), bytes(data), int.from_bytes(value, "big")
 
 
 def is_revert(exc: Web3RPCError) -> bool:

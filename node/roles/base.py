@@ -52,6 +52,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from typing import ClassVar
 
 from eth_account.signers.local import LocalAccount
 from eth_utils import to_checksum_address
@@ -100,7 +101,13 @@ class NodeBase:
         store_durability: str = DURABILITY_PROCESS,
         receipt_grace_s: float = 0.5,
         sure_margin_s: float = 10.0,
+        confirmations: int = 0,
     ):
+        if confirmations < 0:
+            raise ValueError("confirmations must be at least 0")
+        self.confirmations = confirmations
+        if confirmations > 0:  # its reads are pinned to its confirmed head (`step`): a Web3 of its own
+            w3 = Web3(w3.provider)
         self.w3 = cache_chain_id(w3)
         self.deployment = deployment
         self.account = account
@@ -133,6 +140,7 @@ class NodeBase:
             errors=RevertDecoder.from_artifacts(artifacts),
             fee_cache_s=fee_cache_s,
             defer_writes=self.later,
+            confirmations=confirmations,
         )
         contracts = {"market": self.market}
         if self.disputes is not None:
@@ -153,6 +161,8 @@ class NodeBase:
             start_block=self.start_block,
             events=handled,
             defer_cursor=True,
+            confirmations=confirmations,
+            on_reorg=self.on_reorg,
         )
         self.txs = Transactions(
             self.sender,
@@ -247,6 +257,11 @@ class NodeBase:
 
         A step that did nothing flushes the deferred writes (the node is waiting: the write costs no latency)."""
         self._now = None
+        if self.confirmations:
+            if head is None:
+                head = self.w3.eth.block_number
+            # every view the node reads this step (contract calls without a block) sees its confirmed head only
+            self.w3.eth.default_block = max(head - self.confirmations, 0)
         did = self.poller.drain(self._dispatch, head)
         did += self.txs.poll()
         did += self._work()
@@ -292,6 +307,7 @@ class NodeBase:
         stop = stop or threading.Event()
         if self.wake_url and self.waker is None:
             self.waker = HeadWaker(self.wake_url).start()
+            self.poller.headers = self.waker.header  # a new block's hashes without a round trip (reorg detection)
             with contextlib.suppress(ChainUnavailable):
                 self.timeouts()  # read now rather than on a job's first turn
         try:
@@ -316,6 +332,7 @@ class NodeBase:
             if self.waker is not None:
                 self.waker.stop()
                 self.waker = None
+                self.poller.headers = None
 
     def close(self) -> None:
         try:
@@ -390,6 +407,38 @@ class NodeBase:
 
     def on_reverted(self, key: str, exc: TransactionReverted) -> None:
         """Hook: a transaction of ours reverted on chain."""
+
+    # ------------------------------------------------------------------ reorgs
+
+    def on_reorg(self, fork_block: int, since: float | None) -> None:
+        """The poller found that blocks above `fork_block` it had processed were replaced (docs/node.md,
+        "Confirmations and reorgs"). Our transactions they held are re-broadcast, the same signed bytes, and in
+        flight again, or held until the node submits them again (`TxSender.reorged`). Every tracked item is looked
+        at afresh (turns and deferrals the old blocks announced are forgotten), and so is every job and dispute
+        whose store row changed since the poller first saw the fork block (`since`; None: all of them), a retired
+        one included: its state is re-derived from the chain and the store, as after a restart. The events above
+        the fork come again as the new chain has them."""
+        self.log.warning("reorg: blocks above %d were replaced; re-deriving from the chain and the store", fork_block)
+        self.flush()  # the writes deferred so far go first: what follows rewrites what the new chain changes
+        self.txs.reorged(*self.sender.reorged())
+        self.schedule.reset()
+        self.rederive(since)
+
+    # what a retired ("done") row becomes after a reorg
+    reopened_status: ClassVar[dict[str, str]] = {"jobs": "active", "disputes": "open"}
+
+    def rederive(self, since: float | None) -> None:
+        """Track again each job and dispute of this role whose store row changed at or after wall time `since`
+        (None: all), except refused ones; a retired one is marked as before its retirement (`reopened_status`),
+        so that a restart tracks it too. Its work then decides from the chain's views what is left to do."""
+        for kind, table in ((JOB, "jobs"), (DISPUTE, "disputes")):
+            for item_id, status in self.store.changed_since(table, self.role, since):
+                if status == "refused":
+                    continue
+                if status == "done":
+                    save = self.store.save_job if table == "jobs" else self.store.save_dispute
+                    save(item_id, self.role, self.reopened_status[table])
+                self.schedule.track(kind, item_id)
 
     # ------------------------------------------------------------------ restarts
 

@@ -23,7 +23,7 @@ from eth_utils import function_abi_to_4byte_selector
 from eth_utils.abi import get_abi_input_types
 
 from node.chain.errors import ReceiptTimeout, TransactionRejected, TransactionReverted, TransactionSuperseded
-from node.chain.sender import TxSender
+from node.chain.sender import TxSender, signed_call
 from node.store import NodeStore
 
 
@@ -127,6 +127,23 @@ class Transactions:
         if key is not None and key in self._inflight:
             del self._inflight[key]
             self.sender.mark_landed(key, block_number)
+
+    def reorged(self, rebroadcast: list[str], held: list[str]) -> None:
+        """A reorg took back these keys' transactions (`TxSender.reorged`): those re-broadcast are in flight again
+        until a log or a receipt shows them landed on the new chain; the held ones go out (the same bytes) when the
+        node submits their keys again. Neither stays given up: the revert that gave one up may be gone too."""
+        for key in held:
+            self._given_up.discard(key)
+            self._drop(key)
+        for key in rebroadcast:
+            record = self.store.sent_tx(key)
+            if record is None:
+                continue
+            self._given_up.discard(key)
+            self._drop(key)
+            to, data, value = signed_call(record.raw_tx)
+            self._inflight[key] = InflightTx(key, to, data, value, time.monotonic(), record.tx_hash.lower())
+            self._by_hash[record.tx_hash.lower()] = key
 
     def poll(self) -> int:
         """Receipts of in-flight transactions older than `receipt_grace_s` (a log the node handles, or `landed`,

@@ -90,6 +90,14 @@ class Schedule:
         else:
             self._turns[int(job_id)] = (int(phase), int(cycle), None if deadline is None else int(deadline))
 
+    def reset(self) -> None:
+        """Forget everything events and views told about the tracked items (turns, deferrals to deadlines) and look
+        at every one on the next step: after a reorg, what they said may be gone from the chain."""
+        self._turns.clear()
+        self._wake.clear()
+        self._woken_at.clear()
+        self._dirty.update(self._checked)
+
     def take_turn(self, job_id: int) -> tuple[int, int, int | None] | None:
         """The (phase, cycle, deadline) the last event announced for the job, once (see `note_turn`), or None."""
         return self._turns.pop(int(job_id), None)
