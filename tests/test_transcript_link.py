@@ -146,7 +146,7 @@ def test_honest_job_equals_the_engine_every_message_stored_and_the_stream_equals
     # a transcript tampered with on the way is refused: a changed out token, a cycle left out
     tampered = json.loads(json.dumps(transcript))
     tampered["verifications"][1]["typed"]["message"]["outToken"] += 1
-    with pytest.raises(wire.LinkRefused, match="state does not chain its record"):
+    with pytest.raises(wire.LinkRefused, match="state does not chain its cycle"):
         check_transcript(spec, tampered)
     shortened = {**transcript, "drafts": transcript["drafts"][:-1], "verifications": transcript["verifications"][:-1]}
     with pytest.raises(wire.LinkRefused, match=r"Settlement is for cycles \d+, expected"):
