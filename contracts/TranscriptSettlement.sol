@@ -56,10 +56,10 @@ contract TranscriptSettlement is TranscriptSigner {
         bytes draftSig;
     }
 
-    /// @notice What `settled` reports of a settled (or force-settled) job: the records root challenges prove against
+    /// @notice What `settled` reports of a settled (or force-settled) job: the cycles root challenges prove against
     /// (stored), its cycle count (the market's) and whether a rule challenge convicted it.
     struct Settled {
-        bytes32 recordsRoot; // zero: no cycle was settled
+        bytes32 cyclesRoot; // zero: no cycle was settled
         uint32 cycles;
         bool convicted; // a rule challenge succeeded (once per job)
     }
@@ -68,7 +68,7 @@ contract TranscriptSettlement is TranscriptSigner {
     struct Force {
         bytes32 state; // the state the answer must extend: S(k-1) (verifier silent) or S(k) (drafter silent)
         bytes32 pendingRoot; // verifier silent: the draft root of the Draft it must verify
-        bytes32 recordsRoot; // of the cycles the job settles at if nobody answers
+        bytes32 cyclesRoot; // of the cycles the job settles at if nobody answers
         uint64 salt;
         uint64 deadline;
         uint16 cycles;
@@ -119,7 +119,7 @@ contract TranscriptSettlement is TranscriptSigner {
     /// @notice The challenger's share (basis points, < 10,000) of the smaller of the two rule-challenge slashes.
     uint256 public immutable ruleRewardBps;
 
-    // a settled job's records root (zero: none) and whether a rule challenge convicted it; its cycle count is the
+    // a settled job's cycles root (zero: none) and whether a rule challenge convicted it; its cycle count is the
     // market's (transcriptFinish writes it), so settlement stores one new slot
     mapping(uint256 jobId => bytes32) private _roots;
     mapping(uint256 jobId => bool) private _convicted;
@@ -129,10 +129,10 @@ contract TranscriptSettlement is TranscriptSigner {
     mapping(uint256 jobId => mapping(address forcer => uint256)) private _answeredLevel;
     mapping(uint256 jobId => Attested) private _attested;
 
-    /// @notice `jobId` settled by both parties' Settlement: `cycles` cycles, `tokensOut` tokens, `recordsRoot`; the
+    /// @notice `jobId` settled by both parties' Settlement: `cycles` cycles, `tokensOut` tokens, `cyclesRoot`; the
     /// verifier's last reveal `lastReveal` (earlier reveals follow by hashing it).
     event TranscriptSettled(
-        uint256 indexed jobId, uint32 cycles, uint32 tokensOut, bytes32 recordsRoot, bytes32 lastReveal
+        uint256 indexed jobId, uint32 cycles, uint32 tokensOut, bytes32 cyclesRoot, bytes32 lastReveal
     );
     /// @notice `forcer` posted the co-signed state after `cycles` cycles of `jobId`; `silent` must answer by
     /// `deadline`. `reveal` is the verifier's latest reveal in the evidence (zero when none).
@@ -204,8 +204,8 @@ contract TranscriptSettlement is TranscriptSigner {
     error RuleViolated(uint256 cycle);
     /// @dev The job has no settled records, or already lost a rule challenge.
     error NotChallengeable(uint256 jobId);
-    /// @dev The proof does not show the record under the stored records root.
-    error InvalidRecordProof(uint256 cycle);
+    /// @dev The proof does not show the cycle's bytes under the stored cycles root.
+    error InvalidCycleProof(uint256 cycle);
     /// @dev The pulled record follows the v1 rule: the challenge fails.
     error RecordFollowsRule(uint256 jobId, uint256 cycle);
 
@@ -260,7 +260,7 @@ contract TranscriptSettlement is TranscriptSigner {
     // ------------------------------------------------------------------ challenges and pulls
 
     /// @notice A rule challenge (anyone, before finalize): cycle `cycle` of settled job `jobId`, its data `c` with
-    /// a Merkle proof against the stored records root, and the verifier's reveal of that cycle. The contract re-runs
+    /// a Merkle proof against the stored cycles root, and the verifier's reveal of that cycle. The contract re-runs
     /// the v1 accept rule (draft root from tokens and q, probability ranges, the accept count with the job's salt,
     /// capped at the first out-of-range proposal, outToken below the vocabulary); when the record disagrees, both
     /// signers forfeit their pay and are slashed `ruleSlash` each, the requester's escrow comes back whole at
@@ -319,7 +319,7 @@ contract TranscriptSettlement is TranscriptSigner {
         uint256 posted = PackedCycles.count(c, job.gamma);
         if (posted != 1) revert WrongCycles(1, posted);
         if (!MerkleProof.verifyCalldata(proof, root, PackedCycles.leaf(c, job.gamma, 0, cycle))) {
-            revert InvalidRecordProof(cycle);
+            revert InvalidCycleProof(cycle);
         }
         cy = PackedCycles.alloc(job.gamma);
         PackedCycles.load(c, 0, cy);
@@ -370,7 +370,7 @@ contract TranscriptSettlement is TranscriptSigner {
             f.deadline = uint64(block.timestamp + market.commitTimeout());
         }
         f.state = t.state;
-        if (k != 0) f.recordsRoot = TranscriptTypes.cyclesRoot(leaves);
+        if (k != 0) f.cyclesRoot = TranscriptTypes.cyclesRoot(leaves);
         f.cycles = uint16(k);
         f.emitted = uint16(t.emitted);
         f.rejected = uint16(t.rejected);
@@ -446,7 +446,7 @@ contract TranscriptSettlement is TranscriptSigner {
     /// @notice Completes running job `jobId` whose attested state ends it (the verifier's on-chain answer to a force
     /// was its last cycle), anyone: the cycles 0..n-1 (packed as at settlement: the force's cycles, then the answered
     /// one) must fold from the genesis of `salt` to the attested state. The job becomes Finished (Completed) with v1's
-    /// counts and the records root stored, so neither party can stall it by withholding the Settlement.
+    /// counts and the cycles root stored, so neither party can stall it by withholding the Settlement.
     /// @param jobId The job.
     /// @param salt The drafter's salt (its Drafts').
     /// @param cycles The cycles 0..n-1, packed.
@@ -496,7 +496,7 @@ contract TranscriptSettlement is TranscriptSigner {
         return after_ > deadline ? after_ : deadline;
     }
 
-    /// @notice The settled records root of `jobId`, its cycle count and whether a rule challenge convicted it.
+    /// @notice The settled cycles root of `jobId`, its cycle count and whether a rule challenge convicted it.
     /// @param jobId The job.
     /// @return The job's settlement record.
     function settled(uint256 jobId) external view returns (Settled memory) {
@@ -861,7 +861,7 @@ contract TranscriptSettlement is TranscriptSigner {
     /// @dev Ends a force-moved job at `f`'s cycles, slashing `silent` (when it consented) as for a v1 timeout.
     function _finishForce(uint256 jobId, Force memory f, IInferenceMarket.FinishReason reason, address silent) private {
         delete _forces[jobId];
-        _roots[jobId] = f.recordsRoot;
+        _roots[jobId] = f.cyclesRoot;
         IInferenceMarket.TranscriptOutcome memory o =
             IInferenceMarket.TranscriptOutcome(f.cycles, f.emitted, f.rejected, f.outCut, f.salt, reason, silent, f.slash);
         market.transcriptFinish(jobId, o);
