@@ -733,7 +733,7 @@ contract TranscriptSettlement is TranscriptSigner {
     }
 
     /// @dev Reverts unless `d` is the drafter's signed Draft of cycle `cycle` of `jobId` on `prevState`, with the job's
-    /// γ proposals and a consistent draft root.
+    /// γ proposals, every q in 1..WAD and a consistent draft root.
     function _checkDraft(
         uint256 jobId,
         InferenceMarket.JobView memory job,
@@ -746,6 +746,11 @@ contract TranscriptSettlement is TranscriptSigner {
         if (d.cycle != cycle) revert WrongCycles(cycle, d.cycle);
         if (d.prevState != prevState) revert StateMismatch(d.prevState, prevState);
         if (d.tokens.length != job.gamma) revert BadCycle(cycle);
+        // a q outside 1..WAD has no rule-following verification (v1's commitDraft refuses it): a force with one
+        // could not be answered on chain, and the silent verifier would be slashed for a draft nobody can verify
+        for (uint256 i; i < d.q.length; ++i) {
+            if (!SpecMath.isDraftProbability(d.q[i])) revert BadCycle(cycle);
+        }
         if (SpecMath.draftRootCalldata(jobId, d.cycle, d.tokens, d.q) != d.draftRoot) revert DraftRootMismatch(cycle);
         _requireSigner(_draftDigest(d), signature, job.drafter);
     }

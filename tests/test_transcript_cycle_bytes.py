@@ -131,3 +131,27 @@ def test_accepted_above_gamma_co_signed_cannot_settle(chain, env):
     signed = (s.as_tuple(), t.sign(s, DRAFTER_KEY), t.sign(s, VERIFIER_KEY), t.salt, t.reveals[len(cycles) - 1])
     _revert(env, env.system.transcript.functions.settle(signed, bytes(raw)), env.actors.verifier, "BadCycle")
     assert job_view(env, job_id)["status"] == STATUS_RUNNING
+
+
+def _unchecked_draft(job_id, cycle, prev_state, tokens, q, salt) -> T.Draft:
+    """A Draft with q outside 1..WAD, which T.Draft refuses to build: a malicious drafter's own message."""
+    draft = object.__new__(T.Draft)
+    fields = dict(job_id=job_id, cycle=cycle, prev_state=prev_state, tokens=tuple(tokens), q=tuple(q), salt=salt)
+    for name, value in {**fields, "draft_root": P.draft_root(job_id, cycle, tokens, q)}.items():
+        object.__setattr__(draft, name, value)
+    return draft
+
+
+@pytest.mark.parametrize("bad_q", [0, WAD + 1, 2**60])
+def test_a_drafter_cannot_force_with_a_draft_no_verification_can_answer(chain, env, bad_q):
+    """A Draft with a q outside 1..WAD has no verification that follows the rule, so the verifier could not answer a
+    force with it and would be slashed at claimForce (to the requester, who may own the drafter): the force is
+    refused."""
+    job_id = transcript_job(env)
+    t = Transcript(env, job_id)
+    d = t.drafts[1]
+    draft = _unchecked_draft(job_id, 1, d.prev_state, d.tokens, (bad_q, *d.q[1:]), t.salt)
+    ev = TX.evidence(draft, t.sign(draft, DRAFTER_KEY), t.verifications[0], t.sign(t.verifications[0], VERIFIER_KEY))
+    force = env.system.transcript.functions.forceMove(job_id, ev, TX.pack_cycles(t.cycles[:1], GAMMA))
+    _revert(env, force, env.actors.drafter, "BadCycle")
+    assert env.system.transcript.functions.forceOf(job_id).call()[9] == "0x" + "00" * 20
