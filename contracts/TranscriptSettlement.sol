@@ -270,7 +270,7 @@ contract TranscriptSettlement is TranscriptSigner {
     /// @param cycle The cycle.
     /// @param c The cycle's data, as settlement posted it: a packed run of this one cycle.
     /// @param reveal The verifier's reveal of `cycle` (H^(cycle+1)(reveal) is its chain head).
-    /// @param proof The record's proof (`protocol.record_proof`).
+    /// @param proof The cycle's proof (`protocol.cycle_proof`).
     function challengeRule(uint256 jobId, uint32 cycle, bytes calldata c, bytes32 reveal, bytes32[] calldata proof)
         external
     {
