@@ -203,7 +203,7 @@ class Verification(_Message):
 
     @property
     def record(self) -> tuple[bytes, list[int], int, int]:
-        """The v1 cycle record (draftRoot, p, accepted, outToken): what a pull rebuilds on chain and the market stores."""
+        """The v1 cycle record (draftRoot, p, accepted, outToken): what a pull rebuilds and the market stores."""
         return self.draft_root, list(self.p), self.accepted, self.out_token
 
     @property
