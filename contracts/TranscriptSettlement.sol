@@ -56,10 +56,10 @@ contract TranscriptSettlement is TranscriptSigner {
         bytes draftSig;
     }
 
-    /// @notice What `settled` reports of a settled (or force-settled) job: the records root challenges prove against
+    /// @notice What `settled` reports of a settled (or force-settled) job: the cycles root challenges prove against
     /// (stored), its cycle count (the market's) and whether a rule challenge convicted it.
     struct Settled {
-        bytes32 recordsRoot; // zero: no cycle was settled
+        bytes32 cyclesRoot; // zero: no cycle was settled
         uint32 cycles;
         bool convicted; // a rule challenge succeeded (once per job)
     }
@@ -68,7 +68,7 @@ contract TranscriptSettlement is TranscriptSigner {
     struct Force {
         bytes32 state; // the state the answer must extend: S(k-1) (verifier silent) or S(k) (drafter silent)
         bytes32 pendingRoot; // verifier silent: the draft root of the Draft it must verify
-        bytes32 recordsRoot; // of the cycles the job settles at if nobody answers
+        bytes32 cyclesRoot; // of the cycles the job settles at if nobody answers
         uint64 salt;
         uint64 deadline;
         uint16 cycles;
@@ -119,7 +119,7 @@ contract TranscriptSettlement is TranscriptSigner {
     /// @notice The challenger's share (basis points, < 10,000) of the smaller of the two rule-challenge slashes.
     uint256 public immutable ruleRewardBps;
 
-    // a settled job's records root (zero: none) and whether a rule challenge convicted it; its cycle count is the
+    // a settled job's cycles root (zero: none) and whether a rule challenge convicted it; its cycle count is the
     // market's (transcriptFinish writes it), so settlement stores one new slot
     mapping(uint256 jobId => bytes32) private _roots;
     mapping(uint256 jobId => bool) private _convicted;
@@ -129,10 +129,10 @@ contract TranscriptSettlement is TranscriptSigner {
     mapping(uint256 jobId => mapping(address forcer => uint256)) private _answeredLevel;
     mapping(uint256 jobId => Attested) private _attested;
 
-    /// @notice `jobId` settled by both parties' Settlement: `cycles` cycles, `tokensOut` tokens, `recordsRoot`; the
+    /// @notice `jobId` settled by both parties' Settlement: `cycles` cycles, `tokensOut` tokens, `cyclesRoot`; the
     /// verifier's last reveal `lastReveal` (earlier reveals follow by hashing it).
     event TranscriptSettled(
-        uint256 indexed jobId, uint32 cycles, uint32 tokensOut, bytes32 recordsRoot, bytes32 lastReveal
+        uint256 indexed jobId, uint32 cycles, uint32 tokensOut, bytes32 cyclesRoot, bytes32 lastReveal
     );
     /// @notice `forcer` posted the co-signed state after `cycles` cycles of `jobId`; `silent` must answer by
     /// `deadline`. `reveal` is the verifier's latest reveal in the evidence (zero when none).
@@ -204,8 +204,8 @@ contract TranscriptSettlement is TranscriptSigner {
     error RuleViolated(uint256 cycle);
     /// @dev The job has no settled records, or already lost a rule challenge.
     error NotChallengeable(uint256 jobId);
-    /// @dev The proof does not show the record under the stored records root.
-    error InvalidRecordProof(uint256 cycle);
+    /// @dev The proof does not show the cycle's bytes under the stored cycles root.
+    error InvalidCycleProof(uint256 cycle);
     /// @dev The pulled record follows the v1 rule: the challenge fails.
     error RecordFollowsRule(uint256 jobId, uint256 cycle);
 
@@ -241,14 +241,14 @@ contract TranscriptSettlement is TranscriptSigner {
             _requireSigner(digest, a.verifierSig, job.verifier);
         }
         bytes32[] memory leaves = new bytes32[](n);
-        Tally memory t = _fold(jobId, job, TranscriptTypes.genesisState(jobId, a.salt), cycles, leaves, n);
+        Tally memory t = _fold(job, TranscriptTypes.genesisState(jobId, a.salt), cycles, leaves, n);
         if (t.state != s.state) revert StateMismatch(s.state, t.state);
         if (t.emitted != s.tokensOut) revert TokensOutMismatch(s.tokensOut, t.emitted);
         bytes32 root = bytes32(0);
         if (n != 0) {
             if (!t.finished) revert TranscriptNotEnded();
             _checkReveal(job, n - 1, a.lastReveal);
-            root = SpecMath.root(leaves);
+            root = TranscriptTypes.cyclesRoot(leaves);
         }
         // deleting a force that does not exist would still pay for five cold zero-to-zero stores
         if (_forces[jobId].silent != address(0)) delete _forces[jobId];
@@ -260,7 +260,7 @@ contract TranscriptSettlement is TranscriptSigner {
     // ------------------------------------------------------------------ challenges and pulls
 
     /// @notice A rule challenge (anyone, before finalize): cycle `cycle` of settled job `jobId`, its data `c` with
-    /// a Merkle proof against the stored records root, and the verifier's reveal of that cycle. The contract re-runs
+    /// a Merkle proof against the stored cycles root, and the verifier's reveal of that cycle. The contract re-runs
     /// the v1 accept rule (draft root from tokens and q, probability ranges, the accept count with the job's salt,
     /// capped at the first out-of-range proposal, outToken below the vocabulary); when the record disagrees, both
     /// signers forfeit their pay and are slashed `ruleSlash` each, the requester's escrow comes back whole at
@@ -270,7 +270,7 @@ contract TranscriptSettlement is TranscriptSigner {
     /// @param cycle The cycle.
     /// @param c The cycle's data, as settlement posted it: a packed run of this one cycle.
     /// @param reveal The verifier's reveal of `cycle` (H^(cycle+1)(reveal) is its chain head).
-    /// @param proof The record's proof (`protocol.record_proof`).
+    /// @param proof The cycle's proof (`protocol.cycle_proof`).
     function challengeRule(uint256 jobId, uint32 cycle, bytes calldata c, bytes32 reveal, bytes32[] calldata proof)
         external
     {
@@ -278,12 +278,8 @@ contract TranscriptSettlement is TranscriptSigner {
         // slither-disable-next-line incorrect-equality (a root, not a balance: zero means nothing was settled)
         if (root == bytes32(0) || _convicted[jobId]) revert NotChallengeable(jobId);
         InferenceMarket.JobView memory job = market.getJob(jobId);
-        uint256 posted = PackedCycles.count(c, job.gamma);
-        if (posted != 1) revert WrongCycles(1, posted);
-        PackedCycles.Cycle memory cy = PackedCycles.alloc(job.gamma);
-        PackedCycles.load(c, 0, cy);
+        PackedCycles.Cycle memory cy = _provenCycle(root, job, cycle, c, proof);
         bytes32 draftRoot = _draftRoot(jobId, cycle, cy, new bytes32[](job.gamma));
-        _proveRecord(root, cycle, _recordHash(draftRoot, cy), proof);
         _checkReveal(job, cycle, reveal);
         if (_followsRule(_rule(job, job.salt, draftRoot, reveal, cy.accepted, cy.outToken), cy.tokens, cy.q, cy.p)) {
             revert RecordFollowsRule(jobId, cycle);
@@ -293,23 +289,40 @@ contract TranscriptSettlement is TranscriptSigner {
         market.transcriptConvict(jobId, msg.sender, ruleSlash, ruleRewardBps);
     }
 
-    /// @notice Pulls cycle `cycle` of settled job `jobId` (anyone, before finalize): proves its record against the
-    /// stored records root and stores the record hash in the market, where the dispute manager reads it, so a
-    /// DraftReplay / TargetReplay dispute on it runs through the v1 referee flow unchanged.
+    /// @notice Pulls cycle `cycle` of settled job `jobId` (anyone, before finalize): proves its packed bytes against
+    /// the stored cycles root, rebuilds its v1 record (the draft root from its tokens and q, then the record hash) and
+    /// stores that hash in the market, where the dispute manager reads it, so a DraftReplay / TargetReplay dispute on
+    /// it runs through the v1 referee flow unchanged.
     /// @param jobId The job.
     /// @param cycle The cycle.
-    /// @param r The cycle's v1 record (draft root, p, accepted, outToken).
-    /// @param proof The record's proof (`protocol.record_proof`).
-    function pullCycle(uint256 jobId, uint32 cycle, TranscriptTypes.Record calldata r, bytes32[] calldata proof)
-        external
-    {
+    /// @param c The cycle's data, as settlement posted it: a packed run of this one cycle.
+    /// @param proof The cycle's proof (`protocol.cycle_proof`).
+    function pullCycle(uint256 jobId, uint32 cycle, bytes calldata c, bytes32[] calldata proof) external {
         bytes32 root = _roots[jobId];
         // slither-disable-next-line incorrect-equality (a root, not a balance: zero means nothing was settled)
         if (root == bytes32(0)) revert NotChallengeable(jobId);
-        bytes32 recordHash = CycleRecord.hashCalldata(r.draftRoot, r.p, r.accepted, r.outToken);
-        _proveRecord(root, cycle, recordHash, proof);
+        InferenceMarket.JobView memory job = market.getJob(jobId);
+        PackedCycles.Cycle memory cy = _provenCycle(root, job, cycle, c, proof);
+        bytes32 recordHash = _recordHash(_draftRoot(jobId, cycle, cy, new bytes32[](job.gamma)), cy);
         emit CyclePulled(jobId, cycle, recordHash);
         market.storeTranscriptRecord(jobId, cycle, recordHash);
+    }
+
+    /// @dev The one cycle of packed run `c`, unpacked, once its leaf as cycle `cycle` is proven under `root`.
+    function _provenCycle(
+        bytes32 root,
+        InferenceMarket.JobView memory job,
+        uint32 cycle,
+        bytes calldata c,
+        bytes32[] calldata proof
+    ) private pure returns (PackedCycles.Cycle memory cy) {
+        uint256 posted = PackedCycles.count(c, job.gamma);
+        if (posted != 1) revert WrongCycles(1, posted);
+        if (!MerkleProof.verifyCalldata(proof, root, PackedCycles.leaf(c, job.gamma, 0, cycle))) {
+            revert InvalidCycleProof(cycle);
+        }
+        cy = PackedCycles.alloc(job.gamma);
+        PackedCycles.load(c, 0, cy);
     }
 
     // ------------------------------------------------------------------ force moves
@@ -357,7 +370,7 @@ contract TranscriptSettlement is TranscriptSigner {
             f.deadline = uint64(block.timestamp + market.commitTimeout());
         }
         f.state = t.state;
-        if (k != 0) f.recordsRoot = SpecMath.root(leaves);
+        if (k != 0) f.cyclesRoot = TranscriptTypes.cyclesRoot(leaves);
         f.cycles = uint16(k);
         f.emitted = uint16(t.emitted);
         f.rejected = uint16(t.rejected);
@@ -399,7 +412,7 @@ contract TranscriptSettlement is TranscriptSigner {
             _verifyOnChain(_rule(job, f.salt, draftRoot, a.reveal, a.accepted, a.outToken), k, a.tokens, a.q, a.p);
             delete _forces[jobId];
             emit ForceAnsweredVerification(jobId, uint32(k), a.p, a.reveal, a.accepted, a.outToken);
-            _attestAnswer(jobId, job, f, a, draftRoot);
+            _attestAnswer(jobId, job, f, a);
         } else {
             TranscriptTypes.Draft calldata d = a.draft;
             if (f.slash && d.salt != f.salt) revert StateMismatch(bytes32(uint256(f.salt)), bytes32(uint256(d.salt)));
@@ -433,7 +446,7 @@ contract TranscriptSettlement is TranscriptSigner {
     /// @notice Completes running job `jobId` whose attested state ends it (the verifier's on-chain answer to a force
     /// was its last cycle), anyone: the cycles 0..n-1 (packed as at settlement: the force's cycles, then the answered
     /// one) must fold from the genesis of `salt` to the attested state. The job becomes Finished (Completed) with v1's
-    /// counts and the records root stored, so neither party can stall it by withholding the Settlement.
+    /// counts and the cycles root stored, so neither party can stall it by withholding the Settlement.
     /// @param jobId The job.
     /// @param salt The drafter's salt (its Drafts').
     /// @param cycles The cycles 0..n-1, packed.
@@ -443,11 +456,10 @@ contract TranscriptSettlement is TranscriptSigner {
         uint256 n = PackedCycles.count(cycles, job.gamma);
         if (!att.ended || att.cycles != n) revert NotAttested(jobId, n);
         bytes32[] memory leaves = new bytes32[](n);
-        Tally memory t = _fold(jobId, job, TranscriptTypes.genesisState(jobId, salt), cycles, leaves, n);
+        Tally memory t = _fold(job, TranscriptTypes.genesisState(jobId, salt), cycles, leaves, n);
         if (t.state != att.state) revert StateMismatch(att.state, t.state);
         if (_forces[jobId].silent != address(0)) delete _forces[jobId];
-        bytes32 root = SpecMath.root(leaves);
-        _roots[jobId] = root;
+        _roots[jobId] = TranscriptTypes.cyclesRoot(leaves);
         emit ForceCompleted(jobId, n);
         market.transcriptFinish(jobId, _outcome(n, t, salt, IInferenceMarket.FinishReason.Completed));
     }
@@ -484,7 +496,7 @@ contract TranscriptSettlement is TranscriptSigner {
         return after_ > deadline ? after_ : deadline;
     }
 
-    /// @notice The settled records root of `jobId`, its cycle count and whether a rule challenge convicted it.
+    /// @notice The settled cycles root of `jobId`, its cycle count and whether a rule challenge convicted it.
     /// @param jobId The job.
     /// @return The job's settlement record.
     function settled(uint256 jobId) external view returns (Settled memory) {
@@ -539,11 +551,10 @@ contract TranscriptSettlement is TranscriptSigner {
         uint256 jobId,
         InferenceMarket.JobView memory job,
         Force memory f,
-        Answer calldata a,
-        bytes32 draftRoot
+        Answer calldata a
     ) private {
-        bytes32 recordHash = CycleRecord.hashCalldata(draftRoot, a.p, a.accepted, a.outToken);
-        Tally memory t = Tally(TranscriptTypes.nextState(f.state, recordHash), f.emitted, f.rejected, false, f.outCut);
+        bytes32 leaf = PackedCycles.leafOf(f.cycles, a.tokens, a.q, a.p, a.accepted, a.outToken);
+        Tally memory t = Tally(TranscriptTypes.nextState(f.state, leaf), f.emitted, f.rejected, false, f.outCut);
         _stepUnpacked(t, job, a.tokens, a.accepted, a.outToken);
         _attest(jobId, t.state, uint256(f.cycles) + 1, t.finished);
     }
@@ -568,7 +579,7 @@ contract TranscriptSettlement is TranscriptSigner {
         bytes32[] memory leaves,
         uint256 k
     ) private view returns (Tally memory t, bytes32 reveal) {
-        t = _fold(jobId, job, TranscriptTypes.genesisState(jobId, e.draft.salt), cycles, leaves, k);
+        t = _fold(job, TranscriptTypes.genesisState(jobId, e.draft.salt), cycles, leaves, k);
         if (t.finished) revert CycleAfterEnd(k); // the job ended at cycle k-1: that is a Settlement
         _checkDraft(jobId, job, e.draft, e.draftSig, k, t.state);
         if (k != 0) {
@@ -600,12 +611,12 @@ contract TranscriptSettlement is TranscriptSigner {
         _checkReveal(job, k, v.reveal);
         uint32[] memory tokens = e.draft.tokens;
         _verifyOnChain(_rule(job, e.draft.salt, v.draftRoot, v.reveal, v.accepted, v.outToken), k, tokens, e.draft.q, v.p);
-        bytes32 recordHash = CycleRecord.hashCalldata(v.draftRoot, v.p, v.accepted, v.outToken);
-        bytes32 next = TranscriptTypes.nextState(t.state, recordHash);
+        bytes32 leaf = PackedCycles.leafOf(k, tokens, e.draft.q, v.p, v.accepted, v.outToken);
+        bytes32 next = TranscriptTypes.nextState(t.state, leaf);
         if (next != v.state) revert StateMismatch(v.state, next);
         _stepUnpacked(t, job, tokens, v.accepted, v.outToken);
         t.state = next;
-        leaves[k] = TranscriptTypes.recordLeaf(uint32(k), recordHash);
+        leaves[k] = leaf;
     }
 
     function _runningJob(uint256 jobId) private view returns (InferenceMarket.JobView memory job) {
@@ -614,12 +625,11 @@ contract TranscriptSettlement is TranscriptSigner {
     }
 
     /// @dev Folds the first `n` cycles of the packed run `cycles` (its length checked by `PackedCycles.count`) from
-    /// `genesis`: per cycle accepted ≤ γ, the draft root from (tokens, q), the record hash, the state step, the leaf
-    /// (into `leaves`) and v1's emission and α counts. A cycle after the job's end reverts. `PackedCycles.fold` hashes
-    /// the records straight from calldata (nothing unpacked or allocated, so memory grows with the records' leaves
-    /// only) and counts the cycles that end nothing; it stops at one that may end the job, for `_step`.
+    /// `genesis`: per cycle accepted ≤ γ, its cycle leaf (into `leaves`), the state step and v1's emission and α
+    /// counts. A cycle after the job's end reverts. `PackedCycles.fold` hashes each cycle once, straight from calldata,
+    /// and counts the cycles that end nothing; it stops at one that may end the job, for `_step`. No v1 record is
+    /// rebuilt here: a pull or a rule challenge rebuilds the one cycle it needs.
     function _fold(
-        uint256 jobId,
         InferenceMarket.JobView memory job,
         bytes32 genesis,
         bytes calldata cycles,
@@ -628,7 +638,7 @@ contract TranscriptSettlement is TranscriptSigner {
     ) private pure returns (Tally memory t) {
         uint256 gamma = job.gamma;
         uint256 maxTokens = job.maxTokens;
-        PackedCycles.Run memory r = PackedCycles.Run(jobId, gamma, job.eosToken, 0, n, genesis, maxTokens, 0, 0, 0, 0);
+        PackedCycles.Run memory r = PackedCycles.Run(gamma, job.eosToken, 0, n, genesis, maxTokens, 0, 0, 0);
         while (PackedCycles.fold(cycles, r, leaves)) {
             uint256 c = r.next;
             if (r.accepted > gamma) revert BadCycle(c);
@@ -723,7 +733,7 @@ contract TranscriptSettlement is TranscriptSigner {
     }
 
     /// @dev Reverts unless `d` is the drafter's signed Draft of cycle `cycle` of `jobId` on `prevState`, with the job's
-    /// γ proposals and a consistent draft root.
+    /// γ proposals, every q in 1..WAD and a consistent draft root.
     function _checkDraft(
         uint256 jobId,
         InferenceMarket.JobView memory job,
@@ -736,6 +746,11 @@ contract TranscriptSettlement is TranscriptSigner {
         if (d.cycle != cycle) revert WrongCycles(cycle, d.cycle);
         if (d.prevState != prevState) revert StateMismatch(d.prevState, prevState);
         if (d.tokens.length != job.gamma) revert BadCycle(cycle);
+        // a q outside 1..WAD has no rule-following verification (v1's commitDraft refuses it): a force with one
+        // could not be answered on chain, and the silent verifier would be slashed for a draft nobody can verify
+        for (uint256 i; i < d.q.length; ++i) {
+            if (!SpecMath.isDraftProbability(d.q[i])) revert BadCycle(cycle);
+        }
         if (SpecMath.draftRootCalldata(jobId, d.cycle, d.tokens, d.q) != d.draftRoot) revert DraftRootMismatch(cycle);
         _requireSigner(_draftDigest(d), signature, job.drafter);
     }
@@ -835,13 +850,6 @@ contract TranscriptSettlement is TranscriptSigner {
         return count;
     }
 
-    /// @dev Reverts {InvalidRecordProof} unless `proof` shows cycle `cycle`'s `recordHash` under `root`.
-    function _proveRecord(bytes32 root, uint32 cycle, bytes32 recordHash, bytes32[] calldata proof) private pure {
-        if (!MerkleProof.verifyCalldata(proof, root, TranscriptTypes.recordLeaf(cycle, recordHash))) {
-            revert InvalidRecordProof(cycle);
-        }
-    }
-
     function _outcome(uint256 cycles, Tally memory t, uint64 salt, IInferenceMarket.FinishReason reason)
         private
         pure
@@ -858,7 +866,7 @@ contract TranscriptSettlement is TranscriptSigner {
     /// @dev Ends a force-moved job at `f`'s cycles, slashing `silent` (when it consented) as for a v1 timeout.
     function _finishForce(uint256 jobId, Force memory f, IInferenceMarket.FinishReason reason, address silent) private {
         delete _forces[jobId];
-        _roots[jobId] = f.recordsRoot;
+        _roots[jobId] = f.cyclesRoot;
         IInferenceMarket.TranscriptOutcome memory o =
             IInferenceMarket.TranscriptOutcome(f.cycles, f.emitted, f.rejected, f.outCut, f.salt, reason, silent, f.slash);
         market.transcriptFinish(jobId, o);

@@ -426,35 +426,94 @@ def transcript_genesis(job_id: int, salt: int) -> bytes:
     return keccak(TRANSCRIPT_TAG + _word(job_id) + _word(salt))
 
 
-def next_state(prev_state: bytes, record_hash: bytes) -> bytes:
-    """S(c) = keccak256(S(c-1) ‖ recordHash_c), as `TranscriptTypes.nextState`."""
-    return keccak(_bytes32(prev_state) + _bytes32(record_hash))
+# The cycle encoding (contracts/lib/PackedCycles.sol, docs/protocol.md "Settlement encoding"): accepted (1 byte),
+# outToken (4), then per proposal token (32 bits), q (60 bits), p (60 bits), big-endian. It is what settlement posts
+# and what the state chain hashes, so a cycle is hashed once, straight from the bytes that carry it.
+CYCLE_FIXED, PROPOSAL_BYTES, PROB_BITS = 5, 19, 60
 
 
-def state_chain(genesis: bytes, record_hashes: Sequence[bytes]) -> list[bytes]:
-    """[S(0), ..., S(n-1)] from S(-1) = genesis; the last is what `TranscriptTypes.finalState` returns."""
+def cycle_size(gamma: int) -> int:
+    """The bytes of one packed cycle of γ proposals."""
+    return CYCLE_FIXED + PROPOSAL_BYTES * gamma
+
+
+def _field(value: int, bits: int, name: str) -> int:
+    if isinstance(value, bool) or not 0 <= int(value) < 1 << bits:
+        raise ValueError(f"{name} {value} does not fit the cycle encoding's {bits} bits")
+    return int(value)
+
+
+def pack_cycle(tokens: Sequence[int], q: Sequence[int], p: Sequence[int], accepted: int, out_token: int) -> bytes:
+    """One cycle in the cycle encoding (no γ byte): ValueError when a field does not fit it (a valid message's
+    always do: q, p ≤ WAD < 2^60, accepted ≤ γ ≤ 16)."""
+    gamma = len(tokens)
+    if not 1 <= gamma <= MAX_GAMMA or not len(q) == len(p) == gamma or not 0 <= accepted <= gamma:
+        raise ValueError(f"a cycle of {gamma} tokens, {len(q)} q, {len(p)} p, accepted {accepted}")
+    out = bytearray([accepted]) + _field(out_token, 32, "outToken").to_bytes(4, "big")
+    for t, qi, pi in zip(tokens, q, p):
+        word = _field(t, 32, "token") << 2 * PROB_BITS | _field(qi, PROB_BITS, "q") << PROB_BITS
+        out += (word | _field(pi, PROB_BITS, "p")).to_bytes(PROPOSAL_BYTES, "big")
+    return bytes(out)
+
+
+def unpack_cycle(packed: bytes) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], int, int]:
+    """(tokens, q, p, accepted, outToken) of one packed cycle, read as hostile data: ValueError unless its length is
+    a whole cycle of 1..16 proposals (the fields' values are the rule's to judge, not the encoding's)."""
+    packed = bytes(packed)
+    gamma, rest = divmod(len(packed) - CYCLE_FIXED, PROPOSAL_BYTES)
+    if rest or not 1 <= gamma <= MAX_GAMMA:
+        raise ValueError(f"{len(packed)} bytes are not one packed cycle of 1..{MAX_GAMMA} proposals")
+    mask = (1 << PROB_BITS) - 1
+    words = [
+        int.from_bytes(packed[o : o + PROPOSAL_BYTES], "big") for o in range(CYCLE_FIXED, len(packed), PROPOSAL_BYTES)
+    ]
+    tokens = tuple(w >> 2 * PROB_BITS for w in words)
+    return (
+        tokens,
+        tuple(w >> PROB_BITS & mask for w in words),
+        tuple(w & mask for w in words),
+        packed[0],
+        int.from_bytes(packed[1:5], "big"),
+    )
+
+
+def cycle_leaf(cycle: int, packed: bytes) -> bytes:
+    """keccak256(abi.encodePacked(uint32 cycle, packed cycle)), as `PackedCycles.leaf`: what the state chain
+    steps on and the cycles root is built over. It binds the cycle index (a cycle's bytes do not name it, and
+    commutative pair hashing does not bind a leaf's position); its preimage is never 64 bytes (4 + 5 + 19γ), so no
+    inner node of the tree passes for a leaf."""
+    _check_range("cycle", cycle, UINT32_MAX)
+    return keccak(cycle.to_bytes(4, "big") + bytes(packed))
+
+
+def transcript_leaf(cycle: int, tokens, q, p, accepted: int, out_token: int) -> bytes:
+    """The cycle leaf of a cycle's fields (a Draft's tokens and q, its Verification's p, accepted, outToken)."""
+    return cycle_leaf(cycle, pack_cycle(tokens, q, p, accepted, out_token))
+
+
+def next_state(prev_state: bytes, leaf_hash: bytes) -> bytes:
+    """S(c) = keccak256(S(c-1) ‖ cycleLeaf_c), as `TranscriptTypes.nextState`."""
+    return keccak(_bytes32(prev_state) + _bytes32(leaf_hash))
+
+
+def state_chain(genesis: bytes, leaves: Sequence[bytes]) -> list[bytes]:
+    """[S(0), ..., S(n-1)] from S(-1) = genesis over the cycle leaves; the last is `TranscriptTypes.finalState`."""
     states, state = [], _bytes32(genesis)
-    for record_hash in record_hashes:
-        state = next_state(state, record_hash)
+    for leaf_hash in leaves:
+        state = next_state(state, leaf_hash)
         states.append(state)
     return states
 
 
-def record_leaf(cycle: int, record_hash: bytes) -> bytes:
-    """keccak256(bytes.concat(keccak256(abi.encode(uint32 cycle, recordHash)))), as `TranscriptTypes.recordLeaf`."""
-    _check_range("cycle", cycle, UINT32_MAX)
-    return keccak(keccak(_word(cycle) + _bytes32(record_hash)))
+def cycles_root(leaves: Sequence[bytes]) -> bytes:
+    """The cycles root that settlement stores: `root` over the cycle leaves of cycles 0..n-1."""
+    if not leaves:
+        raise ValueError("a cycles root needs at least one cycle")
+    return root(leaves)
 
 
-def records_root(record_hashes: Sequence[bytes]) -> bytes:
-    """The records root that settlement stores: `root` over the record leaves of cycles 0..n-1."""
-    if not record_hashes:
-        raise ValueError("a records root needs at least one record")
-    return root([record_leaf(c, h) for c, h in enumerate(record_hashes)])
-
-
-def record_proof(record_hashes: Sequence[bytes], cycle: int) -> list[bytes]:
-    """Proof of cycle `cycle`'s record against `records_root(record_hashes)`, for `MerkleProof.verify`."""
-    if not 0 <= cycle < len(record_hashes):
-        raise ValueError(f"cycle {cycle} out of range 0..{len(record_hashes) - 1}")
-    return proof([record_leaf(c, h) for c, h in enumerate(record_hashes)], cycle)
+def cycle_proof(leaves: Sequence[bytes], cycle: int) -> list[bytes]:
+    """Proof of cycle `cycle`'s leaf against `cycles_root(leaves)`, for `MerkleProof.verify`."""
+    if not 0 <= cycle < len(leaves):
+        raise ValueError(f"cycle {cycle} out of range 0..{len(leaves) - 1}")
+    return proof(leaves, cycle)

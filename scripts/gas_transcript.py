@@ -3,8 +3,9 @@
 For jobs of 64, 256 and 1,024 tokens at γ = 4, T = 1, it runs the job both ways with the same cycles and prints
 receipt gasUsed (21000 base + calldata + execution, or EIP-7623's calldata floor where that is higher):
   per-cycle   Σ over cycles of commitFirstDraft / commitDraft + submitVerification;
-  transcript  TranscriptSettlement.settle: both signatures and every cycle's tokens, q, p and record in calldata,
-              in the packed settlement encoding (contracts/lib/PackedCycles.sol).
+  transcript  TranscriptSettlement.settle: both signatures and every cycle's tokens, q, p, accepted and outToken in
+              calldata, in the packed settlement encoding (contracts/lib/PackedCycles.sol), whose bytes the signed
+              state chain hashes once a cycle (protocol.cycle_leaf): no draft root or v1 record is built at settle.
 submitJob / submitTranscriptJob, acceptJob and finalize are the same transactions in both modes and are shown once.
 
 The cycles are synthesized (the bundled pair's context is 512 positions, so it cannot decode 1,024 tokens): token ids
@@ -132,7 +133,7 @@ def measure(lengths=LENGTHS) -> tuple[list[dict], int]:
             job = m.jobCount().call()
             accept = _send(w3, m.acceptJob(job, P.hash_chain(SEED, length)), verifier).gasUsed
             posted = synth_cycles(job, length, reveals, length)
-            state = P.state_chain(P.transcript_genesis(job, SALT), TX.record_hashes(job, posted))[-1]
+            state = P.state_chain(P.transcript_genesis(job, SALT), TX.cycle_leaves(posted))[-1]
             out = TX.SettledTranscript(job, {}, SALT, reveals[len(posted) - 1], posted).output(EOS, length)
             settlement = T.Settlement(job, len(posted), state, len(out))
             call = TX.settle_call(

@@ -209,9 +209,17 @@ def _json(value):
     return _hex(value) if isinstance(value, bytes) else list(value) if isinstance(value, tuple) else value
 
 
-def _random_record(rng: random.Random, gamma: int) -> tuple[bytes, list[int], int, int]:
+def _random_p(rng: random.Random, gamma: int) -> tuple[list[int], int, int]:
+    """A Verification's (p, accepted, outToken), the extremes included."""
     p = [rng.choice((0, P.WAD, rng.randint(0, P.WAD))) for _ in range(gamma)]
-    return _rand_hash(rng), p, rng.randint(0, gamma), rng.getrandbits(32)
+    return p, rng.randint(0, gamma), rng.choice((0, P.UINT32_MAX, rng.getrandbits(32)))
+
+
+def _random_cycle(rng: random.Random, gamma: int) -> tuple[list[int], list[int], list[int], int, int]:
+    """One cycle's (tokens, q, p, accepted, outToken), the extremes included."""
+    tokens = [rng.choice((0, P.UINT32_MAX, rng.getrandbits(16))) for _ in range(gamma)]
+    q = [rng.choice((1, P.WAD, rng.randint(1, P.WAD))) for _ in range(gamma)]
+    return (tokens, q, *_random_p(rng, gamma))
 
 
 def _messages(rng: random.Random) -> list:
@@ -227,14 +235,9 @@ def _messages(rng: random.Random) -> list:
         salt = (0, P.UINT64_MAX, 7)[i] if i < 3 else rng.getrandbits(64)
         prev = P.transcript_genesis(job, salt) if cycle == 0 else _rand_hash(rng)
         draft = T.Draft.build(job, cycle, prev, tokens, q, salt)
-        _, p, accepted, out_token = _random_record(rng, gamma)
-        record = P.cycle_record_hash(draft.draft_root, p, accepted, out_token)
+        p, accepted, out_token = _random_p(rng, gamma)
         out.append(draft)
-        out.append(
-            T.Verification(
-                job, cycle, draft.draft_root, p, _rand_hash(rng), accepted, out_token, P.next_state(prev, record)
-            )
-        )
+        out.append(T.Verification.build(draft, p, _rand_hash(rng), accepted, out_token))
         out.append(T.Settlement(job, rng.choice((0, cycle)), _rand_hash(rng), rng.getrandbits(32)))
     return out
 
@@ -243,32 +246,36 @@ def build_transcript(rng: random.Random) -> dict:
     vectors: dict = {
         "typeStrings": {cls.PRIMARY: cls.type_string() for cls in T.MESSAGE_TYPES.values()},
         "genesis": [],
-        "recordLeaf": [],
+        "cycleLeaf": [],
         "stateChain": [],
         "messages": [],
     }
     for job, salt in [(0, 0), (2**256 - 1, P.UINT64_MAX)] + [(rng.getrandbits(256), _rand_salt(rng)) for _ in range(6)]:
         vectors["genesis"].append({"jobId": job, "salt": salt, "expected": _hex(P.transcript_genesis(job, salt))})
     for cycle in (0, 1, P.UINT32_MAX, rng.getrandbits(32)):
-        record = _rand_hash(rng)
-        vectors["recordLeaf"].append(
-            {"cycle": cycle, "recordHash": _hex(record), "expected": _hex(P.record_leaf(cycle, record))}
+        gamma = rng.randint(1, P.MAX_GAMMA)
+        packed = P.pack_cycle(*_random_cycle(rng, gamma))
+        vectors["cycleLeaf"].append(
+            {"cycle": cycle, "gamma": gamma, "packed": _hex(packed), "expected": _hex(P.cycle_leaf(cycle, packed))}
         )
     for length in (1, 2, 3, 5, 8, 13):
-        job, salt = rng.getrandbits(64), _rand_salt(rng)
+        job, salt, gamma = rng.getrandbits(64), _rand_salt(rng), rng.randint(1, P.MAX_GAMMA)
         genesis = P.transcript_genesis(job, salt)
-        records = [_random_record(rng, rng.randint(1, P.MAX_GAMMA)) for _ in range(length)]
-        hashes = [P.cycle_record_hash(*r) for r in records]
+        cycles = [_random_cycle(rng, gamma) for _ in range(length)]
+        packed = [P.pack_cycle(*c) for c in cycles]
+        leaves = [P.cycle_leaf(c, x) for c, x in enumerate(packed)]
         vectors["stateChain"].append(
             {
                 "jobId": job,
                 "salt": salt,
+                "gamma": gamma,
                 "genesis": _hex(genesis),
-                "records": [{"draftRoot": _hex(r[0]), "p": r[1], "accepted": r[2], "outToken": r[3]} for r in records],
-                "recordHashes": [_hex(h) for h in hashes],
-                "states": [_hex(s) for s in P.state_chain(genesis, hashes)],
-                "root": _hex(P.records_root(hashes)),
-                "proofs": [[_hex(x) for x in P.record_proof(hashes, c)] for c in range(length)],
+                "cycles": [dict(zip(("tokens", "q", "p", "accepted", "outToken"), c)) for c in cycles],
+                "run": _hex(bytes([gamma]) + b"".join(packed)),
+                "leaves": [_hex(x) for x in leaves],
+                "states": [_hex(s) for s in P.state_chain(genesis, leaves)],
+                "root": _hex(P.cycles_root(leaves)),
+                "proofs": [[_hex(x) for x in P.cycle_proof(leaves, c)] for c in range(length)],
             }
         )
     signer = Account.from_key(VECTOR_KEY)

@@ -148,7 +148,7 @@ def test_honest_job_equals_the_engine_every_message_stored_and_the_stream_equals
     # a transcript tampered with on the way is refused: a changed out token, a cycle left out
     tampered = json.loads(json.dumps(transcript))
     tampered["verifications"][1]["typed"]["message"]["outToken"] += 1
-    with pytest.raises(wire.LinkRefused, match="state does not chain its record"):
+    with pytest.raises(wire.LinkRefused, match="state does not chain its cycle"):
         check_transcript(spec, tampered)
     shortened = {**transcript, "drafts": transcript["drafts"][:-1], "verifications": transcript["verifications"][:-1]}
     with pytest.raises(wire.LinkRefused, match=r"Settlement is for cycles \d+, expected"):
@@ -176,7 +176,7 @@ def test_honest_job_equals_the_engine_every_message_stored_and_the_stream_equals
 
     cycles = [TX.Cycle.of(link.ledger.drafts[c][0], link.ledger.verifications[c][0]) for c in range(checked.cycles)]
     genesis = P.transcript_genesis(7, link.ledger.salt)
-    assert P.state_chain(genesis, TX.record_hashes(7, cycles))[-1] == checked.state == link.ledger.settlement.state
+    assert P.state_chain(genesis, TX.cycle_leaves(cycles))[-1] == checked.state == link.ledger.settlement.state
 
 
 def test_one_verifier_serves_four_concurrent_jobs_each_equal_to_the_engine(models, tmp_path):
@@ -302,10 +302,7 @@ def test_drafter_refuses_to_countersign_a_verification_the_rule_refutes(models, 
             draft, _ = wire.parse_signed(json.loads(text), DOMAIN, tm.Draft, wire.Limits())
             drafts_seen.append(draft.cycle)
             p = [0] * len(draft.tokens)  # every proposal has probability 0, yet all are "accepted"
-            record = P.cycle_record_hash(draft.draft_root, p, len(p), 5)
-            v = tm.Verification(
-                7, draft.cycle, draft.draft_root, p, reveal, len(p), 5, P.next_state(draft.prev_state, record)
-            )
+            v = tm.Verification.build(draft, p, reveal, len(p), 5)
             await ws.send(wire.encode(wire.signed_frame("verification", DOMAIN, v, tm.sign(DOMAIN, v, key.key))))
 
     async def main():
@@ -339,8 +336,7 @@ def test_drafter_refuses_a_verification_not_signed_by_the_job_verifier_and_does_
         )
         draft, _ = wire.parse_signed(json.loads(await ws.recv()), DOMAIN, tm.Draft, wire.Limits())
         p = [0] * len(draft.tokens)
-        record = P.cycle_record_hash(draft.draft_root, p, 0, 5)
-        v = tm.Verification(7, 0, draft.draft_root, p, reveal, 0, 5, P.next_state(draft.prev_state, record))
+        v = tm.Verification.build(draft, p, reveal, 0, 5)
         await ws.send(wire.encode(wire.signed_frame("verification", DOMAIN, v, tm.sign(DOMAIN, v, OTHER_KEY))))
         await ws.wait_closed()
 

@@ -171,7 +171,6 @@ def _lying_server(models, store: Path, key):
     rule refutes (its state chains from it, so only the rule check catches it)."""
     from eth_account import Account
 
-    from node import protocol as P
     from node.chain import transcript_messages as tm
     from node.link.verifier import LinkServer
     from node.store import NodeStore
@@ -182,9 +181,7 @@ def _lying_server(models, store: Path, key):
                 return v
             accepted = (v.accepted + 1) % (len(v.p) + 1)
             draft = served.ledger.drafts[v.cycle][0]
-            record = P.cycle_record_hash(v.draft_root, v.p, accepted, v.out_token)
-            state = P.next_state(draft.prev_state, record)
-            return tm.Verification(v.job_id, v.cycle, v.draft_root, v.p, v.reveal, accepted, v.out_token, state)
+            return tm.Verification.build(draft, v.p, v.reveal, accepted, v.out_token)
 
     target, draft = models
     return Lying(Account.from_key(key), NodeStore(store), target, draft, ahead=False)

@@ -66,8 +66,7 @@ def _one_job() -> tuple[list[T.Draft], list[T.Verification], T.Settlement]:
     for cycle in range(3):
         draft = T.Draft.build(JOB, cycle, state, [100 + cycle, 7, 9], [P.WAD // 2, P.WAD // 3, P.WAD], SALT)
         p = [P.WAD // 2 + cycle, 0, P.WAD]
-        record = P.cycle_record_hash(draft.draft_root, p, 1, 55)
-        state = P.next_state(state, record)
+        state = P.next_state(state, P.transcript_leaf(cycle, draft.tokens, draft.q, p, 1, 55))
         verifications.append(T.Verification(JOB, cycle, draft.draft_root, p, bytes([cycle]) * 32, 1, 55, state))
         drafts.append(draft)
     return drafts, verifications, T.Settlement(JOB, 3, state, 6)
@@ -243,76 +242,92 @@ def test_state_chain_vectors_on_chain(harness):
     for v in VECTORS["genesis"]:
         assert "0x" + h.genesisState(v["jobId"], v["salt"]).call().hex() == v["expected"]
         assert "0x" + P.transcript_genesis(v["jobId"], v["salt"]).hex() == v["expected"]
-    for v in VECTORS["recordLeaf"]:
-        assert "0x" + h.recordLeaf(v["cycle"], _b(v["recordHash"])).call().hex() == v["expected"]
+    for v in VECTORS["cycleLeaf"]:
+        packed = _b(v["packed"])
+        assert "0x" + P.cycle_leaf(v["cycle"], packed).hex() == v["expected"]
+        assert "0x" + h.cycleLeaf(v["cycle"], bytes([v["gamma"]]) + packed).call().hex() == v["expected"]
+        assert "0x" + h.cycleLeafOf(v["cycle"], *P.unpack_cycle(packed)).call().hex() == v["expected"]
     for v in VECTORS["stateChain"]:
-        genesis, hashes = _b(v["genesis"]), [_b(x) for x in v["recordHashes"]]
-        records = [(_b(r["draftRoot"]), r["p"], r["accepted"], r["outToken"]) for r in v["records"]]
-        assert [P.cycle_record_hash(*r) for r in records] == hashes
+        genesis, leaves, run = _b(v["genesis"]), [_b(x) for x in v["leaves"]], _b(v["run"])
+        cycles = [(c["tokens"], c["q"], c["p"], c["accepted"], c["outToken"]) for c in v["cycles"]]
+        assert bytes([v["gamma"]]) + b"".join(P.pack_cycle(*c) for c in cycles) == run
+        assert [P.transcript_leaf(i, *c) for i, c in enumerate(cycles)] == leaves
         states = [_b(s) for s in v["states"]]
-        assert P.state_chain(genesis, hashes) == states
+        assert P.state_chain(genesis, leaves) == states
         previous = [genesis] + states[:-1]
-        assert [h.nextState(a, b).call() for a, b in zip(previous, hashes)] == states
-        assert h.finalState(genesis, hashes).call() == states[-1]
-        assert "0x" + h.recordsRoot(hashes).call().hex() == v["root"] == "0x" + P.records_root(hashes).hex()
-        # settlement's one pass over calldata records: the signed state and the root together
-        assert h.foldRecords(genesis, records).call() == [states[-1], _b(v["root"])]
-    assert {len(v["records"]) for v in VECTORS["stateChain"]} >= {1, 2, 3, 5, 8}
+        assert [h.nextState(a, b).call() for a, b in zip(previous, leaves)] == states
+        assert h.finalState(genesis, leaves).call() == states[-1]
+        assert "0x" + h.cyclesRoot(leaves).call().hex() == v["root"] == "0x" + P.cycles_root(leaves).hex()
+        # settlement's one pass over the packed run: the signed state and the root together
+        assert h.foldRun(genesis, run).call() == [states[-1], _b(v["root"])]
+    assert {len(v["cycles"]) for v in VECTORS["stateChain"]} >= {1, 2, 3, 5, 8}
 
 
 def test_a_settled_transcript_folds_to_its_signed_state_on_chain(harness, domain):
-    """The records of a transcript's Verifications, posted as settlement would, fold on chain to the state both
-    parties signed in the Settlement, and their root proves every cycle's record."""
-    _, verifications, settlement = _one_job()
+    """The cycles of a transcript's Drafts and Verifications, packed as settlement posts them, fold on chain to the
+    state both parties signed in the Settlement, and their root proves every cycle's leaf."""
+    drafts, verifications, settlement = _one_job()
     genesis = P.transcript_genesis(JOB, SALT)
-    state, root = harness.functions.foldRecords(genesis, [v.record for v in verifications]).call()
+    packed = [P.pack_cycle(d.tokens, d.q, v.p, v.accepted, v.out_token) for d, v in zip(drafts, verifications)]
+    run = bytes([GAMMA]) + b"".join(packed)
+    state, root = harness.functions.foldRun(genesis, run).call()
     assert state == settlement.state == verifications[-1].state
-    hashes = [v.record_hash for v in verifications]
-    assert root == P.records_root(hashes)
-    for cycle, record in enumerate(hashes):
-        assert harness.functions.verifyRecord(P.record_proof(hashes, cycle), root, cycle, record).call()
-    # one record changed in calldata, or one left out, folds to a state nobody signed
-    changed = [v.record for v in verifications]
-    changed[1] = (changed[1][0], changed[1][1], changed[1][2] + 1, changed[1][3])
-    assert harness.functions.foldRecords(genesis, changed).call()[0] != settlement.state
-    left_out = [v.record for v in verifications][:2]
-    assert harness.functions.foldRecords(genesis, left_out).call()[0] == verifications[1].state != settlement.state
+    leaves = [P.cycle_leaf(c, x) for c, x in enumerate(packed)]
+    assert root == P.cycles_root(leaves)
+    for cycle, leaf in enumerate(leaves):
+        assert harness.functions.verifyCycle(P.cycle_proof(leaves, cycle), root, leaf).call()
+    # one byte changed in calldata, or one cycle left out, folds to a state nobody signed
+    size = P.cycle_size(GAMMA)
+    for at in (1, 1 + size, 1 + size + 5, len(run) - 1):
+        changed = run[:at] + bytes([run[at] ^ 1]) + run[at + 1 :]
+        assert harness.functions.foldRun(genesis, changed).call()[0] != settlement.state
+    left_out = run[: 1 + 2 * size]
+    assert harness.functions.foldRun(genesis, left_out).call()[0] == verifications[1].state != settlement.state
+    # two cycles swapped: the leaves bind their index, so the state differs
+    swapped = run[:1] + packed[1] + packed[0] + packed[2]
+    assert harness.functions.foldRun(genesis, swapped).call()[0] != settlement.state
 
 
-def test_record_proofs_verify_on_chain(harness):
-    verify = harness.functions.verifyRecord
+def test_cycle_proofs_verify_on_chain(harness):
+    verify = harness.functions.verifyCycle
     for v in VECTORS["stateChain"]:
-        root, hashes = _b(v["root"]), [_b(x) for x in v["recordHashes"]]
-        for cycle, (record, path) in enumerate(zip(hashes, v["proofs"])):
+        root, leaves = _b(v["root"]), [_b(x) for x in v["leaves"]]
+        packed = [P.pack_cycle(c["tokens"], c["q"], c["p"], c["accepted"], c["outToken"]) for c in v["cycles"]]
+        for cycle, (leaf, path) in enumerate(zip(leaves, v["proofs"])):
             path = [_b(x) for x in path]
-            assert path == P.record_proof(hashes, cycle)
-            assert verify(path, root, cycle, record).call()
-            if len(hashes) > 1:
-                # a record proven at another cycle, or another record at this one, does not verify
-                assert not verify(path, root, (cycle + 1) % len(hashes), record).call()
-                assert not verify(path, root, cycle, hashes[(cycle + 1) % len(hashes)]).call()
+            assert path == P.cycle_proof(leaves, cycle)
+            assert verify(path, root, leaf).call()
+            if len(leaves) > 1:
+                # a cycle's bytes proven at another cycle, or another cycle's bytes at this one, do not verify
+                other = (cycle + 1) % len(leaves)
+                assert not verify(path, root, P.cycle_leaf(other, packed[cycle])).call()
+                assert not verify(path, root, P.cycle_leaf(cycle, packed[other])).call()
 
 
-def test_empty_and_dirty_records(w3, harness):
+def test_empty_and_malformed_cycles(harness):
     h = harness.functions
-    _reverts(h.recordsRoot([]), "TranscriptNoRecords()")
-    _reverts(h.foldRecords(b"\x01" * 32, []), "TranscriptNoRecords()")
+    _reverts(h.cyclesRoot([]), "TranscriptNoCycles()")
     assert h.finalState(b"\x01" * 32, []).call() == b"\x01" * 32  # a job settled before its first cycle
-    with pytest.raises(ValueError, match="at least one record"):
-        P.records_root([])
+    with pytest.raises(ValueError, match="at least one cycle"):
+        P.cycles_root([])
     with pytest.raises(ValueError, match="out of range"):
-        P.record_proof([b"\x02" * 32], 1)
+        P.cycle_proof([b"\x02" * 32], 1)
     with pytest.raises(ValueError, match="expected 32 bytes, got 31"):
         P.next_state(b"\x01" * 31, b"\x02" * 32)
     with pytest.raises(ValueError, match=r"salt=.* out of range"):
         P.transcript_genesis(1, 2**64)
-    # a p word with bits above uint64 folds to a state that no well-formed record chains to
-    genesis, root = b"\x01" * 32, b"\x03" * 32
-    clean = P.next_state(genesis, P.cycle_record_hash(root, [5], 0, 9))
-    data = function_signature_to_4byte_selector("foldRecords(bytes32,(bytes32,uint64[],uint32,uint32)[])")
-    data += abi_encode(["bytes32", "(bytes32,uint256[],uint32,uint32)[]"], [genesis, [(root, [2**64 + 5], 0, 9)]])
-    raw = w3.eth.call({"to": harness.address, "data": "0x" + data.hex()})
-    assert raw[:32] != clean
+    # a field that does not fit the encoding has no cycle leaf, in Python and on chain
+    for bad in (([5], [2**60], [0], 0, 9), ([5], [1], [2**60], 0, 9), ([5], [1], [0], 2, 9), ([2**32], [1], [0], 0, 9)):
+        with pytest.raises(ValueError, match=r"does not fit|a cycle of"):
+            P.pack_cycle(*bad)
+    _reverts(h.cycleLeafOf(3, [5], [2**60], [0], 0, 9), "PackedField(uint256)", ["uint256"], [3])
+    _reverts(h.cycleLeafOf(3, [5], [1], [2**60], 0, 9), "PackedField(uint256)", ["uint256"], [3])
+    _reverts(h.cycleLeafOf(3, [5], [1, 2], [0], 0, 9), "PackedField(uint256)", ["uint256"], [3])
+    with pytest.raises(ValueError, match="not one packed cycle"):
+        P.unpack_cycle(bytes(P.cycle_size(2) + 1))
+    one = bytes([2]) + bytes(P.cycle_size(2))
+    _reverts(h.cycleLeaf(0, one[:-1]), "PackedLength(uint256,uint256)")
+    _reverts(h.cycleLeaf(0, one + one[1:]), "PackedLength(uint256,uint256)")
 
 
 # ------------------------------------------------------------------ the receiver's checks

@@ -70,8 +70,8 @@ class Transcript:
             accepted = P.count_accepted(self.reveals[c], draft.draft_root, d.q, p, salt)
             assert accepted == a
             claimed = accepted + 1 if c in lie else accepted  # the lie pays the drafter one more token
-            state = P.next_state(state, P.cycle_record_hash(draft.draft_root, p, claimed, out_token))
-            v = T.Verification(job_id, c, draft.draft_root, p, self.reveals[c], claimed, out_token, state)
+            v = T.Verification.build(draft, p, self.reveals[c], claimed, out_token)
+            state = v.state
             self.drafts.append(draft)
             self.verifications.append(v)
             self.cycles.append(TX.Cycle.of(draft, v))
@@ -168,14 +168,14 @@ def test_honest_settlement_pays_exactly_what_per_cycle_mode_pays(chain, env, acc
     t = Transcript(env, job_id, accepts=accepts, eos_at=eos_at, outs=outs)
     receipt = transact(env.w3, t.settle_call(), env.actors.verifier)
     (ev,) = events(env.system.transcript, receipt, "TranscriptSettled")
-    hashes = TX.record_hashes(job_id, t.cycles)
-    assert (ev.args.cycles, ev.args.tokensOut, ev.args.recordsRoot) == (
+    leaves = TX.cycle_leaves(t.cycles)
+    assert (ev.args.cycles, ev.args.tokensOut, ev.args.cyclesRoot) == (
         len(accepts),
         len(v1_output),
-        P.records_root(hashes),
+        P.cycles_root(leaves),
     )
     assert tuple(env.system.transcript.functions.settled(job_id).call()) == (
-        P.records_root(hashes),
+        P.cycles_root(leaves),
         len(accepts),
         False,
     )
@@ -241,9 +241,7 @@ def test_forged_replayed_and_stale_signatures_are_refused(chain, env):
         call = TX.settle_call(env.system.transcript, s, *sigs, SALT, t.reveals[2], t.cycles)
         _revert(env, call, a, "TranscriptWrongSigner")
     # stale: a co-signed settlement of fewer cycles than posted, or records that do not fold to the signed state
-    stale = T.Settlement(
-        job_id, 2, P.state_chain(P.transcript_genesis(job_id, SALT), TX.record_hashes(job_id, t.cycles))[1], 8
-    )
+    stale = T.Settlement(job_id, 2, P.state_chain(P.transcript_genesis(job_id, SALT), TX.cycle_leaves(t.cycles))[1], 8)
     _revert(env, t.settle_call(stale), a, "WrongCycles")
     _revert(env, t.settle_call(stale, cycles=t.cycles[:2]), a, "TranscriptNotEnded")
     forged_cycle = TX.Cycle(t.cycles[1].tokens, t.cycles[1].q, t.cycles[1].p, 1, OUT)  # pays the drafter less
@@ -339,7 +337,7 @@ def test_a_pulled_cycle_is_disputable_through_the_referee_flow(chain, env):
         env,
         TX.pull_call(env.system.transcript, job_id, [t.cycles[0], bad, t.cycles[2]], 1),
         env.actors.outsider,
-        "InvalidRecordProof",
+        "InvalidCycleProof",
     )
     # DraftReplay on proposal 1 of cycle 1, through the unchanged dispute manager and its referees (enough of them
     # that a panel of 3 is never short: the draw is by stake and skips repeats)
@@ -545,7 +543,7 @@ def test_a_force_whose_pending_verification_ends_the_job_settles_at_once(chain, 
     assert [env.registry.functions.stakeOf(x).call() for x in (a.drafter, a.verifier)] == stakes
     view = job_view(env, job_id)
     assert (view["cycle"], view["emitted"], view["status"]) == (3, MAX_TOKENS, STATUS_FINISHED)
-    assert ts.settled(job_id).call()[0] == P.records_root(TX.record_hashes(job_id, t.cycles))
+    assert ts.settled(job_id).call()[0] == P.cycles_root(TX.cycle_leaves(t.cycles))
     read = TX.read_settlement(env.w3, env.system.transcript, job_id)
     assert read.cycles == t.cycles and read.reveals() == t.reveals[:3]
     # its records are challengeable and pullable as a settlement's
@@ -686,14 +684,14 @@ def test_malformed_packed_cycles_revert_with_their_error_and_settle_nothing(chai
     _revert(env, ts.forceMove(job_id, ev, b"\x05" + good[1 : 1 + size]), env.actors.drafter, "PackedGamma")
     assert job_view(env, job_id)["status"] == STATUS_RUNNING
     transact(env.w3, _settle_packed(t, good), a)
-    proof = P.record_proof(TX.record_hashes(job_id, t.cycles), 1)
+    proof = P.cycle_proof(TX.cycle_leaves(t.cycles), 1)
     one = TX.pack_cycles(t.cycles[1:2])
     for data, error in ((one[:-1], "PackedLength"), (TX.pack_cycles(t.cycles[1:3]), "WrongCycles")):
         _revert(env, ts.challengeRule(job_id, 1, data, t.reveals[1], proof), env.actors.outsider, error)
 
 
 def test_calldata_that_does_not_hash_to_the_signed_state_reverts(chain, env):
-    """Any one bit of a posted field changes a record hash (tokens and q through the draft root), so the fold misses
+    """Any one bit of a posted field changes that cycle's leaf (its bytes are hashed as posted), so the fold misses
     the signed state: StateMismatch, nothing settled."""
     job_id = transcript_job(env)
     t = Transcript(env, job_id)
@@ -714,7 +712,7 @@ def test_packed_runs_at_every_gamma_settle_and_decode_to_the_signed_records(chai
     t = Transcript(env, job_id, accepts=accepts)
     receipt = transact(env.w3, t.settle_call(), env.actors.drafter)
     (ev,) = events(env.system.transcript, receipt, "TranscriptSettled")
-    assert ev.args.recordsRoot == P.records_root(TX.record_hashes(job_id, t.cycles))
+    assert ev.args.cyclesRoot == P.cycles_root(TX.cycle_leaves(t.cycles))
     assert TX.read_settlement(env.w3, env.system.transcript, job_id).cycles == t.cycles
 
 

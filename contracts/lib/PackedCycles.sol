@@ -23,10 +23,6 @@ library PackedCycles {
     uint256 internal constant FIXED = 5; // accepted, outToken
     uint256 internal constant PROPOSAL = 19; // token, q, p
     uint256 private constant _MASK60 = (1 << 60) - 1;
-    // `_fold`'s borrowed memory: the tree's first-level nodes from _NODES (past a γ = 16 record encoding at 0xe0),
-    // the region's end after 8 of them
-    uint256 private constant _NODES = 0x380;
-    uint256 private constant _END = 0x480;
 
     /// @notice One cycle unpacked into memory: the draft, p and the record fields.
     struct Cycle {
@@ -97,7 +93,6 @@ library PackedCycles {
 
     /// @notice A fold over a packed run in progress (`fold` reads and writes it once a call, not once a cycle).
     struct Run {
-        uint256 jobId;
         uint256 gamma;
         uint256 eos; // the job's EOS token
         uint256 next; // the next cycle to fold
@@ -107,187 +102,123 @@ library PackedCycles {
         uint256 rejected; // cycles with a counted rejection so far
         uint256 accepted; // of the cycle `fold` stopped at
         uint256 outToken; // of the cycle `fold` stopped at
-        uint256 leaf; // (fold's own) the memory address of leaves[next]
     }
+
+    /// @dev A cycle's field does not fit the encoding (a probability of 2^60 or more, accepted above 255).
+    error PackedField(uint256 cycle);
 
     /// @notice Folds records `r.next`… of `data` (a run of `r.gamma` whose length `count` checked) into `r`: per
-    /// record its v1 record hash, the state step S(c) = keccak256(S(c-1) ‖ recordHash), its record leaf (into
-    /// `leaves`, c below its length) and v1's emission of a cycle that does not end the job (accepted + 1 tokens, a
-    /// rejection counted when accepted < γ). It stops at the first record that may end the job or is malformed
-    /// (accepted + 1 reaching `room`, outToken EOS, any proposal EOS, accepted > γ): that record's hash, state
-    /// step and leaf are done, and `ended` returns true with `r.next` at it and its accepted and outToken in `r`, for
-    /// the caller's emission rule (TranscriptSettlement._step, which also cuts). Otherwise it folds the whole run.
-    /// @dev Settlement's hot path, so one assembly block over calldata with nothing allocated and nothing called per
-    /// record: it restates rules that have their reference doors elsewhere, the leaf (SpecMath._leafPreimage/_leafAt:
-    /// the double hash of abi.encode(jobId, cycle, index, token, q)), the tree (SpecMath._root: commutative pairs, odd
-    /// node carried up), the record encoding (CycleRecord._hash: keccak256(abi.encode(draftRoot, uint64[] p, uint32
-    /// accepted, uint32 outToken))), TranscriptTypes.nextState and recordLeaf, and _step's case where nothing is cut.
-    /// The challenge path (`load`, then SpecMath and CycleRecord) recomputes every record it proves against the root
-    /// built from these leaves, and tests/test_transcript_settlement.py checks both against node/protocol.py.
-    /// Scratch past the free memory pointer: the leaf preimage (5 words, jobId written once), the tree's first-level
-    /// nodes (γ words reserved), the record encoding (its offset and length words written once).
+    /// record its cycle leaf (`leaf`: the record's bytes hashed once, straight from calldata) into `leaves` (c below
+    /// its length), the state step S(c) = keccak256(S(c-1) ‖ leaf_c) and v1's emission of a cycle that does not end
+    /// the job (accepted + 1 tokens, a rejection counted when accepted < γ). It stops at the first record that may
+    /// end the job or is malformed (accepted + 1 reaching `room`, outToken EOS, any proposal EOS, accepted > γ):
+    /// that record's leaf and state step are done, and `ended` returns true with `r.next` at it and its accepted and
+    /// outToken in `r`, for the caller's emission rule (TranscriptSettlement._step, which also cuts). Otherwise it
+    /// folds the whole run.
+    /// @dev Settlement's hot path: one assembly block, nothing allocated, nothing called per record. The leaf
+    /// preimage (the cycle's 4 bytes, then the record) is built past the free memory pointer and left there
+    /// unallocated (nothing else runs meanwhile). It restates `leaf`, TranscriptTypes.nextState and _step's case
+    /// where nothing is cut; tests/test_transcript_settlement.py checks all three against node/protocol.py.
     function fold(bytes calldata data, Run memory r, bytes32[] memory leaves) internal pure returns (bool ended) {
-        uint256 start;
+        uint256 rec;
+        uint256 end;
         assembly ("memory-safe") {
-            start := add(add(data.offset, HEADER), mul(mload(add(r, 0x60)), add(FIXED, mul(PROPOSAL, mload(add(r, 0x20))))))
-            mstore(add(r, 0x140), add(leaves, shl(5, add(mload(add(r, 0x60)), 1))))
+            let size := add(FIXED, mul(PROPOSAL, mload(r)))
+            rec := add(add(data.offset, HEADER), mul(mload(add(r, 0x40)), size))
+            end := add(add(data.offset, HEADER), mul(mload(add(r, 0x60)), size))
         }
-        return _fold(start, r);
+        return _fold(rec, end, r, leaves);
     }
 
-    /// @dev `fold` from calldata offset `rec` (record r.next), the leaf of r.next at memory r.leaf.
-    /// @dev Every scratch word sits at a constant address (a PUSH, where an offset from the free memory pointer costs
-    /// a DUP, a PUSH and an ADD: ~150 gas a cycle at γ = 4), so the kernel borrows memory [0x40, _END): it copies
-    /// that region past the free memory pointer, uses it, and copies it back (the free memory pointer, the zero slot
-    /// and whatever Solidity had allocated there come back unchanged; nothing else runs meanwhile: no call, no
-    /// revert). The leaves, which may lie in that region, are written to a buffer past the copy and moved into
-    /// `leaves` once the region is restored. Hence not "memory-safe".
-    ///   0x00, 0x20   a leaf's second hash, a sorted pair, the state and record-leaf steps
-    ///   0x40..0xdf   the leaf preimage: jobId, cycle, index, token, q
-    ///   0xe0..       the record encoding: draftRoot, 0x80 (p's offset), accepted, outToken, γ, p_0 … p_{γ-1}
-    ///   0x380..      the tree's first-level nodes (⌈γ/2⌉ ≤ 8 words), up to _END
-    function _fold(uint256 rec, Run memory r) private pure returns (bool ended) {
-        assembly {
-            // the draft root of the record at calldata `record` into 0xe0 and its p from 0x180; returns nonzero when
-            // a proposal's token is `eos` (any of them: the caller's _step finds the first accepted one). Two leaves
-            // an iteration, built in the scratch words 0x00 and 0x20 and hashed there as a sorted pair into their
-            // first-level node, so no leaf is held on the stack.
-            function draft(record, gamma, eos) -> m {
-                let src := add(record, FIXED)
-                let pw := 0x180
-                let node := _NODES
-                let i := 0
-                for {} lt(add(i, 1), gamma) { i := add(i, 2) } {
-                    let w := calldataload(src)
-                    mstore(0x80, i)
-                    mstore(0xa0, shr(224, w)) // token
-                    mstore(0xc0, and(shr(164, w), _MASK60)) // q
-                    mstore(pw, and(shr(104, w), _MASK60)) // p
-                    m := or(m, eq(shr(224, w), eos))
-                    mstore(0x00, keccak256(0x40, 0xa0))
-                    mstore(0x00, keccak256(0x00, 0x20)) // leaf i
-                    w := calldataload(add(src, PROPOSAL))
-                    mstore(0x80, add(i, 1))
-                    mstore(0xa0, shr(224, w))
-                    mstore(0xc0, and(shr(164, w), _MASK60))
-                    mstore(add(pw, 0x20), and(shr(104, w), _MASK60))
-                    m := or(m, eq(shr(224, w), eos))
-                    mstore(0x20, keccak256(0x40, 0xa0))
-                    mstore(0x20, keccak256(0x20, 0x20)) // leaf i + 1
-                    w := mload(0x00)
-                    if lt(mload(0x20), w) {
-                        mstore(0x00, mload(0x20))
-                        mstore(0x20, w)
-                    }
-                    mstore(node, keccak256(0x00, 0x40))
-                    src := add(src, mul(2, PROPOSAL))
-                    node := add(node, 0x20)
-                    pw := add(pw, 0x40)
-                }
-                if lt(i, gamma) {
-                    // an odd last leaf moves up
-                    let w := calldataload(src)
-                    mstore(0x80, i)
-                    mstore(0xa0, shr(224, w))
-                    mstore(0xc0, and(shr(164, w), _MASK60))
-                    mstore(pw, and(shr(104, w), _MASK60))
-                    m := or(m, eq(shr(224, w), eos))
-                    mstore(0x00, keccak256(0x40, 0xa0))
-                    mstore(node, keccak256(0x00, 0x20))
-                }
-                // the middle levels, in place: pair (2i, 2i+1) sorted and hashed into i, an odd last node moved up
-                let width := shr(1, add(gamma, 1))
-                for {} gt(width, 2) {} {
-                    let end := add(_NODES, shl(6, shr(1, width)))
-                    let dst := _NODES
-                    for { let at := _NODES } lt(at, end) { at := add(at, 0x40) } {
-                        let a := mload(at)
-                        let b := mload(add(at, 0x20))
-                        let lo := xor(b, mul(xor(a, b), lt(a, b)))
-                        mstore(0x00, lo)
-                        mstore(0x20, xor(xor(a, b), lo))
-                        mstore(dst, keccak256(0x00, 0x40))
-                        dst := add(dst, 0x20)
-                    }
-                    if and(width, 1) { mstore(dst, mload(end)) }
-                    width := sub(width, shr(1, width))
-                }
-                // the top: one node is the draft root, two are its last pair (hashed straight into the encoding)
-                switch width
-                case 1 { mstore(0xe0, mload(_NODES)) }
-                default {
-                    let a := mload(_NODES)
-                    let b := mload(add(_NODES, 0x20))
-                    switch lt(a, b)
-                    case 1 {
-                        mstore(0x00, a)
-                        mstore(0x20, b)
-                    }
-                    default {
-                        mstore(0x00, b)
-                        mstore(0x20, a)
-                    }
-                    mstore(0xe0, keccak256(0x00, 0x40))
+    /// @dev `fold` over the records at calldata [rec, end), record r.next first.
+    function _fold(uint256 rec, uint256 end, Run memory r, bytes32[] memory leaves) private pure returns (bool ended) {
+        assembly ("memory-safe") {
+            // whether any proposal of the record at calldata `record` (ending at `limit`) has token `eos`
+            function anyEos(record, limit, eos) -> m {
+                for { let src := add(record, FIXED) } lt(src, limit) { src := add(src, PROPOSAL) } {
+                    m := or(m, eq(shr(224, calldataload(src)), eos))
                 }
             }
-
-            let gamma := mload(add(r, 0x20))
-            let eos := mload(add(r, 0x40))
-            let size := add(FIXED, mul(PROPOSAL, gamma))
-            let end := add(rec, mul(sub(mload(add(r, 0x80)), mload(add(r, 0x60))), size))
-            let state := mload(add(r, 0xa0))
-            let room := mload(add(r, 0xc0))
-            let rejected := mload(add(r, 0xe0))
-            let buf := add(mload(0x40), sub(_END, 0x40)) // the leaves' buffer, past the borrowed region's copy
-            let leaf := buf
-            {
-                let jobId := mload(r)
-                let c := mload(add(r, 0x60))
-                mcopy(mload(0x40), 0x40, sub(_END, 0x40))
-                mstore(0x40, jobId)
-                mstore(0x60, c)
-            }
-            mstore(0x100, 0x80) // the offset of p
-            mstore(0x160, gamma) // p's length
+            let size := add(FIXED, mul(PROPOSAL, mload(r)))
+            let c := mload(add(r, 0x40))
+            let state := mload(add(r, 0x80))
+            let room := mload(add(r, 0xa0))
+            let rejected := mload(add(r, 0xc0))
             for {} lt(rec, end) {} {
-                let m := draft(rec, gamma, eos)
-                let w := calldataload(rec) // accepted (8 bits), outToken (32 bits)
-                mstore(0x120, shr(248, w))
-                mstore(0x140, and(shr(216, w), 0xffffffff))
-                mstore(0x20, keccak256(0xe0, add(0xa0, shl(5, gamma)))) // the record hash
+                let buf := mload(0x40)
+                mstore(buf, shl(224, c)) // c < 2^32: a calldata run cannot hold more records
+                calldatacopy(add(buf, 4), rec, size)
+                let at := add(leaves, shl(5, add(c, 1)))
+                mstore(at, keccak256(buf, add(4, size)))
                 mstore(0x00, state)
+                mstore(0x20, mload(at))
                 state := keccak256(0x00, 0x40)
-                mstore(0x00, mload(0x60)) // c < 2^32: a calldata run cannot hold more records
-                mstore(0x00, keccak256(0x00, 0x40))
-                mstore(leaf, keccak256(0x00, 0x20))
-                leaf := add(leaf, 0x20)
-                w := shr(216, w)
+                let w := shr(216, calldataload(rec)) // accepted (8 bits), outToken (32 bits)
+                let accepted := shr(32, w)
                 // maxTokens reached, accepted > γ, the outToken or a proposal EOS: the caller's to count
                 if or(
-                    or(iszero(lt(add(shr(32, w), 1), room)), gt(shr(32, w), gamma)),
-                    or(eq(and(w, 0xffffffff), eos), m)
+                    or(iszero(lt(add(accepted, 1), room)), gt(accepted, mload(r))),
+                    or(eq(and(w, 0xffffffff), mload(add(r, 0x20))), anyEos(rec, add(rec, size), mload(add(r, 0x20))))
                 ) {
                     ended := 1
-                    mstore(add(r, 0x100), shr(32, w))
-                    mstore(add(r, 0x120), and(w, 0xffffffff))
+                    mstore(add(r, 0xe0), accepted)
+                    mstore(add(r, 0x100), and(w, 0xffffffff))
                     break
                 }
-                room := sub(room, add(shr(32, w), 1))
-                rejected := add(rejected, lt(shr(32, w), gamma))
-                mstore(0x60, add(mload(0x60), 1))
+                room := sub(room, add(accepted, 1))
+                rejected := add(rejected, lt(accepted, mload(r)))
+                c := add(c, 1)
                 rec := add(rec, size)
             }
-            {
-                let c := mload(0x60)
-                let saved := sub(buf, sub(_END, 0x40))
-                mcopy(0x40, saved, sub(_END, 0x40)) // the free memory pointer and the zero slot among them
-                mcopy(mload(add(r, 0x140)), buf, sub(leaf, buf))
-                mstore(add(r, 0x60), c)
-            }
-            mstore(add(r, 0xa0), state)
-            mstore(add(r, 0xc0), room)
-            mstore(add(r, 0xe0), rejected)
+            mstore(add(r, 0x40), c)
+            mstore(add(r, 0x80), state)
+            mstore(add(r, 0xa0), room)
+            mstore(add(r, 0xc0), rejected)
         }
+    }
+
+    /// @notice The cycle leaf of record `c` of `data` (a run whose length `count` checked) as cycle `cycle` of its
+    /// job: keccak256(abi.encodePacked(uint32 cycle, record bytes)). What the state chain steps on and the cycles root
+    /// holds; its preimage (4 + 5 + 19γ bytes) is never 64 bytes long, so no inner node of that tree passes for one.
+    function leaf(bytes calldata data, uint256 gamma, uint256 c, uint256 cycle) internal pure returns (bytes32 h) {
+        uint256 record = recordAt(data, gamma, c);
+        assembly ("memory-safe") {
+            let size := add(FIXED, mul(PROPOSAL, gamma))
+            let buf := mload(0x40)
+            mstore(buf, shl(224, cycle))
+            calldatacopy(add(buf, 4), record, size)
+            h := keccak256(buf, add(4, size))
+        }
+    }
+
+    /// @notice `leaf` of a cycle given as fields (a force move's Draft and Verification, or an on-chain answer):
+    /// it encodes them as a record in scratch memory and hashes that. Reverts {PackedField} when one does not fit
+    /// (callers have checked the rule first, which bounds q and p by WAD and accepted by γ).
+    function leafOf(
+        uint256 cycle,
+        uint32[] memory tokens,
+        uint64[] memory q,
+        uint64[] memory p,
+        uint256 accepted,
+        uint256 outToken
+    ) internal pure returns (bytes32 h) {
+        uint256 gamma = tokens.length;
+        bool bad = q.length != gamma || p.length != gamma || accepted > 0xff || outToken > 0xffffffff;
+        assembly ("memory-safe") {
+            let buf := mload(0x40)
+            mstore(buf, or(or(shl(224, cycle), shl(216, accepted)), shl(184, outToken)))
+            let at := add(buf, add(4, FIXED))
+            for { let i := 0 } and(lt(i, gamma), iszero(bad)) { i := add(i, 1) } {
+                let qi := mload(add(q, shl(5, add(i, 1))))
+                let pi := mload(add(p, shl(5, add(i, 1))))
+                bad := or(bad, or(gt(qi, _MASK60), gt(pi, _MASK60)))
+                let word := or(or(shl(120, mload(add(tokens, shl(5, add(i, 1))))), shl(60, qi)), pi)
+                mstore(at, shl(104, word))
+                at := add(at, PROPOSAL)
+            }
+            h := keccak256(buf, sub(at, buf))
+        }
+        if (bad) revert PackedField(cycle);
     }
 
     /// @notice The first of the `accepted` first proposals of record `c` whose token is `eos` (`accepted` when none

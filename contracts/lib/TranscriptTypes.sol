@@ -1,13 +1,12 @@
 // SPDX-License-Identifier: MIT
 pragma solidity 0.8.28;
 
-import {CycleRecord} from "./CycleRecord.sol";
 import {SpecMath} from "./SpecMath.sol";
 
 /// @title TranscriptTypes
 /// @notice The typed data of transcript mode (docs/protocol.md, "Transcript mode (v2): messages and state"): the
-/// EIP-712 struct hashes of `Draft`, `Verification` and `Settlement`, the state chain over v1 cycle records and
-/// the records root that challenges prove against. Mirrored by `node/protocol.py` (state chain, records root) and
+/// EIP-712 struct hashes of `Draft`, `Verification` and `Settlement`, the state chain over the cycles' packed bytes
+/// (their cycle leaves, `PackedCycles.leaf`) and the cycles root that pulls and challenges prove against. Mirrored by `node/protocol.py` (state chain, cycles root) and
 /// `node/chain/transcript_messages.py` (typed data, through eth-account); `tests/vectors/transcript.json` pins them.
 /// @dev All functions are `internal pure`: the domain, and so the digest, belongs to `TranscriptSigner`.
 library TranscriptTypes {
@@ -42,14 +41,6 @@ library TranscriptTypes {
         uint32 tokensOut;
     }
 
-    /// @notice One v1 cycle record (docs/protocol.md "Project decisions": Cycle record), as posted at settlement.
-    struct Record {
-        bytes32 draftRoot;
-        uint64[] p;
-        uint32 accepted;
-        uint32 outToken;
-    }
-
     string internal constant DRAFT_TYPE =
         "Draft(uint256 jobId,uint32 cycle,bytes32 prevState,bytes32 draftRoot,uint32[] tokens,uint64[] q,uint64 salt)";
     string internal constant VERIFICATION_TYPE =
@@ -64,8 +55,8 @@ library TranscriptTypes {
     /// @notice Domain tag of the genesis state: keccak256("verispec.transcript").
     bytes32 internal constant TRANSCRIPT_TAG = keccak256("verispec.transcript");
 
-    /// @notice A records root was asked of no records.
-    error TranscriptNoRecords();
+    /// @notice A cycles root was asked of no cycles.
+    error TranscriptNoCycles();
 
     /// @notice EIP-712 hashStruct of a Draft.
     /// @param d The draft.
@@ -109,81 +100,37 @@ library TranscriptTypes {
         return keccak256(abi.encode(TRANSCRIPT_TAG, jobId, salt));
     }
 
-    /// @notice One step of the state chain, S(c) = keccak256(abi.encodePacked(S(c-1), recordHash_c)).
+    /// @notice One step of the state chain, S(c) = keccak256(abi.encodePacked(S(c-1), leaf_c)), leaf_c the cycle
+    /// leaf of cycle c (`PackedCycles.leaf`: its packed bytes, hashed once).
     /// @param prevState S(c-1).
-    /// @param recordHash The record hash of cycle c (`CycleRecord.hash`).
+    /// @param cycleLeaf The cycle leaf of cycle c.
     /// @return next S(c).
-    function nextState(bytes32 prevState, bytes32 recordHash) internal pure returns (bytes32 next) {
+    function nextState(bytes32 prevState, bytes32 cycleLeaf) internal pure returns (bytes32 next) {
         assembly ("memory-safe") {
             mstore(0x00, prevState)
-            mstore(0x20, recordHash)
+            mstore(0x20, cycleLeaf)
             next := keccak256(0x00, 0x40)
         }
     }
 
-    /// @notice The leaf of cycle `cycle`'s record in the records root:
-    /// keccak256(bytes.concat(keccak256(abi.encode(cycle, recordHash)))).
-    /// @param cycle The cycle (the leaf binds it: commutative pair hashing does not bind a leaf's position).
-    /// @param recordHash The record hash of that cycle.
-    /// @return leaf The leaf.
-    function recordLeaf(uint32 cycle, bytes32 recordHash) internal pure returns (bytes32 leaf) {
-        assembly ("memory-safe") {
-            mstore(0x00, and(cycle, 0xffffffff)) // a uint32's bits above 32 are not guaranteed clean here
-            mstore(0x20, recordHash)
-            mstore(0x00, keccak256(0x00, 0x40))
-            leaf := keccak256(0x00, 0x20)
-        }
-    }
-
-    /// @notice The state after the records whose hashes are `recordHashes`, folded from `genesis`.
+    /// @notice The state after the cycles whose leaves are `leaves`, folded from `genesis`.
     /// @param genesis S(-1).
-    /// @param recordHashes The record hashes of cycles 0, 1, ... in order.
-    /// @return state S(n-1) (the genesis for no records).
-    function finalState(bytes32 genesis, bytes32[] memory recordHashes) internal pure returns (bytes32 state) {
+    /// @param leaves The cycle leaves of cycles 0, 1, ... in order.
+    /// @return state S(n-1) (the genesis for no cycles).
+    function finalState(bytes32 genesis, bytes32[] memory leaves) internal pure returns (bytes32 state) {
         state = genesis;
-        uint256 n = recordHashes.length;
+        uint256 n = leaves.length;
         for (uint256 c; c < n; ++c) {
-            state = nextState(state, recordHashes[c]);
+            state = nextState(state, leaves[c]);
         }
     }
 
-    /// @notice The records root over the record hashes of cycles 0..n-1 (`SpecMath.root` over `recordLeaf`s).
-    /// @dev Reverts {TranscriptNoRecords} for no records.
-    /// @param recordHashes The record hashes in cycle order.
+    /// @notice The cycles root over the cycle leaves of cycles 0..n-1 (`SpecMath.root`), what settlement stores and
+    /// pulls and rule challenges prove against. Reverts {TranscriptNoCycles} for no cycles.
+    /// @param leaves The cycle leaves in cycle order (the leaves bind their cycle index).
     /// @return The root.
-    function recordsRoot(bytes32[] memory recordHashes) internal pure returns (bytes32) {
-        uint256 n = recordHashes.length;
-        if (n == 0) revert TranscriptNoRecords();
-        bytes32[] memory leaves = new bytes32[](n);
-        for (uint256 c; c < n; ++c) {
-            leaves[c] = recordLeaf(uint32(c), recordHashes[c]);
-        }
+    function cyclesRoot(bytes32[] memory leaves) internal pure returns (bytes32) {
+        if (leaves.length == 0) revert TranscriptNoCycles();
         return SpecMath.root(leaves);
-    }
-
-    /// @notice Settlement's one pass over posted records: the state they fold to from `genesis` and their root.
-    /// @dev Each record is hashed from calldata (`CycleRecord.hashCalldata`): a p word with bits above uint64 gives a
-    /// hash no well-formed record has, so the state matches nothing signed. Reverts {TranscriptNoRecords} for none.
-    /// A calldata array cannot hold 2^32 records at any gas limit, so the cycle index fits uint32.
-    /// @param genesis S(-1) of the job.
-    /// @param records The records of cycles 0..n-1 in order.
-    /// @return state S(n-1).
-    /// @return root The records root.
-    function foldRecords(bytes32 genesis, Record[] calldata records)
-        internal
-        pure
-        returns (bytes32 state, bytes32 root)
-    {
-        uint256 n = records.length;
-        if (n == 0) revert TranscriptNoRecords();
-        bytes32[] memory leaves = new bytes32[](n);
-        state = genesis;
-        for (uint256 c; c < n; ++c) {
-            Record calldata r = records[c];
-            bytes32 recordHash = CycleRecord.hashCalldata(r.draftRoot, r.p, r.accepted, r.outToken);
-            state = nextState(state, recordHash);
-            leaves[c] = recordLeaf(uint32(c), recordHash);
-        }
-        root = SpecMath.root(leaves);
     }
 }

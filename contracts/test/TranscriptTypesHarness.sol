@@ -2,6 +2,7 @@
 pragma solidity 0.8.28;
 
 import {MerkleProof} from "@openzeppelin/contracts/utils/cryptography/MerkleProof.sol";
+import {PackedCycles} from "../lib/PackedCycles.sol";
 import {TranscriptSigner} from "../lib/TranscriptSigner.sol";
 import {TranscriptTypes} from "../lib/TranscriptTypes.sol";
 
@@ -140,59 +141,78 @@ contract TranscriptTypesHarness is TranscriptSigner {
 
     /// @notice See {TranscriptTypes-nextState}.
     /// @param prevState S(c-1).
-    /// @param recordHash The record hash of cycle c.
+    /// @param cycleLeaf The cycle leaf of cycle c.
     /// @return S(c).
-    function nextState(bytes32 prevState, bytes32 recordHash) external pure returns (bytes32) {
-        return TranscriptTypes.nextState(prevState, recordHash);
+    function nextState(bytes32 prevState, bytes32 cycleLeaf) external pure returns (bytes32) {
+        return TranscriptTypes.nextState(prevState, cycleLeaf);
     }
 
     /// @notice See {TranscriptTypes-finalState}.
     /// @param genesis S(-1).
-    /// @param recordHashes The record hashes in cycle order.
+    /// @param leaves The cycle leaves in cycle order.
     /// @return S(n-1).
-    function finalState(bytes32 genesis, bytes32[] memory recordHashes) external pure returns (bytes32) {
-        return TranscriptTypes.finalState(genesis, recordHashes);
+    function finalState(bytes32 genesis, bytes32[] memory leaves) external pure returns (bytes32) {
+        return TranscriptTypes.finalState(genesis, leaves);
     }
 
-    /// @notice See {TranscriptTypes-recordLeaf}.
+    /// @notice See {PackedCycles-leaf}: the leaf of the one record of `run` (a packed run) as cycle `cycle`.
     /// @param cycle The cycle.
-    /// @param recordHash Its record hash.
+    /// @param run A packed run of one record.
     /// @return The leaf.
-    function recordLeaf(uint32 cycle, bytes32 recordHash) external pure returns (bytes32) {
-        return TranscriptTypes.recordLeaf(cycle, recordHash);
+    function cycleLeaf(uint32 cycle, bytes calldata run) external pure returns (bytes32) {
+        uint256 gamma = uint8(run[0]);
+        uint256 n = PackedCycles.count(run, gamma);
+        if (n != 1) revert PackedCycles.PackedLength(run.length, PackedCycles.recordSize(gamma));
+        return PackedCycles.leaf(run, gamma, 0, cycle);
     }
 
-    /// @notice See {TranscriptTypes-recordsRoot}.
-    /// @param recordHashes The record hashes in cycle order.
-    /// @return The records root.
-    function recordsRoot(bytes32[] memory recordHashes) external pure returns (bytes32) {
-        return TranscriptTypes.recordsRoot(recordHashes);
-    }
-
-    /// @notice See {TranscriptTypes-foldRecords}.
-    /// @param genesis S(-1).
-    /// @param records The records of cycles 0..n-1.
-    /// @return state S(n-1).
-    /// @return root The records root.
-    function foldRecords(bytes32 genesis, TranscriptTypes.Record[] calldata records)
-        external
-        pure
-        returns (bytes32 state, bytes32 root)
-    {
-        return TranscriptTypes.foldRecords(genesis, records);
-    }
-
-    /// @notice Whether `proof` shows that cycle `cycle` had record hash `recordHash` under `root`.
-    /// @param proof The sibling path (`protocol.record_proof`).
-    /// @param root The records root.
+    /// @notice See {PackedCycles-leafOf}.
     /// @param cycle The cycle.
-    /// @param recordHash Its record hash.
+    /// @param tokens The Draft's tokens.
+    /// @param q The Draft's q.
+    /// @param p The Verification's p.
+    /// @param accepted The Verification's accepted.
+    /// @param outToken The Verification's outToken.
+    /// @return The leaf.
+    function cycleLeafOf(
+        uint32 cycle,
+        uint32[] memory tokens,
+        uint64[] memory q,
+        uint64[] memory p,
+        uint32 accepted,
+        uint32 outToken
+    ) external pure returns (bytes32) {
+        return PackedCycles.leafOf(cycle, tokens, q, p, accepted, outToken);
+    }
+
+    /// @notice A packed run's state after its cycles from `genesis` and its cycles root, as settlement folds it.
+    /// @param genesis S(-1).
+    /// @param run The packed run.
+    /// @return state S(n-1).
+    /// @return root The cycles root.
+    function foldRun(bytes32 genesis, bytes calldata run) external pure returns (bytes32 state, bytes32 root) {
+        uint256 gamma = uint8(run[0]);
+        uint256 n = PackedCycles.count(run, gamma);
+        bytes32[] memory leaves = new bytes32[](n);
+        for (uint256 c; c < n; ++c) {
+            leaves[c] = PackedCycles.leaf(run, gamma, c, c);
+        }
+        return (TranscriptTypes.finalState(genesis, leaves), TranscriptTypes.cyclesRoot(leaves));
+    }
+
+    /// @notice See {TranscriptTypes-cyclesRoot}.
+    /// @param leaves The cycle leaves in cycle order.
+    /// @return The cycles root.
+    function cyclesRoot(bytes32[] memory leaves) external pure returns (bytes32) {
+        return TranscriptTypes.cyclesRoot(leaves);
+    }
+
+    /// @notice Whether `proof` shows that cycle `cycle` had leaf `cycleLeaf` under `root`.
+    /// @param proof The sibling path (`protocol.cycle_proof`).
+    /// @param root The cycles root.
+    /// @param cycleLeaf The cycle's leaf (it binds the cycle index).
     /// @return Whether OpenZeppelin's `MerkleProof.verify` accepts it.
-    function verifyRecord(bytes32[] memory proof, bytes32 root, uint32 cycle, bytes32 recordHash)
-        external
-        pure
-        returns (bool)
-    {
-        return MerkleProof.verify(proof, root, TranscriptTypes.recordLeaf(cycle, recordHash));
+    function verifyCycle(bytes32[] memory proof, bytes32 root, bytes32 cycleLeaf) external pure returns (bool) {
+        return MerkleProof.verify(proof, root, cycleLeaf);
     }
 }

@@ -3,7 +3,8 @@ takes (settle, challengeRule, pullCycle, forceMove, answerForce) built from the 
 node/chain/transcript_messages.py, and the readers a requester or watchdog needs to rebuild a settled job from
 chain data alone (the settle transaction's calldata is the job's data availability).
 
-The protocol math (state chain, records root, proofs, truncation) is node/protocol.py's; nothing here re-derives it.
+The protocol math (cycle encoding, state chain, cycles root, proofs, truncation) is node/protocol.py's; nothing
+here re-derives it.
 """
 
 from __future__ import annotations
@@ -19,8 +20,7 @@ from node.chain.transcript_messages import Draft, Settlement, Verification
 
 EMPTY_DRAFT = (0, 0, bytes(32), bytes(32), [], [], 0)
 # The settlement encoding (contracts/lib/PackedCycles.sol, docs/protocol.md "Settlement encoding"): a γ byte, then
-# per cycle accepted (1 byte) and outToken (4), then per proposal token (32 bits), q (60 bits), p (60 bits).
-RECORD_FIXED, PROPOSAL_BYTES, PROB_BITS = 5, 19, 60
+# each cycle in protocol.pack_cycle's encoding.
 MAX_GAMMA = 16  # InferenceMarket.MAX_GAMMA
 EMPTY_VERIFICATION = (0, 0, bytes(32), [], bytes(32), 0, 0, bytes(32))
 
@@ -45,36 +45,24 @@ class Cycle:
         return (list(self.tokens), list(self.q), list(self.p), self.accepted, self.out_token)
 
     def packed(self) -> bytes:
-        """This cycle's record in the settlement encoding (no γ byte): ValueError when a field does not fit it."""
-        gamma = len(self.tokens)
-        if not (len(self.q) == len(self.p) == gamma) or not 0 <= self.accepted <= min(gamma, 255):
-            raise ValueError(f"a cycle of {gamma} tokens, {len(self.q)} q, {len(self.p)} p, accepted {self.accepted}")
-        out = bytearray([self.accepted]) + _uint(self.out_token, 32, "outToken").to_bytes(4, "big")
-        for t, q, p in zip(self.tokens, self.q, self.p):
-            word = (
-                _uint(t, 32, "token") << 2 * PROB_BITS
-                | _uint(q, PROB_BITS, "q") << PROB_BITS
-                | _uint(p, PROB_BITS, "p")
-            )
-            out += word.to_bytes(PROPOSAL_BYTES, "big")
-        return bytes(out)
+        """This cycle in the cycle encoding (no γ byte, `protocol.pack_cycle`): ValueError when a field does not fit."""
+        return P.pack_cycle(self.tokens, self.q, self.p, self.accepted, self.out_token)
+
+    def leaf(self, cycle: int) -> bytes:
+        """Its cycle leaf (`protocol.cycle_leaf`): what the state chain steps on and the cycles root holds."""
+        return P.cycle_leaf(cycle, self.packed())
 
     def record(self, job_id: int, cycle: int) -> tuple[bytes, list[int], int, int]:
         """The v1 record (draftRoot, p, accepted, outToken), its draft root recomputed from (tokens, q)."""
         return P.draft_root(job_id, cycle, self.tokens, self.q), list(self.p), self.accepted, self.out_token
 
     def record_hash(self, job_id: int, cycle: int) -> bytes:
+        """The v1 record hash that `pullCycle` stores in the market for the dispute manager."""
         return P.cycle_record_hash(*self.record(job_id, cycle))
 
 
-def _uint(value: int, bits: int, name: str) -> int:
-    if not 0 <= int(value) < 1 << bits:
-        raise ValueError(f"{name} {value} does not fit the settlement encoding's {bits} bits")
-    return int(value)
-
-
 def record_size(gamma: int) -> int:
-    return RECORD_FIXED + PROPOSAL_BYTES * gamma
+    return P.cycle_size(gamma)
 
 
 def pack_cycles(cycles: Sequence[Cycle], gamma: int | None = None) -> bytes:
@@ -98,20 +86,12 @@ def unpack_cycles(data: bytes) -> list[Cycle]:
     gamma, size = data[0], record_size(data[0])
     if (len(data) - 1) % size:
         raise ValueError(f"a packed run of {len(data)} bytes is not whole {size}-byte records of γ = {gamma}")
-    mask = (1 << PROB_BITS) - 1
-    cycles = []
-    for at in range(1, len(data), size):
-        rec = data[at : at + size]
-        props = [int.from_bytes(rec[o : o + PROPOSAL_BYTES], "big") for o in range(RECORD_FIXED, size, PROPOSAL_BYTES)]
-        tokens = tuple(w >> 2 * PROB_BITS for w in props)
-        q = tuple(w >> PROB_BITS & mask for w in props)
-        p = tuple(w & mask for w in props)
-        cycles.append(Cycle(tokens, q, p, rec[0], int.from_bytes(rec[1:5], "big")))
-    return cycles
+    return [Cycle(*P.unpack_cycle(data[at : at + size])) for at in range(1, len(data), size)]
 
 
-def record_hashes(job_id: int, cycles: Sequence[Cycle]) -> list[bytes]:
-    return [c.record_hash(job_id, i) for i, c in enumerate(cycles)]
+def cycle_leaves(cycles: Sequence[Cycle]) -> list[bytes]:
+    """The cycle leaves of cycles 0..n-1: `protocol.state_chain` and `protocol.cycles_root` take them."""
+    return [c.leaf(i) for i, c in enumerate(cycles)]
 
 
 def settle_call(
@@ -131,15 +111,15 @@ def settle_call(
 
 
 def challenge_call(transcript: Contract, job_id: int, cycles: Sequence[Cycle], cycle: int, reveal: bytes):
-    """`challengeRule` on `cycle` of a settled job, with its proof against the records root."""
-    proof = P.record_proof(record_hashes(job_id, cycles), cycle)
+    """`challengeRule` on `cycle` of a settled job, with its proof against the cycles root."""
+    proof = P.cycle_proof(cycle_leaves(cycles), cycle)
     return transcript.functions.challengeRule(job_id, cycle, pack_cycles([cycles[cycle]]), reveal, proof)
 
 
 def pull_call(transcript: Contract, job_id: int, cycles: Sequence[Cycle], cycle: int):
-    """`pullCycle`: the record of `cycle` and its proof, so the dispute manager can prove against it."""
-    proof = P.record_proof(record_hashes(job_id, cycles), cycle)
-    return transcript.functions.pullCycle(job_id, cycle, cycles[cycle].record(job_id, cycle), proof)
+    """`pullCycle`: the packed cycle and its proof; the contract rebuilds its v1 record for the dispute manager."""
+    proof = P.cycle_proof(cycle_leaves(cycles), cycle)
+    return transcript.functions.pullCycle(job_id, cycle, pack_cycles([cycles[cycle]]), proof)
 
 
 def force_call(transcript: Contract, job_id: int, evidence: tuple, cycles: Sequence[Cycle], gamma: int | None = None):

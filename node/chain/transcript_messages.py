@@ -5,7 +5,7 @@ TranscriptSettlement (`market.transcriptSettlement()`, `System.transcript`). The
 hashed, signed and recovered with eth-account (`encode_typed_data`, `Account.sign_message`,
 `Account.recover_message`); nothing here hashes typed data by hand, so the digests are eth-account's, which
 the tests pin to the contracts' `_hashTypedDataV4` (contracts/lib/TranscriptSigner.sol). The state chain the
-messages carry is protocol math (`node/protocol.py`: `transcript_genesis`, `next_state`).
+messages carry is protocol math (`node/protocol.py`: `transcript_genesis`, `transcript_leaf`, `next_state`).
 
 What a peer sends is hostile: every constructor validates types and ranges and every `check_*` refuses,
 with one `MessageRejected` line, a message that is not the one the receiver expects.
@@ -203,13 +203,28 @@ class Verification(_Message):
 
     @property
     def record(self) -> tuple[bytes, list[int], int, int]:
-        """The v1 cycle record (draftRoot, p, accepted, outToken): a `TranscriptTypes.Record` as settlement posts it."""
+        """The v1 cycle record (draftRoot, p, accepted, outToken): what a pull rebuilds and the market stores."""
         return self.draft_root, list(self.p), self.accepted, self.out_token
 
     @property
     def record_hash(self) -> bytes:
-        """The v1 cycle record hash of this cycle (`protocol.cycle_record_hash`)."""
+        """The v1 cycle record hash of this cycle (`protocol.cycle_record_hash`): what a pull stores in the market."""
         return P.cycle_record_hash(*self.record)
+
+    @classmethod
+    def build(cls, draft: Draft, p, reveal: bytes, accepted: int, out_token: int) -> Verification:
+        """The Verification of `draft` with this (p, accepted, outToken): its state chains the cycle onto the Draft's
+        prevState (`chained_state`)."""
+        state = chained_state(draft, p, accepted, out_token)
+        return cls(draft.job_id, draft.cycle, draft.draft_root, p, reveal, accepted, out_token, state)
+
+
+def chained_state(draft: Draft, p, accepted: int, out_token: int) -> bytes:
+    """S(c) = next_state(S(c-1), cycle leaf of c): the Draft's tokens and q with the verifier's p, accepted and
+    outToken in the cycle encoding (`protocol.transcript_leaf`), stepped onto the Draft's prevState. ValueError when a
+    field does not fit the encoding (accepted above γ, a probability of 2^60 or more)."""
+    leaf = P.transcript_leaf(draft.cycle, draft.tokens, draft.q, p, accepted, out_token)
+    return P.next_state(draft.prev_state, leaf)
 
 
 @dataclass(frozen=True)
@@ -367,15 +382,15 @@ def check_draft(
 
 def check_verification(domain: Domain, msg: Verification, signature: Any, *, verifier: str, draft: Draft) -> None:
     """Refuse a Verification unless it is the verifier's answer to `draft` (same job, cycle, draft root, one p per
-    proposal) and its state is next_state(draft.prev_state, record hash). Whether its record follows the accept
+    proposal) and its state is `chained_state` of the cycle. Whether its record follows the accept
     rule is the drafter's next check, not this one."""
     _check_position(msg, draft.job_id, "cycle", draft.cycle)
     if msg.draft_root != draft.draft_root:
         raise MessageRejected(f"Verification of cycle {msg.cycle} answers another draft")
     if len(msg.p) != len(draft.tokens):
         raise MessageRejected(f"Verification of cycle {msg.cycle} has {len(msg.p)} p values for {len(draft.tokens)}")
-    if msg.state != P.next_state(draft.prev_state, msg.record_hash):
-        raise MessageRejected(f"Verification of cycle {msg.cycle}: state does not chain its record onto prevState")
+    if msg.state != chained_state(draft, msg.p, msg.accepted, msg.out_token):
+        raise MessageRejected(f"Verification of cycle {msg.cycle}: state does not chain its cycle onto prevState")
     _check_signed(domain, msg, signature, {"verifier": verifier})
 
 

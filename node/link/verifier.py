@@ -337,7 +337,7 @@ class LinkServer:
                 fault.index,
                 fault.kind,
             )
-        v = _verification(spec.job_id, c, draft.prev_state, result)
+        v = _verification(draft, result)
         output = ledger.checked_output(c, v)  # the one rule, also on my own answer: never sign what it refutes
         if output != result.emitted:
             raise RuntimeError(f"job {spec.job_id} cycle {c}: the engine emitted {result.emitted}, the rule {output}")
@@ -405,8 +405,10 @@ class LinkServer:
             served.ahead.run(served.session, served.ledger.outputs)
             guess = served.ahead.guess
             if guess is not None:  # the signature too is computed while the drafter drafts (`ServedJob.presigned`)
-                c, result = guess[1], guess[4]
-                v = _verification(served.spec.job_id, c, served.ledger.state(c - 1), result)
+                c, tokens, q, result = guess[1:5]
+                ledger = served.ledger
+                draft = tm.Draft(served.spec.job_id, c, ledger.state(c - 1), result.root, tokens, q, ledger.salt)
+                v = _verification(draft, result)
                 served.presigned = (v, tm.sign(served.spec.domain, v, self.account.key))
         except Exception:  # a guess that fails costs nothing but the guess
             log.exception("job %d: verifying ahead failed; verifying each draft as it comes", served.spec.job_id)
@@ -520,16 +522,6 @@ class LinkServer:
         }
 
 
-def _verification(job_id: int, cycle: int, prev_state: bytes, result) -> tm.Verification:
-    """The Verification of an engine result on the state `prev_state` (the record chained onto it)."""
-    record = P.cycle_record_hash(result.root, result.p, result.accepted, result.out_token)
-    return tm.Verification(
-        job_id,
-        cycle,
-        result.root,
-        result.p,
-        result.reveal,
-        result.accepted,
-        result.out_token,
-        P.next_state(prev_state, record),
-    )
+def _verification(draft: tm.Draft, result) -> tm.Verification:
+    """The Verification of an engine result on `draft` (the cycle chained onto its prevState)."""
+    return tm.Verification.build(draft, result.p, result.reveal, result.accepted, result.out_token)

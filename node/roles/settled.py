@@ -159,7 +159,7 @@ def pulled(system, job_id: int, cycle: int) -> bool:
 
 
 def pull(system, send, job_id: int, cycle: int, from_block: int = 0, key: str | None = None) -> str | None:
-    """Before a replay dispute on a transcript cycle: `pullCycle` with the record's proof (`protocol.record_proof`),
+    """Before a replay dispute on a transcript cycle: `pullCycle` with the cycle's proof (`protocol.cycle_proof`),
     unless the record is in the market already (pulled before, by anyone). `send(action, function, key=...)` is the
     caller's sender (the CLI's or a node's TxSender). The pull's transaction hash, None when nothing was sent."""
     from node.chain.transcript import pull_call

@@ -14,7 +14,6 @@ Verification from the link (`Ledger.checked_output`); one that fails it, or name
 
 from __future__ import annotations
 
-from node import protocol as P
 from node.chain import transcript as TX
 from node.chain import transcript_messages as tm
 from node.link.job import Ledger, RuleViolation
@@ -49,8 +48,7 @@ def take_answers(node, ledger: Ledger) -> int:
             reveal = bytes(a["reveal"])
             if len(p) != len(draft.tokens) or len(reveal) != 32:
                 raise RuleViolation(f"an answer of {len(p)} p for a Draft of {len(draft.tokens)} proposals")
-            state = P.next_state(ledger.state(c - 1), P.cycle_record_hash(draft.draft_root, p, accepted, out))
-            v = tm.Verification(job_id, c, draft.draft_root, p, reveal, accepted, out, state)
+            v = tm.Verification.build(draft, p, reveal, accepted, out)
             output = ledger.checked_output(c, v)
         except (RuleViolation, ValueError, TypeError, KeyError) as exc:
             node.log.error("job %d: the on-chain answer of cycle %d is not one I can go on from: %s", job_id, c, exc)

@@ -316,7 +316,7 @@ def _ts(node):
 def force_of(node, job_id: int) -> dict | None:
     """The job's pending force move (TranscriptSettlement.forceOf), None when there is none."""
     raw = _ts(node).forceOf(job_id).call()
-    names = ("state", "pendingRoot", "recordsRoot", "salt", "deadline", "cycles", "emitted", "rejected", "outCut")
+    names = ("state", "pendingRoot", "cyclesRoot", "salt", "deadline", "cycles", "emitted", "rejected", "outCut")
     force = dict(zip((*names, "silent", "slash"), raw))
     return None if int(force["silent"], 16) == 0 else force
 
