@@ -17,6 +17,7 @@ anvil directly (submitting, moving the clock). The nodes are stepped in-process.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import Counter
 
@@ -29,12 +30,15 @@ from node.chain.fault_proxy import KINDS, FaultProxy
 from node.chain.keys import dev_account
 from node.chain.params import DEFAULT_PARAMS
 from node.chain.rpc import connect, rpc_url_of
-from node.roles import RefereeNode, chaindata
+from node.cli_transcript import start_link
+from node.roles import RefereeNode, chaindata, settled
+from node.roles.drafter import DrafterNode
 from node.roles.schedule import DISPUTE
+from node.roles.verifier import VerifierNode
 from node.store import TX_MINED
 from tests.test_roles import DRAFT, TARGET
 from tests.test_rpc_faults import PATIENT, REQUEST_TIMEOUT, fresh, sent_records, world  # noqa: F401 (fixtures)
-from tests.transcript_nodes import job_logs
+from tests.transcript_nodes import job_logs, submit_party_job
 
 DRAFTER, VERIFIER, REFEREES = 2, 3, (4, 5, 6)
 # Every fault class at once, ~30% of requests in all.
@@ -267,3 +271,70 @@ def on_chain(world, record) -> bool:
         return True
     except TransactionNotFound:
         return False
+
+
+def test_a_transcript_drafter_down_at_its_settlement_past_the_timeouts_settles_it_when_back(fresh):
+    """A transcript job's cycles travel over the link, and a settlement has no deadline while the job runs (only the
+    idle claim, docs/protocol.md "Idle jobs", which comes far later): a drafter whose broadcast of the settlement
+    never arrived and whose endpoint then stays down past every per-cycle timeout settles the job, with the same
+    signed bytes, when its endpoint returns; meanwhile the verifier, which co-signed the settlement, forces nothing."""
+    world = fresh
+    params = DEFAULT_PARAMS
+    d_addr, v_addr = world.accounts[DRAFTER], world.accounts[VERIFIER]
+    url = rpc_url_of(world.w3)
+    with FaultProxy(url, seed=144) as d_proxy, FaultProxy(url, seed=145) as v_proxy:
+        drafter = DrafterNode(
+            node_w3(d_proxy), world.deployment, dev_account(DRAFTER), world.tmp / "d.db", DRAFT, TARGET, device="cpu",
+            link_silence_s=5,
+        )  # fmt: skip
+        verifier = VerifierNode(
+            node_w3(v_proxy), world.deployment, dev_account(VERIFIER), world.tmp / "v.db", TARGET, DRAFT,
+            device="cpu",
+        )  # fmt: skip
+        verifier.link_silence_s = 5  # as `serve verifier --link-silence 5`
+        nodes = [drafter, verifier]
+        try:
+            link = start_link(verifier, ("127.0.0.1", 0))
+            step_until(nodes, lambda: world.system.registry.functions.endpointOf(v_addr).call() == link, 60)
+            quiet(nodes)
+            stakes = {a: world.stake(a) for a in (d_addr, v_addr)}
+            nonces = {a: world.nonce(a) for a in (d_addr, v_addr)}
+            d_proxy.set_faults(http_429=1.0, methods={"eth_sendRawTransaction"})
+            job_id = submit_party_job(world, d_addr, v_addr, "import numpy as np\n", 12, transcript=True)
+            key = f"job:{job_id}:settle"
+
+            def stranded():
+                record = drafter.store.sent_tx(key)
+                return record is not None and not on_chain(world, record)
+
+            step_until(nodes, stranded, 120, down=[drafter])
+            record = drafter.store.sent_tx(key)
+            d_proxy.stop()
+            world.advance(params.commit_timeout + params.verify_timeout + 5)
+            verifier.recheck_interval = 0
+            until = time.monotonic() + 8  # past its --link-silence: a verifier that would force has done so
+            while time.monotonic() < until:
+                verifier.step() or time.sleep(0.05)
+            assert world.status(job_id) == JobStatus.Running
+            assert world.nonce(v_addr) == nonces[v_addr] + 1  # its acceptance, nothing since
+            d_proxy.start()
+            step_until(nodes, lambda: world.status(job_id) == JobStatus.Finished, 60)
+            quiet(nodes)
+
+            [done] = job_logs(world.market.events.JobFinished, job_id)
+            assert (done["args"]["reason"], done["args"]["slashed"]) == (FinishReason.Completed, 0)
+            settlement = settled.read(world.system, job_id, world.start)
+            assert sum(len(c.output) for c in settlement.cycles) == 12
+            assert drafter.store.sent_tx(key).tx_hash == record.tx_hash  # the bytes signed before the outage
+            settle_tx = world.w3.eth.get_transaction(done["transactionHash"])
+            assert (settle_tx["hash"].to_0x_hex(), settle_tx["nonce"]) == (record.tx_hash, record.nonce)
+            assert world.system.transcript.events.ForceMoved().get_logs(from_block=world.start) == []
+            assert {a: world.stake(a) for a in (d_addr, v_addr)} == stakes
+            check_sent(world, drafter, d_addr, nonces[d_addr], len(sent_records(drafter)) - 1)
+            check_sent(world, verifier, v_addr, nonces[v_addr], len(sent_records(verifier)) - 1)
+        finally:
+            for node in nodes:
+                node.close()
+            server = getattr(verifier, "link_server", None)
+            if server is not None:
+                asyncio.run_coroutine_threadsafe(server.stop(), server.loop).result(10)
