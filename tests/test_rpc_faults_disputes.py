@@ -317,6 +317,7 @@ def test_a_transcript_drafter_down_at_its_settlement_past_the_timeouts_settles_i
                 verifier.step() or time.sleep(0.05)
             assert world.status(job_id) == JobStatus.Running
             assert world.nonce(v_addr) == nonces[v_addr] + 1  # its acceptance, nothing since
+            d_proxy.set_faults()
             d_proxy.start()
             step_until(nodes, lambda: world.status(job_id) == JobStatus.Finished, 60)
             quiet(nodes)
