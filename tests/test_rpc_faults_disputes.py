@@ -238,7 +238,9 @@ def test_a_drafter_down_past_its_commit_deadline_is_timed_out_and_sends_nothing_
             drafter.close()
             drafter = world.drafter(account=DRAFTER, w3=node_w3(d_proxy))
             nodes = [drafter, verifier]
-            for _ in range(20):
+            ended = lambda: getattr(drafter.store.job(job_id, "drafter"), "status", None) == "done"  # noqa: E731
+            step_until([drafter], ended, 30)  # it saw the job finalized and retired it
+            for _ in range(10):
                 drafter.step()
             quiet(nodes)
             records = sent_records(drafter)
