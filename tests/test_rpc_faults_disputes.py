@@ -129,6 +129,11 @@ def test_a_biased_drafter_is_convicted_through_faulty_endpoints(fresh):
 
             step_until(nodes, done, 120)
             proxy.set_faults()
+
+            def stored_done():  # the accused's and every referee's store closed the dispute
+                return all(getattr(n.store.dispute(1, n.role), "status", None) == "done" for n in (drafter, *referees))
+
+            step_until(nodes, stored_done, 30)
             quiet(nodes)
 
             d = world.dispute(1)
