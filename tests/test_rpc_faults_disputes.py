@@ -10,6 +10,9 @@
   finalizes after the challenge window (the verified cycles paid, the rest refunded). When the endpoint returns, the
   drafter (and a restart of it on the same store) sees the job ended, signs nothing new, and its recorded draft is
   never re-signed: the chain holds exactly its records' transactions, each at its recorded nonce and hash.
+* A transcript job's drafter whose settlement broadcast never arrived, its endpoint then down past every per-cycle
+  timeout: nothing is forced or claimed (a settlement has no deadline while the job runs), and the same signed
+  settlement lands when the endpoint returns: Completed, nobody slashed.
 
 Each node has its own provider (`connect`, `tests/test_rpc_faults.py`'s patient policy); the test itself talks to
 anvil directly (submitting, moving the clock). The nodes are stepped in-process.
