@@ -323,6 +323,31 @@ def test_two_interleaved_honest_jobs_equal_generate(world, tokenizer):
     assert text  # the output decodes to text
 
 
+def test_a_drafter_that_sees_its_turn_before_the_last_cycles_event_advances_its_session(world, tokenizer):
+    """Under load a node can find its turn (a view, a recheck) before it has handled the event of the cycle before.
+    It must then read that cycle's output and advance its session, not rebuild it with a prefill: a rebuilt session
+    differs in the last digits, so its q (and, rarely, its draft) would not be the engine's (a load benchmark's
+    concurrent jobs found such a job)."""
+
+    drafter, verifier = world.drafter(), world.verifier()
+    handled = drafter.on_market_CycleVerified
+
+    def late(event):  # the event is handled, but its output is not there when the turn is taken
+        handled(event)
+        dj = drafter.jobs.get(int(event.args["jobId"]))
+        if dj is not None:
+            dj.outputs.pop(int(event.args["cycle"]), None)
+
+    drafter.on_market_CycleVerified = late
+    job_id = world.submit(max_tokens=20)
+    drive([drafter, verifier], lambda: world.status(job_id) == JobStatus.Finished)
+    expected = reference(job_id, tokenizer, world, max_tokens=20)
+    cycles = check_cycles_on_chain(world, job_id)
+    assert len(cycles) >= 3
+    assert [(c.tokens, c.q) for c in cycles] == [(r.proposals, r.q) for r in expected.cycles]  # q to the last digit
+    assert chaindata.output_tokens(world.system, job_id, from_block=world.start) == expected.tokens
+
+
 def test_greedy_job_equals_the_targets_greedy_generate(world, tokenizer):
     drafter, verifier = world.drafter(), world.verifier()
     job_id = world.submit(max_tokens=24, temperature=0)

@@ -288,14 +288,16 @@ class DrafterNode(PartyNode):
         s = dj.session
         if s is not None and s.cycle == c and dj.proposed_cycle is None:
             return s
-        if s is not None and s.cycle == c - 1 and dj.proposed_cycle == c - 1 and (c - 1) in dj.outputs:
-            s.advance(dj.outputs[c - 1])
-            dj.proposed_cycle = None
-            return s
+        # the outputs first: a turn seen before the last cycle's event must still advance the session, since a
+        # rebuilt one (a prefill) differs from it in the last digits, and so may sample another draft
         if any(k not in dj.outputs for k in range(c)):
             self._refresh_outputs(dj)
             if any(k not in dj.outputs for k in range(c)):
                 return None  # an output is not visible yet; its event will bring the job back
+        if s is not None and s.cycle == c - 1 and dj.proposed_cycle == c - 1:
+            s.advance(dj.outputs[c - 1])
+            dj.proposed_cycle = None
+            return s
         context = list(dj.job.prompt) + [t for k in range(c) for t in dj.outputs[k]]
         s = behaviors.draft_session(self.behavior, self.draft_model, dj.job, self.bias_policy)
         dj.session = resume_draft_session(s, context, c)

@@ -550,17 +550,17 @@ class VerifierNode(PartyNode):
         s = vj.session
         if s is not None and s.cycle == c and vj.verified_cycle is None:
             return s
-        if s is not None and s.cycle == c - 1 and vj.verified_cycle == c - 1 and (c - 1) in vj.outputs:
+        if any(k not in vj.outputs for k in range(c)):  # first, so that a session one cycle behind advances (drafter's)
+            self._refresh(vj)
+            if any(k not in vj.outputs for k in range(c)):
+                return None
+        if s is not None and s.cycle == c - 1 and vj.verified_cycle == c - 1:
             try:
                 s.advance(vj.outputs[c - 1])
                 vj.verified_cycle = None
                 return s
             except ValueError as exc:  # the chain recorded something else than this session decided
                 self.log.error("job %d cycle %d: %s; rebuilding the session from chain data", vj.job.job_id, c - 1, exc)
-        if any(k not in vj.outputs for k in range(c)):
-            self._refresh(vj)
-            if any(k not in vj.outputs for k in range(c)):
-                return None
         emitted = [t for k in range(c) for t in vj.outputs[k]]
         s = behaviors.verify_session(
             self.behavior, self.target_model, vj.job, vj.seed, draft_model=self.draft_model, policy=self.retaliation
