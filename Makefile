@@ -28,8 +28,12 @@ $(STAMP_PY): pyproject.toml
 demo: setup
 	$(PY) -m node.cli demo
 
+# Two pytest-xdist workers, one test file each at a time (`--dist loadfile`: a file's module fixtures, its anvil and
+# deployment, stay in one process): most of a test waits on a chain, a link or a subprocess, so two overlap on two
+# cores (17.5 min against 37 serially, measured on this 2-core machine). TEST_WORKERS=0 runs it in one process.
+TEST_WORKERS ?= 2
 test: setup
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # ruff (installed by setup: the `test` extra) and, once it exists, Slither over the contracts; every check
 # runs and reports, the target fails if any did.

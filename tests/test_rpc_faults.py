@@ -320,8 +320,12 @@ def test_nodes_ride_out(fresh, proxy, kind):
 
 def test_nodes_ride_out_restarts(fresh, proxy):
     def restarts(p):
+        # each restart once the nodes' requests flow (on a loaded machine a fixed delay may fall in a stretch where
+        # both nodes compute and ask the chain nothing: a CI run under load met one, and no request met the gap)
         for down in (1.5, 1.0):
-            time.sleep(0.7)
+            seen, deadline = p.stats["requests"], time.monotonic() + 60
+            while p.stats["requests"] < seen + 5 and time.monotonic() < deadline:
+                time.sleep(0.05)
             p.restart(down_for=down)
 
     outcome = run_jobs(fresh, proxy, {}, during=restarts)
