@@ -78,7 +78,8 @@ def test_the_figures_agree_with_each_other(report, mode):
         assert p["total_tok_s"] == pytest.approx(p["jobs"] * TOKENS / p["wall_s"])
         assert p["jobs_per_min"] == pytest.approx(60 * p["jobs"] / p["wall_s"])
         assert 0 < p["per_job_tok_s_min"] <= p["per_job_tok_s_p50"]
-        assert 0 < p["cycle_latency_p50_s"] <= p["cycle_latency_p99_s"]
+        # two cycles' events seen in one poll are 0 s apart: under load more than half of them may be
+        assert 0 <= p["cycle_latency_p50_s"] <= p["cycle_latency_p99_s"] and p["cycle_latency_p99_s"] > 0
         # a job's cycles as the requester saw them: at most one per token, at least tokens / (γ + 1)
         assert all(TOKENS / 5 <= j["cycles"] <= TOKENS for j in p["per_job"])
 
