@@ -62,8 +62,12 @@ time travel jumps the next block's timestamp (the deterministic form of evm_incr
 boundaries are hit to the second; the model counts blocks too (one per transaction or time travel), as
 draws depend on them. Each hypothesis example starts from a snapshot of the fresh deployment (`evm_snapshot`
 in `__init__`, `evm_revert` in `teardown`). The run is seeded (VERISPEC_STATEFUL_SEED) on a chain of its own
-whose block hashes are reproducible (fixture `system`), so one run is the same run every time, draws included,
-and must hit every RARE_OUTCOMES entry itself; the model still replays every draw from the real hash.
+whose block hashes are reproducible (fixture `system`), so one run is the same run every time, draws included, in
+the same set of imported test modules: the same seed makes another run when the file runs alone than in the whole
+suite's collection (measured: 595 against 476 steps in 5 examples; not the hash seed, not the garbage collector, not
+the machine's load), and a contract change re-deals the draws. So the seed is the one that hits every RARE_OUTCOMES
+entry in `make test`'s collection, and a run that misses one is followed by the next seed's (FALLBACK_RUNS); the model
+still replays every draw from the real hash.
 
 Run: .venv/bin/python -m pytest -q tests/test_stateful.py -s   (prints the coverage summary; ~2-3 min)
 """
@@ -116,8 +120,12 @@ STEPS = int(os.environ.get("VERISPEC_STATEFUL_STEPS", 120))
 # Shrinking a failure re-runs the machine many times (up to hypothesis' 5-minute cap); "0" skips it.
 SHRINK = os.environ.get("VERISPEC_STATEFUL_SHRINK", "1") != "0"
 # The run's seed: with the chain's reproducible block hashes (fixture `system`), one seed is one run, the draws and
-# so the rare outcomes included; a soak run can try others.
-SEED = int(os.environ.get("VERISPEC_STATEFUL_SEED", 0))
+# so the rare outcomes included; a soak run can try others. Seed 0 missed "draw schedule (round 1)" in the whole
+# suite's collection after the settlement contract changed (it hit every outcome alone); seed 1 hits them all there.
+# A run that misses a rare outcome is followed by the next seed's run, up to FALLBACK_RUNS more, and the rare outcomes
+# are counted over them all (each run checks every invariant and that every function succeeded).
+SEED = int(os.environ.get("VERISPEC_STATEFUL_SEED", 1))
+FALLBACK_RUNS = int(os.environ.get("VERISPEC_STATEFUL_FALLBACK_RUNS", 2))
 GENESIS_TIME = 1_767_225_600  # 2026-01-01: fixed, so the chain's block hashes are too
 N_ACTORS = 12
 GAS, GAS_PRICE = 3_000_000, 3 * 10**9
@@ -1774,6 +1782,31 @@ assert set(ORDER) == {n for n, f in vars(ProtocolMachine).items() if hasattr(f, 
 # ---------------------------------------------------------------- the test
 
 
+FUNCTIONS = (
+    "registerDrafter",
+    "register",
+    "addStake",
+    "setAlphaStar",
+    "requestUnbond",
+    "withdrawUnbonded",
+    "submitJob",
+    "acceptJob",
+    "commitFirstDraft",
+    "commitDraft",
+    "submitVerification",
+    "claimTimeout",
+    "finalize",
+    "withdraw",
+    "openDispute",
+    "drawReferees",
+    "answer",
+    "claimAnswerTimeout",
+    "commitVote",
+    "revealVote",
+    "resolve",
+    "appeal",
+)  # every one of them must succeed in every run
+
 RARE_OUTCOMES = (
     "withdrawUnbonded:StakeLocked",
     "withdraw:NothingOwed",
@@ -1856,9 +1889,9 @@ def test_the_chain_of_the_stateful_run_is_reproducible():
     assert len({mix for _, mix in hashes[0][1:]}) == 2  # a prevrandao per block, not one constant
 
 
-def _run_machine(w3, system) -> None:
+def _run_machine(w3, system, seed: int) -> None:
     run_state_machine_as_test(
-        pinned_seed(SEED)(lambda: ProtocolMachine(w3, system)),
+        pinned_seed(seed)(lambda: ProtocolMachine(w3, system)),
         settings=settings(
             max_examples=EXAMPLES,
             stateful_step_count=STEPS,
@@ -1873,38 +1906,23 @@ def _run_machine(w3, system) -> None:
 
 def test_random_protocol_runs_keep_every_invariant(system):
     w3, deployment = system
-    STATS.clear()
-    _run_machine(w3, deployment)
-    summary = ", ".join(f"{k}={v}" for k, v in sorted(STATS.items()))
-    print(f"\nstateful run: {summary}")
-    # The run must really have exercised the protocol, not just bounced off reverts.
-    assert STATS["steps"] >= 3_000, summary
-    for fn in (
-        "registerDrafter",
-        "register",
-        "addStake",
-        "setAlphaStar",
-        "requestUnbond",
-        "withdrawUnbonded",
-        "submitJob",
-        "acceptJob",
-        "commitFirstDraft",
-        "commitDraft",
-        "submitVerification",
-        "claimTimeout",
-        "finalize",
-        "withdraw",
-        "openDispute",
-        "drawReferees",
-        "answer",
-        "claimAnswerTimeout",
-        "commitVote",
-        "revealVote",
-        "resolve",
-        "appeal",
-    ):
-        assert STATS[f"{fn}:ok"] > 0, f"{fn} never succeeded: {summary}"
-    for outcome in RARE_OUTCOMES:
-        # The draws hang on the block hashes, so on the contracts' bytecode too: a contract change can re-deal
-        # them. The run stays the same run until then; if one is missed, another seed finds it again.
-        assert STATS[outcome] > 0, f"{outcome} never happened (VERISPEC_STATEFUL_SEED={SEED}): {summary}"
+    coverage: Counter = Counter()  # the rare outcomes, over every run made
+    seeds = []
+    for seed in range(SEED, SEED + 1 + FALLBACK_RUNS):
+        STATS.clear()
+        _run_machine(w3, deployment, seed)
+        seeds.append(seed)
+        summary = ", ".join(f"{k}={v}" for k, v in sorted(STATS.items()))
+        print(f"\nstateful run (seed {seed}): {summary}")
+        # Each run must really have exercised the protocol, not just bounced off reverts.
+        assert STATS["steps"] >= 3_000, summary
+        for fn in FUNCTIONS:
+            assert STATS[f"{fn}:ok"] > 0, f"{fn} never succeeded (seed {seed}): {summary}"
+        coverage.update(STATS)
+        missed = [outcome for outcome in RARE_OUTCOMES if coverage[outcome] == 0]
+        if not missed:
+            break
+        print(f"seed {seed} missed {missed}: the next seed runs too")
+    # The draws hang on the block hashes, so on the contracts' bytecode too: a contract change can re-deal them. A run
+    # stays the same run until then; the seeds that were needed are printed above, so the first can be moved on.
+    assert not missed, f"{missed} never happened in the runs of seeds {seeds}"
