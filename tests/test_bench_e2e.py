@@ -153,8 +153,12 @@ def test_modes_side_by_side_at_two_block_times_and_concurrent_transcript_jobs():
                rows.items() if mode == "transcript")  # fmt: skip
     cycles = m["reports"]["onchain@1"]["jobs"][0]["cycles"]
     assert rows[("onchain", 1)]["txs_per_job"] == 3 + 2 * cycles
-    # at 1 s blocks a per-cycle job waits for two blocks a cycle, a transcript job for none after its acceptance
-    assert rows[("onchain", 1)]["decode_tok_s"] < 5 / (0.9 * cycles) < rows[("transcript", 1)]["decode_tok_s"]
+    # at 1 s blocks a per-cycle job waits for two blocks a cycle (a lower bound on its time, which load cannot break),
+    # a transcript job for none after its acceptance: it is faster than the per-cycle job beside it in the same run
+    # (an absolute bound on its own time failed once under CI's load: 5 tokens in 0.91 s, on the tiny pair)
+    onchain, transcript = rows[("onchain", 1)]["decode_tok_s"], rows[("transcript", 1)]["decode_tok_s"]
+    assert onchain < 5 / (0.9 * cycles), (onchain, cycles)
+    assert transcript > onchain, (transcript, onchain, cycles)
     assert rows[("transcript", 1)]["ttft_s"] > 0.5  # the acceptance waits for a block
     c = m["concurrent"]
     assert c["jobs"] == 4 and len(c["per_job_tok_s"]) == 4 and c["total_tok_s"] > 0
