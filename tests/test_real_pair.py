@@ -28,6 +28,7 @@ from node.chain.enums import JobStatus, Role
 from node.chain.keys import dev_account
 from node.chain.rpc import connect
 from node.decoding import SpeculativeDecoder
+from node.decoding.kv import CachedLM
 from node.decoding.pairs import PairError, get_pair
 from node.roles import DrafterNode, VerifierNode, chaindata
 from node.roles.jobs import prompt_tokens
@@ -162,6 +163,21 @@ def test_greedy_speculative_decoding_equals_the_targets_greedy_generate(pair, mo
     result = decoder.generate(prompt, TOKENS, job_id=1, verifier_seed=bytes(32), eos_token_id=tokenizer.eos_token_id)
     assert result.tokens == expected
     assert sum(c.accepted for c in result.cycles) > 0  # the draft is a draft of this target, not noise
+
+
+def test_the_engine_computes_the_head_itself_and_agrees_with_transformers(pair, models, greedy):
+    """CachedLM's own head (head @ hiddenᵀ on the CPU, from 2 rows) gives transformers' logits to float rounding."""
+    prompt, _ = greedy
+    target = models[0]
+    fed = prompt + [17, 29, 31, 37, 41]  # a prompt and five proposals, as a verifier's pass at γ = 4 feeds them
+    lm = CachedLM(target)
+    assert lm._head is target.get_output_embeddings().weight  # the engine's path is the one taken
+    ours = lm.extend(fed, keep=5)
+    with torch.inference_mode():
+        theirs = target(torch.tensor([fed])).logits[0, -5:]
+    assert ours.shape == theirs.shape == (5, target.config.vocab_size)
+    assert torch.allclose(ours, theirs, atol=1e-4, rtol=1e-5)
+    assert torch.equal(ours.argmax(-1), theirs.argmax(-1))
 
 
 def _rss_bytes() -> int:
