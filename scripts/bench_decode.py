@@ -179,6 +179,7 @@ def bench_gamma(decoder, prompts, gamma, tokens, repeats, job_base):
         ar_tok_s=ar_rate,
         engine_tok_s=engine_rate,
         assisted_tok_s=n_hf / time_hf,
+        engine_over_assisted=engine_rate / (n_hf / time_hf),
         alpha=alpha,
         omega_measured=emitted_untruncated / cycles,
         omega_closed_form=protocol.expected_tokens_per_pass(alpha, gamma),
@@ -197,9 +198,10 @@ def bench_gamma(decoder, prompts, gamma, tokens, repeats, job_base):
 
 COLUMNS = [  # (key, header, format)
     ("gamma", "γ", "{:d}"),
-    ("ar_tok_s", "AR tok/s", "{:.0f}"),
-    ("engine_tok_s", "engine tok/s", "{:.0f}"),
-    ("assisted_tok_s", "HF assisted tok/s", "{:.0f}"),
+    ("ar_tok_s", "AR tok/s", "{:.1f}"),
+    ("engine_tok_s", "engine tok/s", "{:.1f}"),
+    ("assisted_tok_s", "HF assisted tok/s", "{:.1f}"),
+    ("engine_over_assisted", "engine / assisted", "{:.2f}"),
     ("alpha", "α", "{:.3f}"),
     ("omega_measured", "Ω meas", "{:.2f}"),
     ("omega_closed_form", "Ω(α,γ)", "{:.2f}"),

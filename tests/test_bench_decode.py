@@ -70,6 +70,7 @@ def test_derived_columns_come_from_the_protocol_formulas(report):
         assert row["omega_closed_form"] == pytest.approx(protocol.expected_tokens_per_pass(alpha, gamma))
         assert row["speedup_predicted"] == pytest.approx(protocol.predicted_speedup(alpha, gamma, c))
         assert row["speedup_measured"] == pytest.approx(row["engine_tok_s"] / row["ar_tok_s"])
+        assert row["engine_over_assisted"] == pytest.approx(row["engine_tok_s"] / row["assisted_tok_s"])
         # c prices one run of each model: a draft forward against a one-token target forward
         assert c == pytest.approx(row["draft_step_ms"] / row["target_step_ms"])
         assert row["pass_over_step"] == pytest.approx(row["target_pass_ms"] / row["target_step_ms"])

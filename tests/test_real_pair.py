@@ -42,7 +42,7 @@ PROMPT = "def fibonacci(n):\n"
 TOKENS = 16
 GAMMA = 4
 # The committed draft's id (scripts/train_draft.py wrote it; fp16 weights plus the target's tokenizer files).
-DRAFT_ID = "295e6389912d7b196f47be8d4711dfa325e469380c6b9fdcbe38ccaa344dc880"
+DRAFT_ID = "6a4600b421ffc82bf41e976db5fed4097cec6394a54e3ae1d599e9207abe97d2"
 
 
 def _fetch_module():
