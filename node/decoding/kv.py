@@ -8,7 +8,7 @@ crop: the prefix is never recomputed.
 On the CPU the LM head over several rows is computed here, not by the model:
 MKL multiplies a few rows by a vocabulary-wide matrix far faster as
 head @ hiddenᵀ than as transformers' hidden @ headᵀ (SmolLM2's 49,152 × 576
-head over 5 rows: ~15 ms against ~35 ms on one thread; docs/engine.md, "The
+head over 5 rows: 17.8 ms against 30.3 ms on one thread; docs/engine.md, "The
 LM head on the CPU"). The two differ only in summation order (~1e-6 of a
 logit), and every node computes through this class, so they agree.
 """
