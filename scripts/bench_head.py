@@ -64,7 +64,7 @@ def main(argv=None) -> None:
     )
     print("|---|---|---|---|---|---|---|")
     with torch.inference_mode():
-        theirs, ours = CachedLM(model, engine_head=False), CachedLM(model)
+        theirs, ours = CachedLM(model), CachedLM(model, engine_head=True)
         theirs.extend(CONTEXT), ours.extend(CONTEXT)
         for rows in (int(r) for r in args.rows.split(",")):
             hidden = torch.randn(rows, head.shape[1])

@@ -170,7 +170,7 @@ def test_the_engine_computes_the_head_itself_and_agrees_with_transformers(pair, 
     prompt, _ = greedy
     target = models[0]
     fed = prompt + [17, 29, 31, 37, 41]  # a prompt and five proposals, as a verifier's pass at γ = 4 feeds them
-    lm = CachedLM(target)
+    lm = CachedLM(target, engine_head=True)
     assert lm._head is target.get_output_embeddings().weight  # the engine's path is the one taken
     ours = lm.extend(fed, keep=5)
     with torch.inference_mode():

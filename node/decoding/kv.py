@@ -5,12 +5,13 @@ the cache back to the accepted prefix. Keeping the cached tokens beside the
 cache makes "what does this cache hold" a list you can read, and rollback a
 crop: the prefix is never recomputed.
 
-On the CPU the LM head over several rows is computed here, not by the model:
+With engine_head=True (off by default, see CachedLM) the LM head over several rows is computed here:
 MKL multiplies a few rows by a vocabulary-wide matrix far faster as
 head @ hiddenᵀ than as transformers' hidden @ headᵀ (SmolLM2's 49,152 × 576
 head over 5 rows: 17.8 ms against 30.3 ms on one thread; docs/engine.md, "The
-LM head on the CPU"). The two differ only in summation order (~1e-6 of a
-logit), and every node computes through this class, so they agree.
+LM head on the CPU"). The two differ in summation order (~1e-6 of a logit),
+and MKL's result for the first moved with the buffer's placement, which a
+replay that must be bit-exact cannot accept: nodes keep transformers' head.
 """
 
 from __future__ import annotations
@@ -48,9 +49,10 @@ def _engine_head(model) -> torch.Tensor | None:
 
 
 class CachedLM:
-    def __init__(self, model, engine_head: bool = True):
-        """engine_head: compute the LM head here when it pays (see the module's docstring); False: always through
-        transformers (scripts/bench_head.py times the two side by side)."""
+    def __init__(self, model, engine_head: bool = False):
+        """engine_head: compute the LM head here when it pays (see the module's docstring). Off by default: MKL's
+        head @ hiddenᵀ is not bit-reproducible across buffers (its result moved with the hidden state's copy in
+        tests/test_roles.py's wrong-guess test), and replays must be bit-exact; scripts/bench_head.py times both."""
         self.model = model
         self.device = model.device
         params = inspect.signature(model.forward).parameters
