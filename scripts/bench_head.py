@@ -3,7 +3,8 @@
     PYTHONPATH=$PWD .venv/bin/python scripts/bench_head.py [--pair smol] [--threads 1] [--repeats 9]
 
 A verifier's pass feeds γ + 1 positions and needs the logits of all of them. transformers computes them as
-hidden @ headᵀ; CachedLM(model, engine_head=True) (node/decoding/kv.py; off for nodes) computes head @ hiddenᵀ on the CPU from 2 rows on, which MKL does far
+hidden @ headᵀ; CachedLM(model, engine_head=True) (node/decoding/kv.py; off for nodes) computes
+head @ hiddenᵀ on the CPU from 2 rows on, which MKL does far
 faster for a vocabulary-wide head. For each row count the table gives the head alone in both layouts and the whole
 cached forward (context of 100 tokens, then `rows` fed tokens) through CachedLM with and without the engine's head,
 interleaved so that machine load hits both alike; medians in milliseconds.
