@@ -60,7 +60,9 @@ def report() -> dict:
     )
     assert proc.stdout, proc.stderr[-3000:]
     report = json.loads(proc.stdout)
-    assert proc.returncode == 0, report["invariants"]
+    # what a failed invariant needs to be understood: which jobs did not end, what settling left or could not do
+    keys = ("invariants", "drain", "jobs", "node_exit_codes", "honest_slashes")
+    assert proc.returncode == 0, ({k: report.get(k) for k in keys}, report.get("settle"), proc.stderr[-2000:])
     return report
 
 
