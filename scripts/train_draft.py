@@ -1,6 +1,7 @@
 """Distil a small draft for SmolLM2-135M-Instruct (models/smollm2-135m) within a bounded CPU budget.
 
     nice -n 19 .venv/bin/python scripts/train_draft.py --budget-minutes 36 --threads 1   # writes models/smol-draft/
+    .venv/bin/python scripts/train_draft.py --extend --tv-weight 12 --budget-minutes 90  # one more round on it
 
 Speculative decoding accepts a drafted token with probability min(1, p/q), so a position's acceptance is
 Σ min(p, q) = 1 - TV(p, q): the draft must match the target's whole distribution. Hard labels teach q the text,
@@ -18,14 +19,19 @@ target is run once per position and what it computed is cached:
 3. regress: the draft's final hidden state onto z (mean squared error): no 49,152-wide softmax per step, ~15× cheaper
    than distilling through the head, so the labels are seen many times;
 4. distil: the last share of the budget, cross-entropy of q against p on the cached top-K plus one bucket for the
-   rest of the vocabulary (the forward KL up to p's entropy), through the frozen head;
+   rest of the vocabulary (the forward KL up to p's entropy), through the frozen head; with --tv-weight w, plus w
+   times the rejection rate 1 - Σ min(p, q) on those K + 1 outcomes (the draft is too small to match p everywhere:
+   the forward KL spends its capacity covering p's tail, the rejection rate on where the mass overlaps);
 5. save in fp16 (exactly upcast to fp32 at load, where nodes compute) with the target's tokenizer files.
 
 The vocabulary stays whole (the engine compares p and q over one vocabulary). Seeded (windows, initialisation,
 batches); each stage's step count is fixed from its first steps' speed and kept in the checkpoint, so a resumed run
-(the default when models/.cache/draft-train/ holds one) keeps its schedule. α at T = 1 and T = 0 is exact: on held-out
-positions against the target's stored logits during training, and recomputed with the target at the end. The curve
-goes to docs/draft_training.png, the figures to models/smol-draft/training.json.
+(the default when models/.cache/draft-train/ holds one) keeps its schedule. --extend continues a finished run: more
+labels (the seeded window order goes on where it stopped), then one more distillation round (distil-2, ...) over
+all of them from the checkpoint's draft, its head unchanged (a head refitted on more labels would not fit the body).
+α at T = 1 and T = 0 is exact: on held-out positions against the target's stored logits during training, and
+recomputed with the target at the end (8,192 positions). The curve goes to docs/draft_training.png (--plot), the
+figures to models/smol-draft/training.json.
 """
 
 from __future__ import annotations
@@ -56,8 +62,9 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jin
 CONTEXT = 256
 TOP_K = 32
 BATCH = 8
+ROUND_PEAK_LR = 3e-4  # an --extend round starts from a trained draft: a lower peak than the first round's 5e-4
 DISTIL_BATCH = 2  # windows a distillation step: its 49,152-wide softmax costs ~10x a regression step's window
-HELDOUT_WINDOWS = 8  # exact α at the end (2,048 positions); the curve uses the first 2 (their logits are stored)
+HELDOUT_WINDOWS = 32  # exact α at the end (8,192 positions); the curve uses the first 2 (their logits are stored)
 CURVE_WINDOWS = 2
 SKIPPED_DIRS = {"site-packages", "test", "tests", "idle_test", "encodings", "pydoc_data"}
 HELDOUT_EVERY = 10
@@ -146,14 +153,20 @@ def make_draft(target, head: torch.Tensor, seed: int) -> LlamaForCausalLM:
     return draft
 
 
-def distillation_loss(logits, values, indices):
-    """Cross-entropy of q against p on p's top-K tokens and one bucket for the rest of the vocabulary."""
+def distillation_loss(logits, values, indices, tv_weight: float = 0.0):
+    """Cross-entropy of q against p on p's top-K tokens and one bucket for the rest of the vocabulary, plus
+    `tv_weight` times 1 - Σ min(p, q) on the same K + 1 outcomes: the rejection rate at T = 1 itself, which a
+    draft too small to match p everywhere should trade for (the forward KL spreads q over all of p's support)."""
     logq = F.log_softmax(logits.float(), -1)
     p_top = values.float().exp()
     logq_top = logq.gather(-1, indices.long())
     p_rest = (1 - p_top.sum(-1)).clamp_min(0)
     q_rest = (1 - logq_top.exp().sum(-1)).clamp_min(1e-6)
-    return -((p_top * logq_top).sum(-1) + p_rest * q_rest.log()).mean()
+    cross_entropy = -((p_top * logq_top).sum(-1) + p_rest * q_rest.log()).mean()
+    if not tv_weight:
+        return cross_entropy
+    overlap = torch.minimum(p_top, logq_top.exp()).sum(-1) + torch.minimum(p_rest, q_rest)
+    return cross_entropy + tv_weight * (1 - overlap).mean()
 
 
 @torch.no_grad()
@@ -193,10 +206,11 @@ def plot_curve(curve: list[dict], path: pathlib.Path) -> None:
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.4))
     minutes = [point["seconds"] / 60 for point in curve]
-    for stage, color in (("regress", "tab:blue"), ("distil", "tab:purple")):
+    stages = list(dict.fromkeys(point["stage"] for point in curve))
+    for stage in stages:
         points = [(m, c["loss"]) for m, c in zip(minutes, curve) if c["stage"] == stage]
-        if points:
-            left.plot(*zip(*points), color=color, label=f"{stage} loss")
+        color = "tab:blue" if stage == "regress" else "tab:purple" if stage == "distil" else "tab:orange"
+        left.plot(*zip(*points), color=color, label=f"{stage} loss")
     left.set_yscale("log")
     left.set_xlabel("wall minutes (labelling included)")
     left.set_title("training loss (regress: MSE on z; distil: top-K CE)")
@@ -214,6 +228,11 @@ def plot_curve(curve: list[dict], path: pathlib.Path) -> None:
 
 
 START = time.time()
+
+
+def stage_names(state: dict) -> list[str]:
+    """The stages a run's state has started, in order: regress, distil, then any --extend rounds (distil-2, ...)."""
+    return [name for name, value in state.items() if isinstance(value, dict) and "step" in value]
 
 
 def run_stage(name, draft, optimizer, state, steps_for, loss_of, batch, batches, curve_eval, checkpoint, stop_at):
@@ -246,7 +265,7 @@ def run_stage(name, draft, optimizer, state, steps_for, loss_of, batch, batches,
         if stage["step"] % 50 == 0 or stage["step"] == stage["total"] or time.time() > stop_at:
             t1, t0 = curve_eval()
             point = dict(stage=name, step=stage["step"], loss=loss.item(), alpha_t1=t1, alpha_t0=t0)
-            state["curve"].append({**point, "seconds": round(time.time() - START)})
+            state["curve"].append({**point, "seconds": round(time.time() - START + state.get("clock", 0))})
             print(
                 f"{name} {stage['step']}/{stage['total']} loss {loss.item():.4f} α {t1:.3f} (T=1) {t0:.3f} (T=0) "
                 f"lr {lr:.1e} {time.time() - START:.0f}s",
@@ -265,9 +284,26 @@ def main(argv=None):
     parser.add_argument("--target", type=pathlib.Path, default=TARGET)
     parser.add_argument("--out", type=pathlib.Path, default=OUT)
     parser.add_argument("--work", type=pathlib.Path, default=WORK, help="labels and checkpoint (resumed from)")
+    parser.add_argument("--plot", type=pathlib.Path, default=CURVE_PLOT, help="where the training curve goes")
     parser.add_argument("--fresh", action="store_true", help="ignore the labels and checkpoint in --work")
+    parser.add_argument(
+        "--extend",
+        action="store_true",
+        help="continue the finished draft in --work: label more windows for --label-share of this budget, then one "
+        "more distillation round (a fresh cosine schedule) over all the labels for the rest; the head stays",
+    )
+    parser.add_argument(
+        "--tv-weight", type=float, default=0.0, help="weight of the rejection rate 1 - Σ min(p, q) in distillation"
+    )
     args = parser.parse_args(argv)
+    if args.extend and args.fresh:
+        parser.error("--extend continues the run in --work; --fresh would delete it")
 
+    labels_path = args.work / "labels.pt"
+    # one checkpoint a shape: the labels serve any shape, a checkpoint only its own
+    checkpoint_path = args.work / f"checkpoint-{DRAFT_SHAPE['hidden_size']}x{DRAFT_SHAPE['num_hidden_layers']}.pt"
+    if args.extend and not (labels_path.exists() and checkpoint_path.exists()):
+        parser.error(f"--extend needs a finished run in {args.work} (labels.pt and {checkpoint_path.name})")
     deadline = START + args.budget_minutes * 60
     torch.set_num_threads(args.threads)
     transformers.utils.logging.disable_progress_bar()
@@ -283,44 +319,64 @@ def main(argv=None):
     heldout_tokens = windows(streams["heldout"], HELDOUT_WINDOWS, generator)
     print(f"corpus: {len(streams['train'])} train, {len(streams['heldout'])} held-out tokens", flush=True)
 
-    labels_path = args.work / "labels.pt"
     labels = torch.load(labels_path) if labels_path.exists() else dict(tokens=[], hidden=[], values=[], indices=[])
     if "curve_logits" not in labels:
         labels["curve_logits"] = target_outputs(target, heldout_tokens[:CURVE_WINDOWS])[3].half()
+    if args.extend:
+        labels["done"] = False  # the window order is seeded, so labelling goes on where it stopped
     if not labels.get("done"):
         label_deadline = START + args.label_share * args.budget_minutes * 60
         label(target, streams["train"], generator, label_deadline, labels, labels_path)
         labels["done"] = True
         torch.save(labels, labels_path)
-    tokens, hidden, values, indices = (torch.cat(labels[n]) for n in ("tokens", "hidden", "values", "indices"))
+    tokens, values, indices = (torch.cat(labels[n]) for n in ("tokens", "values", "indices"))
     print(f"labels: {len(tokens)} windows ({tokens.numel()} positions)", flush=True)
 
-    head, to_z = low_rank_head(target.get_input_embeddings().weight.detach(), hidden, DRAFT_SHAPE["hidden_size"])
-    z = (hidden.float() @ to_z).half()
-    del hidden
-    ceiling = alpha(
-        labels["curve_logits"], (target_outputs(target, heldout_tokens[:CURVE_WINDOWS])[0].float() @ to_z) @ head.T
-    )
-    print(
-        f"rank-{DRAFT_SHAPE['hidden_size']} head: α {ceiling[0]:.3f} (T=1) {ceiling[1]:.3f} (T=0) "
-        "if the draft predicted z exactly",
-        flush=True,
-    )
+    if args.extend:
+        # the draft's frozen head comes from the checkpoint: a head refitted on more labels would not match its body
+        head, z, ceiling = torch.zeros(target.config.vocab_size, DRAFT_SHAPE["hidden_size"]), None, None
+    else:
+        hidden = torch.cat(labels["hidden"])
+        head, to_z = low_rank_head(target.get_input_embeddings().weight.detach(), hidden, DRAFT_SHAPE["hidden_size"])
+        z = (hidden.float() @ to_z).half()
+        del hidden
+        ceiling = alpha(
+            labels["curve_logits"], (target_outputs(target, heldout_tokens[:CURVE_WINDOWS])[0].float() @ to_z) @ head.T
+        )
+        print(
+            f"rank-{DRAFT_SHAPE['hidden_size']} head: α {ceiling[0]:.3f} (T=1) {ceiling[1]:.3f} (T=0) "
+            "if the draft predicted z exactly",
+            flush=True,
+        )
+    del labels["hidden"]
 
     draft = make_draft(target, head, args.seed)
     trainable = [p for p in draft.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(trainable, lr=1e-3, betas=(0.9, 0.95), weight_decay=0.0)
     batches = torch.Generator().manual_seed(args.seed + 1)
     state = dict(windows=len(tokens), curve=[], lr=dict(regress=2e-3, distil=5e-4))
-    # one checkpoint a shape: the labels serve any shape, a checkpoint only its own
-    checkpoint_path = args.work / f"checkpoint-{DRAFT_SHAPE['hidden_size']}x{DRAFT_SHAPE['num_hidden_layers']}.pt"
+    state["head_ceiling"] = ceiling and dict(alpha_t1=ceiling[0], alpha_t0=ceiling[1])
     if checkpoint_path.exists():
         saved = torch.load(checkpoint_path, weights_only=False)
         draft.load_state_dict(saved["draft"])
         optimizer.load_state_dict(saved["optimizer"])
         batches.set_state(saved["batches"])
         state = saved["state"]
-        print(f"resumed: {json.dumps({k: v for k, v in state.items() if k in ('regress', 'distil')})}", flush=True)
+        print(f"resumed: {json.dumps({k: v for k, v in state.items() if k in stage_names(state)})}", flush=True)
+    rounds = [name for name in stage_names(state) if name.startswith("distil")] or ["distil"]
+    finished = state.get(rounds[-1], {}).get("step") == state.get(rounds[-1], {}).get("total", -1)
+    if args.extend and rounds[-1] == "distil" and not finished:
+        parser.error(f"--extend needs a finished run in {args.work}: run without --extend to finish it first")
+    if args.extend and finished:
+        # a new round only when the last one finished; an interrupted --extend resumes its own round
+        rounds.append(f"distil-{len(rounds) + 1}")
+        state["lr"][rounds[-1]] = ROUND_PEAK_LR
+        state["windows"] = len(tokens)
+        state["clock"] = state["curve"][-1]["seconds"] if state["curve"] else 0
+        print(f"{rounds[-1]}: {len(tokens)} windows, the head and body from the checkpoint", flush=True)
+    previous = json.loads((args.out / "training.json").read_text()) if (args.out / "training.json").exists() else {}
+    if state.get("head_ceiling") is None:  # checkpoints from before the ceiling was kept in them
+        state["head_ceiling"] = previous.get("head_ceiling")
 
     def checkpoint():
         torch.save(
@@ -340,22 +396,23 @@ def main(argv=None):
         return F.mse_loss(out, z[pick].float())
 
     def distil(pick):
-        return distillation_loss(draft(tokens[pick]).logits, values[pick], indices[pick])
+        return distillation_loss(draft(tokens[pick]).logits, values[pick], indices[pick], args.tv_weight)
 
     draft.train()
     distil_at = deadline - 90 - args.distil_share * (deadline - 90 - time.time())
     common = dict(draft=draft, optimizer=optimizer, state=state, batches=batches, curve_eval=curve_eval)
+    if rounds[-1] == "distil":
+        run_stage(
+            "regress",
+            steps_for=lambda: distil_at - time.time(),
+            loss_of=regress,
+            batch=BATCH,
+            **common,
+            checkpoint=checkpoint,
+            stop_at=distil_at + 30,
+        )
     run_stage(
-        "regress",
-        steps_for=lambda: distil_at - time.time(),
-        loss_of=regress,
-        batch=BATCH,
-        **common,
-        checkpoint=checkpoint,
-        stop_at=distil_at + 30,
-    )
-    run_stage(
-        "distil",
+        rounds[-1],
         steps_for=lambda: deadline - 90 - time.time(),
         loss_of=distil,
         batch=DISTIL_BATCH,
@@ -382,20 +439,21 @@ def main(argv=None):
         labelled_positions=tokens.numel(),
         top_k=TOP_K,
         context=CONTEXT,
-        steps={name: state[name]["step"] for name in ("regress", "distil") if name in state},
-        planned_steps={name: state[name]["total"] for name in ("regress", "distil") if name in state},
+        steps={name: state[name]["step"] for name in stage_names(state)},
+        planned_steps={name: state[name]["total"] for name in stage_names(state)},
         params=sum(p.numel() for p in reloaded.parameters()),
         **DRAFT_SHAPE,
-        head_ceiling=dict(alpha_t1=ceiling[0], alpha_t0=ceiling[1]),
+        head_ceiling=state["head_ceiling"],
         heldout=figures,
         corpus="Python standard library .py files (every 10th held out), the target's tokenizer",
         curve=state["curve"],
+        **({"before_extend": {k: v for k, v in previous.items() if k != "curve"}} if args.extend else {}),
         torch=torch.__version__,
         transformers=transformers.__version__,
     )
     (args.out / "training.json").write_text(json.dumps(metrics, indent=1) + "\n")
     if state["curve"]:
-        plot_curve(state["curve"], CURVE_PLOT)
+        plot_curve(state["curve"], args.plot)
     print(json.dumps(figures), flush=True)
     print(f"wrote {args.out} ({metrics['params']:,} parameters) in {metrics['wall_seconds']} s", flush=True)
 
