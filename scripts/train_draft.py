@@ -130,8 +130,9 @@ def low_rank_head(embeddings: torch.Tensor, hidden: torch.Tensor, rank: int):
     return (head * scale).float(), (to_z / scale).float()
 
 
-def make_draft(target, head: torch.Tensor, seed: int) -> LlamaForCausalLM:
+def make_draft(target, head: torch.Tensor, seed: int, intermediate_size: int | None = None) -> LlamaForCausalLM:
     config = target.config
+    shape = {**DRAFT_SHAPE, "intermediate_size": intermediate_size or DRAFT_SHAPE["intermediate_size"]}
     draft_config = LlamaConfig(
         vocab_size=config.vocab_size,
         num_key_value_heads=DRAFT_SHAPE["num_attention_heads"],
@@ -142,7 +143,7 @@ def make_draft(target, head: torch.Tensor, seed: int) -> LlamaForCausalLM:
         bos_token_id=config.bos_token_id,
         eos_token_id=config.eos_token_id,
         pad_token_id=config.pad_token_id,
-        **DRAFT_SHAPE,
+        **shape,
     )
     torch.manual_seed(seed)
     draft = LlamaForCausalLM(draft_config)
@@ -151,6 +152,23 @@ def make_draft(target, head: torch.Tensor, seed: int) -> LlamaForCausalLM:
     draft.tie_weights()
     draft.get_input_embeddings().weight.requires_grad_(False)  # the closed-form head stays as computed
     return draft
+
+
+@torch.no_grad()
+def widen_mlp(draft: LlamaForCausalLM, target, size: int, seed: int) -> LlamaForCausalLM:
+    """The same function with `size`-wide MLPs: the new rows of gate and up at their initialisation, the new
+    columns of down at zero (they add nothing until trained): more capacity for a draft already trained."""
+    wider = make_draft(target, draft.get_input_embeddings().weight, seed, intermediate_size=size)
+    new = wider.state_dict()
+    for name, value in draft.state_dict().items():
+        if new[name].shape == value.shape:
+            new[name].copy_(value)
+        elif name.endswith("down_proj.weight"):
+            new[name].zero_()
+            new[name][:, : value.shape[1]] = value
+        else:  # gate_proj, up_proj: one row per MLP unit
+            new[name][: value.shape[0]] = value
+    return wider
 
 
 def distillation_loss(logits, values, indices, tv_weight: float = 0.0):
@@ -295,7 +313,12 @@ def main(argv=None):
     parser.add_argument(
         "--tv-weight", type=float, default=0.0, help="weight of the rejection rate 1 - Σ min(p, q) in distillation"
     )
+    parser.add_argument(
+        "--widen-mlp", type=int, default=None, help="with --extend: the new round's MLP width (new units start at 0)"
+    )
     args = parser.parse_args(argv)
+    if args.widen_mlp and not args.extend:
+        parser.error("--widen-mlp widens a trained draft: it needs --extend")
     if args.extend and args.fresh:
         parser.error("--extend continues the run in --work; --fresh would delete it")
 
@@ -350,14 +373,16 @@ def main(argv=None):
         )
     del labels["hidden"]
 
-    draft = make_draft(target, head, args.seed)
-    trainable = [p for p in draft.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(trainable, lr=1e-3, betas=(0.9, 0.95), weight_decay=0.0)
+    saved = torch.load(checkpoint_path, weights_only=False) if checkpoint_path.exists() else None
+    draft = make_draft(target, head, args.seed, saved and saved["state"].get("intermediate_size"))
+    new_optimizer = lambda: torch.optim.AdamW(  # noqa: E731
+        [p for p in draft.parameters() if p.requires_grad], lr=1e-3, betas=(0.9, 0.95), weight_decay=0.0
+    )
+    optimizer = new_optimizer()
     batches = torch.Generator().manual_seed(args.seed + 1)
     state = dict(windows=len(tokens), curve=[], lr=dict(regress=2e-3, distil=5e-4))
     state["head_ceiling"] = ceiling and dict(alpha_t1=ceiling[0], alpha_t0=ceiling[1])
-    if checkpoint_path.exists():
-        saved = torch.load(checkpoint_path, weights_only=False)
+    if saved:
         draft.load_state_dict(saved["draft"])
         optimizer.load_state_dict(saved["optimizer"])
         batches.set_state(saved["batches"])
@@ -374,6 +399,11 @@ def main(argv=None):
         state["windows"] = len(tokens)
         state["clock"] = state["curve"][-1]["seconds"] if state["curve"] else 0
         print(f"{rounds[-1]}: {len(tokens)} windows, the head and body from the checkpoint", flush=True)
+        if args.widen_mlp and args.widen_mlp != draft.config.intermediate_size:
+            draft = widen_mlp(draft, target, args.widen_mlp, args.seed)
+            optimizer = new_optimizer()  # new shapes: the round's warmup starts Adam's moments again
+            state["intermediate_size"] = args.widen_mlp
+            print(f"{rounds[-1]}: MLPs widened to {args.widen_mlp}", flush=True)
     previous = json.loads((args.out / "training.json").read_text()) if (args.out / "training.json").exists() else {}
     if state.get("head_ceiling") is None:  # checkpoints from before the ceiling was kept in them
         state["head_ceiling"] = previous.get("head_ceiling")
@@ -442,7 +472,7 @@ def main(argv=None):
         steps={name: state[name]["step"] for name in stage_names(state)},
         planned_steps={name: state[name]["total"] for name in stage_names(state)},
         params=sum(p.numel() for p in reloaded.parameters()),
-        **DRAFT_SHAPE,
+        **{**DRAFT_SHAPE, "intermediate_size": draft.config.intermediate_size},
         head_ceiling=state["head_ceiling"],
         heldout=figures,
         corpus="Python standard library .py files (every 10th held out), the target's tokenizer",
