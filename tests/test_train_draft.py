@@ -75,3 +75,25 @@ def test_bad_flags_are_one_line_before_any_model_loads(tmp_path):
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "--extend needs a finished run in" in proc.stderr.strip().splitlines()[-1]
     assert not (tmp_path / "empty" / "labels.pt").exists()
+
+
+def test_widening_a_drafts_mlps_keeps_its_function_and_the_new_units_can_learn():
+    import train_draft
+    from transformers import LlamaConfig
+
+    class Target:  # make_draft reads only the target's config (vocabulary, positions, norms, special tokens)
+        config = LlamaConfig(vocab_size=64, max_position_embeddings=128, bos_token_id=1, eos_token_id=2)
+
+    head = torch.randn(64, train_draft.DRAFT_SHAPE["hidden_size"], generator=torch.Generator().manual_seed(5))
+    draft = train_draft.make_draft(Target, head, seed=1).eval()
+    wider = train_draft.widen_mlp(draft, Target, 2 * draft.config.intermediate_size, seed=1).eval()
+    tokens = torch.randint(0, 64, (2, 16), generator=torch.Generator().manual_seed(6))
+    with torch.no_grad():
+        assert torch.equal(draft(tokens).logits, wider(tokens).logits)
+    assert wider.config.intermediate_size == 2 * draft.config.intermediate_size
+    assert not wider.get_input_embeddings().weight.requires_grad  # the head stays frozen
+
+    wider.train()
+    wider(tokens).logits.logsumexp(-1).mean().backward()
+    down = wider.model.layers[0].mlp.down_proj.weight
+    assert down.grad[:, draft.config.intermediate_size :].abs().sum() > 0
