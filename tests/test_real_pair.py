@@ -42,7 +42,7 @@ PROMPT = "def fibonacci(n):\n"
 TOKENS = 16
 GAMMA = 4
 # The committed draft's id (scripts/train_draft.py wrote it; fp16 weights plus the target's tokenizer files).
-DRAFT_ID = "6a4600b421ffc82bf41e976db5fed4097cec6394a54e3ae1d599e9207abe97d2"
+DRAFT_ID = "819ae9bdcf415338780f12315120d49bbae28c046f408a563ed9072ad41edf56"
 
 
 def _fetch_module():
