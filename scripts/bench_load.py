@@ -253,18 +253,25 @@ class CycleWatch(threading.Thread):
 
     def run(self) -> None:
         while not self.stopped.is_set():
-            head = self.w3.eth.block_number
-            if head >= self.next_block:
-                logs = self.event().get_logs(from_block=self.next_block, to_block=head)
-                now = time.monotonic()
-                for log in sorted(logs, key=lambda x: (x["blockNumber"], x["logIndex"])):
-                    self.frames.setdefault(log["args"]["jobId"], []).append((now, log["args"]["cycle"]))
-                self.next_block = head + 1
+            self.poll()
             self.stopped.wait(self.interval)
 
+    def poll(self) -> None:
+        head = self.w3.eth.block_number
+        if head >= self.next_block:
+            logs = self.event().get_logs(from_block=self.next_block, to_block=head)
+            now = time.monotonic()
+            for log in sorted(logs, key=lambda x: (x["blockNumber"], x["logIndex"])):
+                self.frames.setdefault(log["args"]["jobId"], []).append((now, log["args"]["cycle"]))
+            self.next_block = head + 1
+
     def stop(self) -> None:
+        """Stop, then read the blocks mined since the last poll: a job's last cycles can land between the thread's
+        last poll and the moment its status reads Finished (a job then showed fewer cycles than it ran)."""
         self.stopped.set()
         self.join(timeout=10)
+        if not self.is_alive():
+            self.poll()
 
 
 def follow_transcripts(world: World, jobs: dict[int, int], timeout: float) -> dict[int, list]:
