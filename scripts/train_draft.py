@@ -29,6 +29,7 @@ batches); each stage's step count is fixed from its first steps' speed and kept 
 (the default when models/.cache/draft-train/ holds one) keeps its schedule. --extend continues a finished run: more
 labels (the seeded window order goes on where it stopped), then one more distillation round (distil-2, ...) over
 all of them from the checkpoint's draft, its head unchanged (a head refitted on more labels would not fit the body).
+A round cut by its budget is over: the next --extend starts a new one; a round killed mid-way is resumed.
 α at T = 1 and T = 0 is exact: on held-out positions against the target's stored logits during training, and
 recomputed with the target at the end (8,192 positions). The curve goes to docs/draft_training.png (--plot), the
 figures to models/smol-draft/training.json.
@@ -253,6 +254,13 @@ def stage_names(state: dict) -> list[str]:
     return [name for name, value in state.items() if isinstance(value, dict) and "step" in value]
 
 
+def round_over(state: dict, name: str) -> bool:
+    """Whether distillation round `name` is over: all its steps ran or, for an --extend round, its budget cut it (its
+    run ended as asked; the next --extend starts a new round). A round killed mid-way is not over: it is resumed."""
+    stage = state.get(name, {})
+    return stage.get("step") == stage.get("total", -1) or (name != "distil" and stage.get("cut", False))
+
+
 def run_stage(name, draft, optimizer, state, steps_for, loss_of, batch, batches, curve_eval, checkpoint, stop_at):
     """One stage's AdamW steps (warmup, cosine decay), its step count fixed from its first 5 steps' speed.
     Cut at `stop_at` all the same: the machine is shared, and steps slow down when it fills up."""
@@ -389,11 +397,10 @@ def main(argv=None):
         state = saved["state"]
         print(f"resumed: {json.dumps({k: v for k, v in state.items() if k in stage_names(state)})}", flush=True)
     rounds = [name for name in stage_names(state) if name.startswith("distil")] or ["distil"]
-    finished = state.get(rounds[-1], {}).get("step") == state.get(rounds[-1], {}).get("total", -1)
-    if args.extend and rounds[-1] == "distil" and not finished:
+    if args.extend and not round_over(state, "distil"):
         parser.error(f"--extend needs a finished run in {args.work}: run without --extend to finish it first")
-    if args.extend and finished:
-        # a new round only when the last one finished; an interrupted --extend resumes its own round
+    if args.extend and round_over(state, rounds[-1]):
+        # a new round when the last one is over; an interrupted --extend resumes its own round
         rounds.append(f"distil-{len(rounds) + 1}")
         state["lr"][rounds[-1]] = ROUND_PEAK_LR
         state["windows"] = len(tokens)

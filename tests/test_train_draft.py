@@ -97,3 +97,16 @@ def test_widening_a_drafts_mlps_keeps_its_function_and_the_new_units_can_learn()
     wider(tokens).logits.logsumexp(-1).mean().backward()
     down = wider.model.layers[0].mlp.down_proj.weight
     assert down.grad[:, draft.config.intermediate_size :].abs().sum() > 0
+
+
+def test_an_extend_round_cut_by_its_budget_is_over_and_one_killed_mid_way_is_resumed():
+    import train_draft
+
+    first = {"regress": {"step": 10, "total": 10}, "distil": {"step": 20, "total": 20}}
+    assert train_draft.round_over(first, "distil")
+    assert not train_draft.round_over({**first, "distil": {"step": 12, "total": 20}}, "distil")
+    # the first round cut by its budget still has its schedule to finish before any --extend
+    assert not train_draft.round_over({**first, "distil": {"step": 12, "total": 20, "cut": True}}, "distil")
+    assert train_draft.round_over({**first, "distil-2": {"step": 30, "total": 40, "cut": True}}, "distil-2")
+    assert not train_draft.round_over({**first, "distil-2": {"step": 30, "total": 40}}, "distil-2")
+    assert not train_draft.round_over({**first, "distil-2": {"step": 5, "total": None}}, "distil-2")
