@@ -91,6 +91,19 @@ def _chain_time() -> int | None:
         return None
 
 
+def _stdout_closed() -> bool:
+    """Whether whatever reads our stdout has gone (`verispec … | head`): on Linux a pipe without readers polls as
+    POLLERR. Tells that broken pipe apart from a lost chain connection's."""
+    import select
+
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(event & select.POLLERR for _, event in poller.poll(0))
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
 def _is_usage_error(exc: BaseException) -> bool:
     # click's exceptions, duck-typed: typer may vendor its own click
     return hasattr(exc, "format_message") and hasattr(exc, "exit_code")
@@ -112,6 +125,11 @@ class CommandGroup(TyperGroup):
         except Exception as exc:
             if _is_usage_error(exc):
                 raise
+            if isinstance(exc, BrokenPipeError) and _stdout_closed():
+                # the reader stopped reading (`| head`): nothing is wrong and nobody is left to tell; exit like a
+                # process killed by SIGPIPE, and keep Python from failing again on flushing stdout at exit
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+                raise typer.Exit(141) from None
             message = user_message(exc)
             if message is None:
                 if os.environ.get("VERISPEC_DEBUG"):

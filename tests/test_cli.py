@@ -218,6 +218,37 @@ def test_help_texts():
             assert option in out, (path, option)
 
 
+BROKEN_PIPE_COMMAND = """
+import sys, typer
+from node.cli_context import CommandGroup
+app = typer.Typer(cls=CommandGroup)
+@app.command()
+def long_output():
+    sys.stdout.write("x" * 200_000)
+    sys.stdout.flush()
+@app.command()
+def other():
+    pass
+app()
+"""
+
+
+def test_a_reader_that_stops_reading_is_not_a_lost_chain():
+    """`verispec … | head`: the pipe closes under a command's output; that is no error to report. It once printed
+    "lost the chain RPC: BrokenPipeError" (a broken pipe reads as a dropped connection); now it exits 141 (as a
+    process killed by SIGPIPE would), silently. Every command runs under this CommandGroup."""
+    read, write = os.pipe()
+    os.close(read)  # nobody reads: the command's first flush breaks the pipe
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", BROKEN_PIPE_COMMAND, "long-output"],
+            stdout=write, stderr=subprocess.PIPE, text=True, timeout=60, cwd=ROOT,
+        )  # fmt: skip
+    finally:
+        os.close(write)
+    assert proc.returncode == 141 and proc.stderr == "", (proc.returncode, proc.stderr)
+
+
 # ---------------------------------------------------------------- chain up / down
 
 
