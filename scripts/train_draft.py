@@ -217,6 +217,9 @@ def exact_figures(target, draft, tokens: torch.Tensor) -> dict:
     )
 
 
+STAGE_COLORS = ("tab:blue", "tab:purple", "tab:orange", "tab:brown", "tab:pink", "tab:olive")
+
+
 def plot_curve(curve: list[dict], path: pathlib.Path) -> None:
     import matplotlib
 
@@ -228,11 +231,11 @@ def plot_curve(curve: list[dict], path: pathlib.Path) -> None:
     stages = list(dict.fromkeys(point["stage"] for point in curve))
     for stage in stages:
         points = [(m, c["loss"]) for m, c in zip(minutes, curve) if c["stage"] == stage]
-        color = "tab:blue" if stage == "regress" else "tab:purple" if stage == "distil" else "tab:orange"
+        color = STAGE_COLORS[stages.index(stage) % len(STAGE_COLORS)]
         left.plot(*zip(*points), color=color, label=f"{stage} loss")
     left.set_yscale("log")
     left.set_xlabel("wall minutes (labelling included)")
-    left.set_title("training loss (regress: MSE on z; distil: top-K CE)")
+    left.set_title("loss (regress: MSE on z; distil: top-K CE; distil-2, -3: + 20 × rejection)", fontsize=9)
     left.legend(fontsize=8, frameon=False)
     right.plot(minutes, [point["alpha_t1"] for point in curve], color="tab:red", label="α at T = 1")
     right.plot(minutes, [point["alpha_t0"] for point in curve], color="tab:green", label="α at T = 0")
@@ -395,6 +398,8 @@ def main(argv=None):
         optimizer.load_state_dict(saved["optimizer"])
         batches.set_state(saved["batches"])
         state = saved["state"]
+        # this run's clock goes on from the last point (a resumed round's points came before this run's start)
+        state["clock"] = state["curve"][-1]["seconds"] if state["curve"] else 0
         print(f"resumed: {json.dumps({k: v for k, v in state.items() if k in stage_names(state)})}", flush=True)
     rounds = [name for name in stage_names(state) if name.startswith("distil")] or ["distil"]
     if args.extend and not round_over(state, "distil"):
@@ -404,7 +409,6 @@ def main(argv=None):
         rounds.append(f"distil-{len(rounds) + 1}")
         state["lr"][rounds[-1]] = ROUND_PEAK_LR
         state["windows"] = len(tokens)
-        state["clock"] = state["curve"][-1]["seconds"] if state["curve"] else 0
         print(f"{rounds[-1]}: {len(tokens)} windows, the head and body from the checkpoint", flush=True)
         if args.widen_mlp and args.widen_mlp != draft.config.intermediate_size:
             draft = widen_mlp(draft, target, args.widen_mlp, args.seed)
