@@ -42,7 +42,7 @@ PROMPT = "def fibonacci(n):\n"
 TOKENS = 16
 GAMMA = 4
 # The committed draft's id (scripts/train_draft.py wrote it; fp16 weights plus the target's tokenizer files).
-DRAFT_ID = "819ae9bdcf415338780f12315120d49bbae28c046f408a563ed9072ad41edf56"
+DRAFT_ID = "061fcf074a1a736c831d76bc48feb3fee0c277c7d17e262b0a726da01965dc25"
 
 
 def _fetch_module():
