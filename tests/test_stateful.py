@@ -121,10 +121,13 @@ STEPS = int(os.environ.get("VERISPEC_STATEFUL_STEPS", 120))
 SHRINK = os.environ.get("VERISPEC_STATEFUL_SHRINK", "1") != "0"
 # The run's seed: with the chain's reproducible block hashes (fixture `system`), one seed is one run, the draws and
 # so the rare outcomes included; a soak run can try others. Seed 0 missed "draw schedule (round 1)" in the whole
-# suite's collection after the settlement contract changed (it hit every outcome alone); seed 1 hits them all there.
+# suite's collection after the settlement contract changed (it hit every outcome alone); seed 1 hit them all there
+# until the collection grew by two tests in other files (2026-12-03): seeds 1-3 then never saw "draw schedule (round 1)"
+# or "outcome Void (escalation)" (the CI run of 0fa6b20). Seed 4 hits every outcome in that collection (`pytest tests -k
+# test_random_protocol_runs_keep_every_invariant`, 250 s); seed 5 does not.
 # A run that misses a rare outcome is followed by the next seed's run, up to FALLBACK_RUNS more, and the rare outcomes
 # are counted over them all (each run checks every invariant and that every function succeeded).
-SEED = int(os.environ.get("VERISPEC_STATEFUL_SEED", 1))
+SEED = int(os.environ.get("VERISPEC_STATEFUL_SEED", 4))
 FALLBACK_RUNS = int(os.environ.get("VERISPEC_STATEFUL_FALLBACK_RUNS", 2))
 GENESIS_TIME = 1_767_225_600  # 2026-01-01: fixed, so the chain's block hashes are too
 N_ACTORS = 12
