@@ -235,7 +235,7 @@ def plot_curve(curve: list[dict], path: pathlib.Path) -> None:
         left.plot(*zip(*points), color=color, label=f"{stage} loss")
     left.set_yscale("log")
     left.set_xlabel("wall minutes (labelling included)")
-    left.set_title("loss (regress: MSE on z; distil: top-K CE; distil-2, -3: + 20 × rejection)", fontsize=9)
+    left.set_title("loss (regress: MSE on z; distil: top-K CE; later rounds: + w × rejection)", fontsize=9)
     left.legend(fontsize=8, frameon=False)
     right.plot(minutes, [point["alpha_t1"] for point in curve], color="tab:red", label="α at T = 1")
     right.plot(minutes, [point["alpha_t0"] for point in curve], color="tab:green", label="α at T = 0")
