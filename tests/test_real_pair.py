@@ -42,7 +42,7 @@ PROMPT = "def fibonacci(n):\n"
 TOKENS = 16
 GAMMA = 4
 # The committed draft's id (scripts/train_draft.py wrote it; fp16 weights plus the target's tokenizer files).
-DRAFT_ID = "061fcf074a1a736c831d76bc48feb3fee0c277c7d17e262b0a726da01965dc25"
+DRAFT_ID = "b17dbd948212fb99363e39e2bb3fe28fddca380b30a15b84828bd8d417686055"
 
 
 def _fetch_module():
