@@ -1897,8 +1897,9 @@ def collection_independent_draws():
     """Hypothesis draws 5 % of its integers, bytes and strings from a pool of the literals in the source of every
     imported non-test module (`_get_local_constants`, hypothesis >= 6.131): which modules `make test`'s collection
     imports, and any literal added to node/ or scripts/, re-dealt the seeded run (measured: the run alone and in the
-    suite differed; new literals in train_draft.py and cli_context.py made seeds 1-3 miss rare outcomes). The run takes
-    its constants from hypothesis' own global pool only, so one seed is one run whatever else is imported."""
+    suite differed; last session's new literals in node/ and scripts/ are the likely reason seeds 1-3 came to miss rare
+    outcomes). The run takes its constants from hypothesis' own global pool only, so one seed is one run whatever else
+    is imported."""
     from hypothesis.internal.conjecture import providers  # no public switch for the local pool
 
     patch = pytest.MonkeyPatch()
@@ -1925,22 +1926,18 @@ def test_the_stateful_run_draws_no_literals_of_the_imported_code():
 
 def _run_machine(w3, system, seed: int) -> None:
     with collection_independent_draws():
-        _run_seeded_machine(w3, system, seed)
-
-
-def _run_seeded_machine(w3, system, seed: int) -> None:
-    run_state_machine_as_test(
-        pinned_seed(seed)(lambda: ProtocolMachine(w3, system)),
-        settings=settings(
-            max_examples=EXAMPLES,
-            stateful_step_count=STEPS,
-            database=None,
-            deadline=None,
-            print_blob=True,
-            phases=list(Phase) if SHRINK else [Phase.explicit, Phase.reuse, Phase.generate],
-            suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-        ),
-    )
+        run_state_machine_as_test(
+            pinned_seed(seed)(lambda: ProtocolMachine(w3, system)),
+            settings=settings(
+                max_examples=EXAMPLES,
+                stateful_step_count=STEPS,
+                database=None,
+                deadline=None,
+                print_blob=True,
+                phases=list(Phase) if SHRINK else [Phase.explicit, Phase.reuse, Phase.generate],
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+            ),
+        )
 
 
 def test_random_protocol_runs_keep_every_invariant(system):
