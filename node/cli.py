@@ -1,8 +1,8 @@
 """`verispec`: the command line of the node — local chain, operators, requesters, node processes, the demo.
 
-This module parses and prints. Every chain operation lives in node/roles/requester.py, every node loop in
-node/roles/{drafter,verifier,referee}.py (imported lazily, so `verispec --help` does not load torch); what is
-printed at length in node/console.py, the demo in node/demo.py; `chain …` in node/cli_chain.py, `serve` in
+This module parses and prints. Every chain operation lives in node/requester/client.py, every node loop in
+node/roles/{drafter,verifier,referee,watchdog}/node.py (imported lazily, so `verispec --help` does not load torch);
+what is printed at length in node/console.py, the demo in node/demo/; `chain …` in node/cli_chain.py, `serve` in
 node/cli_serve.py. Every failure a user can cause ends in one
 line on stderr and exit code 1 — never a traceback (VERISPEC_DEBUG=1 shows one for unexpected errors).
 """
@@ -26,7 +26,7 @@ from node.cli_demo import demo
 from node.cli_dispute import challenge
 from node.cli_pair import PairOpt, known_target, pair_models
 from node.cli_serve import serve
-from node.cli_transcript import DEFAULT_MODE, check_mode, transcript_app, wait_for_transcript
+from node.cli_transcript import DEFAULT_MODE, check_mode, transcript_app
 from node.console import (
     console,
     emit_json,
@@ -35,6 +35,7 @@ from node.console import (
     print_dispute,
     print_report,
     print_rule_faults,
+    wait_for_transcript,
     wait_with_progress,
 )
 
@@ -107,7 +108,7 @@ def register(
     as_json: JsonOpt = False,
 ):
     """Stake and register as a drafter, verifier or referee for the given model(s) (default: the pair's)."""
-    from node.roles.units import format_eth, parse_amount
+    from node.requester.units import format_eth, parse_amount
 
     if not model:  # the role's models of the pair: a referee replays both
         draft, target = pair_models(pair, target=target_model)
@@ -139,7 +140,7 @@ def register(
 def unbond(ctx: typer.Context, as_json: JsonOpt = False):
     """Start unbonding your stake (inactive at once); run again after the unbonding period to withdraw it."""
     from node.console import until
-    from node.roles.units import format_eth
+    from node.requester.units import format_eth
 
     with closing(ctx.obj.requester()) as requester:
         result = requester.unbond()
@@ -164,7 +165,7 @@ def unbond(ctx: typer.Context, as_json: JsonOpt = False):
 @session_options(*KEY, *CHAIN)
 def withdraw(ctx: typer.Context, as_json: JsonOpt = False):
     """Withdraw everything you are owed: market earnings and refunds, dispute credits, unbonded stake."""
-    from node.roles.units import format_eth
+    from node.requester.units import format_eth
 
     with closing(ctx.obj.requester()) as requester:
         result = requester.withdraw()
@@ -225,8 +226,8 @@ def submit(
     as_json: JsonOpt = False,
 ):
     """Submit a job with escrow, wait for it with a progress bar, and print the text, cycles, α, gas and cost."""
-    from node.roles.checkpoints import load_tokenizer
-    from node.roles.units import parse_amount
+    from node.requester.checkpoints import load_tokenizer
+    from node.requester.units import parse_amount
 
     draft_model, target_model = pair_models(pair, draft_model, target_model)
     with closing(ctx.obj.requester()) as requester:
@@ -296,7 +297,7 @@ def status(
     as_json: JsonOpt = False,
 ):
     """Show a job from chain data: status, cycles and acceptance per cycle, α, payments, disputes, text."""
-    from node.roles.checkpoints import check_model_dir, load_tokenizer
+    from node.requester.checkpoints import check_model_dir, load_tokenizer
 
     if target_model is not None:
         check_model_dir(target_model, "--target-model")
@@ -346,7 +347,7 @@ def audit(
     """Replay a job from chain data as a watchdog and list what a dispute would prove: per verified cycle the first
     proposal an honest drafter could not have made (--kind draft), or every binding p and outToken the target model
     contradicts (--kind target, by the referees' own rule)."""
-    from node.roles.audit import replay_draft, replay_target, rule_faults
+    from node.roles.watchdog.audit import replay_draft, replay_target, rule_faults
 
     need = ("draft",) if kind is DisputeKind.DraftReplay else ("draft", "target")
     draft_model, target_model = pair_models(pair, draft_model, target_model, need)
@@ -434,7 +435,7 @@ def dispute_appeal(
 @session_options(*KEY, *CHAIN)
 def finalize(ctx: typer.Context, job: JobArg, as_json: JsonOpt = False):
     """Settle a finished job after its challenge window: pay drafter and verifier, refund the rest."""
-    from node.roles.units import format_eth
+    from node.requester.units import format_eth
 
     with closing(ctx.obj.requester()) as requester:
         tx, payments = requester.finalize(job)

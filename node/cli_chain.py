@@ -19,7 +19,7 @@ chain_app = typer.Typer(
 
 def _parse_params(items: list[str]):
     from node.chain.params import DEFAULT_PARAMS
-    from node.roles.units import parse_amount
+    from node.requester.units import parse_amount
 
     names = {f.name for f in dataclasses.fields(DEFAULT_PARAMS)}
     changes = {}
@@ -183,7 +183,7 @@ def chain_advance(
     from node.chain.anvil import ANVIL_CHAIN_ID
     from node.chain.deployment import Deployment
     from node.chain.rpc import connect
-    from node.roles.units import format_time
+    from node.requester.units import format_time
 
     seconds = parse_duration(duration)
     url = ctx.obj.rpc or Deployment.load(ctx.obj.home_dir() / "deployment.json").rpc_url

@@ -43,10 +43,10 @@ def user_message(exc: BaseException) -> str | None:
     from node.chain.keys import KeySourceError
     from node.chain.local import LocalChainError
     from node.chain.rpc import is_transient
-    from node.demo import DemoError
+    from node.demo.errors import DemoError
     from node.processes import NodeProcessError
-    from node.roles.errors import RequesterError
-    from node.roles.reverts import explain_revert
+    from node.requester.errors import RequesterError
+    from node.requester.reverts import explain_revert
     from node.store import StoreError
 
     if isinstance(exc, ChainUnavailable):
@@ -208,7 +208,7 @@ class Session:
             )
 
     def requester(self, need_key: bool = True):
-        from node.roles.requester import Requester
+        from node.requester.client import Requester
 
         account = self.account() if need_key else None
         w3, deployment, home = self.connect()

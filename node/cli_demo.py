@@ -1,4 +1,4 @@
-"""`verispec demo`: the command (the demo itself is node/demo.py and node/demo_steps.py)."""
+"""`verispec demo`: the command (the demo itself is node/demo/)."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def demo(
     watchdog as separate `verispec serve` processes; streams an honest transcript job's text; lets the watchdog
     rule-challenge a colluding pair's co-signed wrong cycle (both slashed) and pull and dispute a biased drafter's
     cycle (the referees convict it); settles and prints the gas. Stops everything it started, also on Ctrl-C."""
-    from node.demo import run_demo
+    from node.demo.run import run_demo
 
     draft, target = pair_models(pair)  # before anything starts: a bad name or a missing folder is one line
     run_demo(home=home, max_tokens=max_tokens, prompt=prompt, block_time=block_time, draft=draft, target=target)

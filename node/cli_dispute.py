@@ -1,5 +1,5 @@
 """`verispec challenge JOB`: the rule challenge of a settled transcript job (docs/protocol.md "Transcript mode (v2)":
-`challengeRule`, no bond, no referees). The rule check and the calldata are node/roles/settled.py's, the ones the
+`challengeRule`, no bond, no referees). The rule check and the calldata are node/link/settled.py's, the ones the
 watchdog uses; this module only drives them and prints the outcome."""
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ def challenge(
     follows the rule is refused here, before anything is sent."""
     from web3.logs import DISCARD
 
-    from node.roles import settled
-    from node.roles.chaindata import ChainDataError
+    from node.jobs.chaindata import ChainDataError
+    from node.link import settled
 
     with closing(ctx.obj.requester()) as requester:
         system, start = requester.system, requester.deployment.start_block

@@ -43,7 +43,7 @@ def known_target(model_id: bytes) -> Path | None:
     """The target folder of a pair present on this machine whose model id is `model_id`, if any (the tiny pair is
     hashed first: it is cheap)."""
     from node.decoding.pairs import PAIRS
-    from node.roles.checkpoints import load_model_info
+    from node.requester.checkpoints import load_model_info
 
     for pair in PAIRS.values():
         if (pair.target / "config.json").is_file() and load_model_info(pair.target).model_id == model_id:

@@ -46,10 +46,10 @@ def _quiet_model_loading() -> None:
 
 def _check_registration(w3, deployment, address: str, role: str, models: dict) -> None:
     """Refuse, before any model is loaded, to serve a role the key is not registered in with these models (a node
-    that serves anyway is given no job, or jobs and disputes it cannot do: node/roles/identity.py)."""
+    that serves anyway is given no job, or jobs and disputes it cannot do: node/chain/identity.py)."""
+    from node.chain.identity import registration_problem
     from node.decoding.loading import vocab_size
-    from node.roles.identity import registration_problem
-    from node.roles.models import model_id
+    from node.jobs.models import model_id
 
     loaded = {}
     for name, path in models.items():
@@ -163,8 +163,8 @@ def serve(
     from node.cli_transcript import parse_listen, start_link
 
     listen_at = parse_listen(listen, role)  # node/cli_transcript.py
-    from node.roles.errors import RequesterError
-    from node.roles.units import parse_amount
+    from node.requester.errors import RequesterError
+    from node.requester.units import parse_amount
 
     try:
         min_price_wei = parse_amount(min_price)
@@ -183,12 +183,12 @@ def serve(
         raise CliError(f"a {role} needs --draft-model PATH (it replays drafts; or no --model: the --pair's models)")
     # the node's model pair in the order its class takes them: a drafter (draft, target), the others (target, draft)
     models = {"draft": model, "target": target_model} if role == "drafter" else {"target": model, "draft": draft_model}
-    from node.roles.checkpoints import check_model_dir
+    from node.requester.checkpoints import check_model_dir
 
     for name, path in models.items():
         check_model_dir(path, f"{name} model")
     if device is not None:
-        from node.roles.models import node_device
+        from node.jobs.models import node_device
 
         try:
             node_device(device)
@@ -282,8 +282,8 @@ def run_app(app) -> None:
 def _watchdog_options(role, jobs, draft_rate, audit_rate, weighting, bond_budget) -> dict:
     """The watchdog's node options, checked; refused for another role when not left at their defaults."""
     from node.audit_sampling import WEIGHTINGS
-    from node.roles.errors import RequesterError
-    from node.roles.units import parse_amount
+    from node.requester.errors import RequesterError
+    from node.requester.units import parse_amount
 
     if role != "watchdog":
         given = [

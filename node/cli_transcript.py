@@ -59,68 +59,6 @@ def check_mode(mode: str, market) -> str:
     return mode
 
 
-def wait_for_transcript(
-    requester,
-    job_id: int,
-    max_tokens: int,
-    *,
-    quiet: bool,
-    target_model: Path,
-    streamed: list[int] | None = None,
-    **kwargs,
-):
-    """`submit` of a transcript job: once a verifier accepts it, print its text as the verifier verifies it (the
-    stream of its registered endpoint), then wait for the settlement on chain (`requester.wait`: JobFinished) and
-    say whether what streamed is what settled. Returns the finish reason; `streamed` (a list) gets the tokens that
-    streamed (the demo compares them with the settlement)."""
-    import time
-
-    from websockets.exceptions import WebSocketException
-
-    from node.chain.enums import JobStatus
-    from node.link.chain import EndpointError, endpoint_of
-    from node.link.requester import stream_tokens
-    from node.link.wire import LinkRefused
-    from node.roles.checkpoints import load_tokenizer
-
-    tokenizer, tokens = load_tokenizer(target_model), (streamed if streamed is not None else [])
-    accept_timeout, start = kwargs.get("accept_timeout", 120.0), time.monotonic()
-
-    def show(cycle: int, new: list[int]) -> None:
-        before = tokenizer.decode(tokens)
-        tokens.extend(new)
-        if not quiet:
-            console.print(tokenizer.decode(tokens)[len(before) :], end="", markup=False, highlight=False)
-
-    url = None
-    while time.monotonic() - start < accept_timeout:  # the stream opens once the verifier serves the job
-        view = requester.job_view(job_id)
-        if view["status"] != JobStatus.Open:
-            running = view["status"] == JobStatus.Running
-            if not running and view["status"] != JobStatus.Finished:
-                break  # over already (or cancelled): the chain has what there is
-            try:  # a short job can settle between two looks: its verifier still streams it whole, to the end
-                url = url or endpoint_of(requester.registry, view["verifier"])
-                asyncio.run(stream_tokens(url, job_id, show))
-                break
-            except (EndpointError, LinkRefused, OSError, TimeoutError, WebSocketException) as exc:
-                if tokens:  # the stream broke off mid-job: the settlement still comes from chain
-                    err.print(f"\njob {job_id}: the stream broke off ({exc}); waiting for the settlement")
-                    break
-                if not running:  # settled, and no longer served: the chain has it all
-                    break
-        time.sleep(0.25)
-    if tokens and not quiet:
-        console.print()
-    waited = time.monotonic() - start  # the accept timeout counts from the submission, not again from here
-    reason = requester.wait(job_id, **{**kwargs, "accept_timeout": max(accept_timeout - waited, 0.0)})
-    settled = requester.report(job_id, with_gas=False).tokens
-    if tokens and not quiet:
-        same = "equal to" if settled == tokens else "NOT EQUAL to"
-        err.print(f"job {job_id}: {len(tokens)} tokens streamed, {same} the {len(settled)} tokens settled on chain")
-    return reason
-
-
 def start_link(node, listen: tuple[str, int]) -> str:
     """Serve the node's transcript jobs on `listen` from a thread beside its chain loop, and publish the endpoint.
 
@@ -144,8 +82,8 @@ def start_link(node, listen: tuple[str, int]) -> str:
 
 
 def _verifier_endpoint(ctx, job: int, endpoint: str | None) -> str:
+    from node.jobs import chaindata
     from node.link.chain import EndpointError, check_endpoint, endpoint_of
-    from node.roles import chaindata
 
     try:
         if endpoint is not None:
@@ -183,7 +121,7 @@ def stream(
     from websockets.exceptions import ConnectionClosed
 
     from node.link.requester import stream_tokens
-    from node.roles.checkpoints import load_tokenizer
+    from node.requester.checkpoints import load_tokenizer
 
     url = _verifier_endpoint(ctx, job, endpoint)
     tokenizer = load_tokenizer(pair_models(pair, target=target_model, need=("target",))[1])
@@ -219,11 +157,11 @@ def fetch(
     as_json: JsonOpt = False,
 ):
     """Fetch a job's whole signed transcript, check every signature, state and accept count, print its text."""
+    from node.jobs import chaindata
     from node.link.chain import transcript_spec
     from node.link.requester import check_transcript, fetch_transcript
     from node.link.wire import LinkRefused
-    from node.roles import chaindata
-    from node.roles.checkpoints import load_tokenizer
+    from node.requester.checkpoints import load_tokenizer
 
     url = _verifier_endpoint(ctx, job, endpoint)
     transcript = _run(fetch_transcript(url, job))

@@ -1,4 +1,5 @@
-"""What the CLI and the demo print: rich consoles, JSON, a job's report, its progress bar, disputes and audits.
+"""What the CLI and the demo print: rich consoles, JSON, a job's report, its progress bar or streamed text, disputes
+and audits.
 
 Human output goes to stdout, progress bars and errors to stderr (`err`); `emit_json` prints the one JSON
 object of `--json`.
@@ -6,6 +7,7 @@ object of `--json`.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sys
@@ -80,15 +82,15 @@ def cycle_table(report, tokenizer=None, title: str | None = None) -> Table:
 def until(deadline: int, now: int | None) -> str:
     """A chain deadline and, given the chain's own time `now` (its latest block: a dev chain's clock may have been
     moved on), how far off it is."""
-    from node.roles.reverts import _in
-    from node.roles.units import format_time
+    from node.requester.reverts import _in
+    from node.requester.units import format_time
 
     left = f" ({_in(deadline, now)} by chain time)" if now is not None else ""
     return format_time(deadline) + left.replace("(now by chain time)", "(passed by chain time)")
 
 
 def _refund_line(report) -> str:
-    from node.roles.units import format_eth
+    from node.requester.units import format_eth
 
     if report.finalized:
         return f"refund {format_eth(report.payments['refund'])}"
@@ -101,7 +103,7 @@ def _refund_line(report) -> str:
 
 
 def summary_lines(report) -> list[str]:
-    from node.roles.units import format_eth
+    from node.requester.units import format_eth
 
     n = len(report.tokens)
     passes = len(report.cycles)
@@ -120,7 +122,7 @@ def summary_lines(report) -> list[str]:
 
 def print_report(report, tokenizer=None, now: int | None = None) -> None:
     """`now`: the chain's time (its latest block), for countdowns to the job's deadlines."""
-    from node.roles.units import format_eth
+    from node.requester.units import format_eth
 
     console.print("[bold]prompt[/]: " + repr(report.prompt))
     if report.text is not None:
@@ -189,7 +191,7 @@ def wait_with_progress(requester, job_id: int, max_tokens: int, quiet: bool = Fa
 
 
 def print_dispute(info, now: int | None = None) -> None:
-    from node.roles.units import format_eth
+    from node.requester.units import format_eth
 
     console.print(
         f"dispute {info.dispute_id}: {info.status}, outcome [bold]{info.outcome}[/] "
@@ -212,7 +214,7 @@ def print_dispute(info, now: int | None = None) -> None:
 def challenger_line(info) -> str | None:
     """What the dispute means for the challenger's bond (docs/disputes.md, "Outcomes and money"): final once
     Resolved, "if it stands" while a decided round may still be appealed."""
-    from node.roles.units import format_eth
+    from node.requester.units import format_eth
 
     credited = format_eth(info.credits.get(info.challenger, 0))
     who = f"challenger {info.challenger[:10]}…"
@@ -295,3 +297,65 @@ def print_audit(job: int, kind: DisputeKind, faults: list) -> None:
         )
     else:
         console.print("none binds (each lies after its cycle's first rejection): nothing to dispute")
+
+
+def wait_for_transcript(
+    requester,
+    job_id: int,
+    max_tokens: int,
+    *,
+    quiet: bool,
+    target_model: Path,
+    streamed: list[int] | None = None,
+    **kwargs,
+):
+    """`submit` of a transcript job: once a verifier accepts it, print its text as the verifier verifies it (the
+    stream of its registered endpoint), then wait for the settlement on chain (`requester.wait`: JobFinished) and
+    say whether what streamed is what settled. Returns the finish reason; `streamed` (a list) gets the tokens that
+    streamed (the demo compares them with the settlement)."""
+    import time
+
+    from websockets.exceptions import WebSocketException
+
+    from node.chain.enums import JobStatus
+    from node.link.chain import EndpointError, endpoint_of
+    from node.link.requester import stream_tokens
+    from node.link.wire import LinkRefused
+    from node.requester.checkpoints import load_tokenizer
+
+    tokenizer, tokens = load_tokenizer(target_model), (streamed if streamed is not None else [])
+    accept_timeout, start = kwargs.get("accept_timeout", 120.0), time.monotonic()
+
+    def show(cycle: int, new: list[int]) -> None:
+        before = tokenizer.decode(tokens)
+        tokens.extend(new)
+        if not quiet:
+            console.print(tokenizer.decode(tokens)[len(before) :], end="", markup=False, highlight=False)
+
+    url = None
+    while time.monotonic() - start < accept_timeout:  # the stream opens once the verifier serves the job
+        view = requester.job_view(job_id)
+        if view["status"] != JobStatus.Open:
+            running = view["status"] == JobStatus.Running
+            if not running and view["status"] != JobStatus.Finished:
+                break  # over already (or cancelled): the chain has what there is
+            try:  # a short job can settle between two looks: its verifier still streams it whole, to the end
+                url = url or endpoint_of(requester.registry, view["verifier"])
+                asyncio.run(stream_tokens(url, job_id, show))
+                break
+            except (EndpointError, LinkRefused, OSError, TimeoutError, WebSocketException) as exc:
+                if tokens:  # the stream broke off mid-job: the settlement still comes from chain
+                    err.print(f"\njob {job_id}: the stream broke off ({exc}); waiting for the settlement")
+                    break
+                if not running:  # settled, and no longer served: the chain has it all
+                    break
+        time.sleep(0.25)
+    if tokens and not quiet:
+        console.print()
+    waited = time.monotonic() - start  # the accept timeout counts from the submission, not again from here
+    reason = requester.wait(job_id, **{**kwargs, "accept_timeout": max(accept_timeout - waited, 0.0)})
+    settled = requester.report(job_id, with_gas=False).tokens
+    if tokens and not quiet:
+        same = "equal to" if settled == tokens else "NOT EQUAL to"
+        err.print(f"job {job_id}: {len(tokens)} tokens streamed, {same} the {len(settled)} tokens settled on chain")
+    return reason

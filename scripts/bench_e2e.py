@@ -752,8 +752,8 @@ def _engine(args):
     import torch
 
     from node.decoding import SpeculativeDecoder
-    from node.roles.jobs import prompt_tokens
-    from node.roles.models import load_model, load_tokenizer, model_id, node_device
+    from node.jobs.models import load_model, load_tokenizer, model_id, node_device
+    from node.jobs.sessions import prompt_tokens
 
     torch.set_num_threads(args.threads)
     device, dtype = node_device(args.device)
@@ -779,8 +779,8 @@ def run(args) -> dict:
     from node.chain.deployment import Deployment
     from node.chain.keys import dev_account
     from node.chain.rpc import connect
-    from node.roles import chaindata
-    from node.roles.jobs import verifier_seed
+    from node.jobs import chaindata
+    from node.jobs.sessions import verifier_seed
 
     device, dtype, prompt_ids, ids, decoder = _engine(args)
     artifacts = compile_contracts()
@@ -1097,7 +1097,7 @@ def run_dispute(rpc: Rpc, system, job_id: int, start_block: int, accounts, timeo
     """A TargetReplay dispute on an honest position (cycle 0, proposal 0): the verifier node answers, the three
     referee nodes commit and reveal, one decides the round; past the appeal period the dispute is finished (resolve
     again) and the challenger loses its bond."""
-    from node.roles import chaindata
+    from node.jobs import chaindata
 
     dm = system.disputes
     record = chaindata.record_preimage(system, job_id, 0, from_block=start_block)
@@ -1222,8 +1222,8 @@ def run_transcript(args, concurrent: int = 0) -> dict:
     from node.chain.keys import dev_account
     from node.chain.rpc import connect
     from node.chain.transcript import read_settlement
+    from node.jobs.sessions import verifier_seed
     from node.link.chain import EndpointError, endpoint_of
-    from node.roles.jobs import verifier_seed
 
     device, _, prompt_ids, ids, decoder = _engine(args)
     artifacts = compile_contracts()

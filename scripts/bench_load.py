@@ -310,7 +310,7 @@ def percentile(values: list[float], q: float) -> float:
 def output_of(world: World, mode: str, job_id: int, tokens: int) -> tuple[list[int], int]:
     """(the job's output tokens, the drafter's salt), from chain data."""
     from node.chain.transcript import read_settlement
-    from node.roles import chaindata
+    from node.jobs import chaindata
 
     if mode == "transcript":
         settled = read_settlement(world.w3, world.system.transcript, job_id, world.start_block)
@@ -325,7 +325,7 @@ def output_of(world: World, mode: str, job_id: int, tokens: int) -> tuple[list[i
 def run_phase(world: World, args, mode: str, n_jobs: int, decoder, prompt_ids) -> dict:
     """`n_jobs` jobs of `mode` submitted at once, followed to their finalization; the phase's row."""
     from node.chain.keys import dev_account
-    from node.roles.jobs import verifier_seed
+    from node.jobs.sessions import verifier_seed
 
     drafters, verifiers = world.parties["drafter"], world.parties["verifier"]
     assign = [

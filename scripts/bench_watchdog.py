@@ -15,7 +15,7 @@ node/roles/behaviors.py:
   own draft check would dispute it; the chain values are the same either way).
 
 Every binding position of every job (docs/protocol.md §4: a proposal up to the first rejection, and the outToken) is
-then judged the way the referees judge it (`node.roles.referee.judge_position`, which decides by
+then judged the way the referees judge it (`node.roles.referee.node.judge_position`, which decides by
 `protocol.check_proposal` for DraftReplay), so "faulty" means "a dispute there wins". Draft positions (x_i, q_i: the
 draft model only) and target positions (p_i, outToken: one target forward per cycle) are sampled separately, each at
 the audit rate f with node/audit_sampling.py's inclusion probabilities under each weighting. Per job:
@@ -61,7 +61,7 @@ CHEATER = {"biased+collude": "drafter", "sparse-biased+collude": "drafter", "sha
 RATES = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
 GAMMA = 4  # proposals per cycle (the CLI's default); index γ is the outToken
 KINDS = ("draft", "target")
-PRICE_TOKEN, PRICE_PASS = 10**12, 3 * 10**12  # the requester's defaults (node/roles/requester.py, `submit`)
+PRICE_TOKEN, PRICE_PASS = 10**12, 3 * 10**12  # the requester's defaults (node/requester/client.py, `submit`)
 
 
 def load_script(name: str):
@@ -79,8 +79,8 @@ def decode(decoder, ids, max_tokens: int, job_id: int, drafter: str, verifier: s
     from eth_hash.auto import keccak
 
     from node import protocol
+    from node.jobs.chaindata import ChainCycle
     from node.roles import behaviors
-    from node.roles.chaindata import ChainCycle
 
     job = decoder.job(ids, max_tokens, job_id=job_id, eos_token_id=decoder.tokenizer.eos_token_id)
     seed = protocol.hash_chain(keccak(b"verispec.bench-watchdog" + job_id.to_bytes(32, "big")), 1)
@@ -109,8 +109,8 @@ def judge(job, cycles, draft_model, target_model, tolerance: int) -> list[dict]:
     """Every binding position of the job, judged by the referees' rule, with the features the weights read."""
     from node import protocol
     from node.chain.enums import DisputeKind
-    from node.roles.models import next_token_rows
-    from node.roles.referee import judge_position
+    from node.jobs.models import next_token_rows
+    from node.roles.referee.node import judge_position
 
     prefix, out = list(job.prompt), []
     for cyc in cycles:

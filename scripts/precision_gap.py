@@ -10,7 +10,7 @@ own replay. This measures, for both models of the pair, the largest gap over
 every vocabulary entry and at the sampled token, at every position of real
 generations, between each (device, dtype, replay order) and one fp32 forward
 on CPU — the numbers that decide which precisions may commit values
-(node/roles/models.py: float32 only).
+(node/jobs/models.py: float32 only).
 """
 
 from __future__ import annotations

@@ -137,7 +137,7 @@ class Ledger:
 class Soak:
     def __init__(self, world: load.World, args, proxy):
         from node.chain.keys import dev_account
-        from node.roles.requester import Requester
+        from node.requester.client import Requester
 
         self.world, self.args, self.proxy = world, args, proxy
         self.rng = random.Random(args.seed)
@@ -178,12 +178,12 @@ class Soak:
         return [d for d in range(1, count + 1) if self.dispute_status(d) in waiting]
 
     def dispute_status(self, dispute_id: int) -> int:
-        from node.roles import chaindata
+        from node.jobs import chaindata
 
         return chaindata.dispute_view(self.dm, dispute_id)["status"]
 
     def step_dispute(self) -> str:
-        from node.roles.errors import RequesterError
+        from node.requester.errors import RequesterError
 
         candidates = [
             j
@@ -393,7 +393,7 @@ def run(args) -> dict:
     from node.chain.anvil import running_anvil
     from node.chain.compile import compile_contracts
     from node.chain.params import BURN_ADDRESS
-    from node.roles import chaindata
+    from node.jobs import chaindata
 
     _, _, _, ids, _ = engine_free_ids(args)
     artifacts = compile_contracts()
@@ -511,7 +511,7 @@ def invariants(r: dict, args) -> dict:
 
 def engine_free_ids(args):
     """The pair's model ids without loading the models (the soak runs no engine of its own)."""
-    from node.roles.models import model_id
+    from node.jobs.models import model_id
 
     return None, None, None, {"draft": model_id(e2e.DRAFT), "target": model_id(e2e.TARGET)}, None
 

@@ -20,7 +20,7 @@ from node import protocol as P
 from node.chain.deploy import System, deploy_system
 from node.chain.enums import FinishReason, JobStatus, Phase, Role
 from node.chain.params import DEFAULT_PARAMS, ETHER, WAD, DeploymentParams
-from node.roles.chaindata import unpack_draft, unpack_output  # noqa: F401 (the packed event bytes, shared with the nodes)
+from node.jobs.chaindata import unpack_draft, unpack_output  # noqa: F401 (the packed event bytes, shared with the nodes)
 
 DRAFT_MODEL = keccak(b"verispec.test.draft-model")
 TARGET_MODEL = keccak(b"verispec.test.target-model")

@@ -9,8 +9,8 @@
 * `--min-price`: a job paying less per accepted token is declined, with a log line, and never drafted;
 * referee and audit replays: an out-of-range token has probability 0 and gives a verdict, never an IndexError.
 
-A real drafter node (node/roles/drafter.py) with the bundled draft model on the session's anvil; the verifier's side
-is played by the test with real transactions (a verifier node would replay the chain's own, valid output).
+A real drafter node (node/roles/drafter/node.py) with the bundled draft model on the session's anvil; the verifier's
+side is played by the test with real transactions (a verifier node would replay the chain's own, valid output).
 """
 
 from __future__ import annotations
@@ -29,11 +29,13 @@ from node.chain.deployment import Deployment
 from node.chain.enums import DisputeKind, JobStatus, Phase, Role, Verdict
 from node.chain.keys import dev_account
 from node.decoding.loading import vocab_size
-from node.roles import DrafterNode, chain_checks, chaindata
-from node.roles.chaindata import ChainCycle
-from node.roles.jobs import prompt_tokens
-from node.roles.models import load_model, load_tokenizer, model_id
-from node.roles.referee import judge_position
+from node.jobs import chaindata
+from node.jobs.chaindata import ChainCycle
+from node.jobs.models import load_model, load_tokenizer, model_id
+from node.jobs.sessions import prompt_tokens
+from node.roles import DrafterNode
+from node.roles.drafter import chain_checks
+from node.roles.referee.node import judge_position
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 TARGET, DRAFT = ROOT / "models" / "target", ROOT / "models" / "draft"
@@ -259,7 +261,7 @@ def models():
 
 
 def _job():
-    from node.roles.jobs import engine_job
+    from node.jobs.sessions import engine_job
 
     request = {"maxTokens": 12, "gamma": GAMMA, "temperature": WAD, "topP": WAD, "topK": 0, "eosToken": 2**32 - 1}
     return engine_job(9, request, PROMPT.encode(), load_tokenizer(TARGET, DRAFT))

@@ -43,7 +43,7 @@ def test_honest_jobs_have_no_fault_so_a_watchdog_opens_nothing(report):
 def test_it_runs_the_pair_the_environment_names(report):
     """--pair resolves as every command's does: conftest's VERISPEC_PAIR=tiny, and the traces are that pair's."""
     from node.decoding.pairs import get_pair
-    from node.roles.checkpoints import load_model_info
+    from node.requester.checkpoints import load_model_info
 
     assert report["traces_info"]["pair"] == "tiny"
     assert report["traces_info"]["target_id"] == "0x" + load_model_info(get_pair("tiny").target).model_id.hex()

@@ -531,8 +531,8 @@ def _dispute_draft(home: Path, job_id: int, check, *options: str):
 
 def test_end_to_end_through_the_cli_with_node_processes(home, w3, deployment):
     """register → serve (6 processes) → submit → status → dispute → (nodes stopped) finalize → withdraw."""
-    from node.roles.audit import replay_draft
-    from node.roles.requester import Requester
+    from node.requester.client import Requester
+    from node.roles.watchdog.audit import replay_draft
 
     nodes = _start_nodes(home)
     try:

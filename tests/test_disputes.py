@@ -20,7 +20,7 @@ from node import protocol as P
 from node.chain.deploy import deploy_system
 from node.chain.enums import DisputeKind, DisputeStatus, JobStatus, Outcome, PositionState, Role, Verdict
 from node.chain.params import DEFAULT_PARAMS
-from node.roles import chaindata
+from node.jobs import chaindata
 
 WAD = P.WAD
 ETHER = 10**18

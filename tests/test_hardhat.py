@@ -32,8 +32,8 @@ from node.chain.keys import dev_account
 from node.chain.revert_decoder import RevertDecoder
 from node.chain.rpc import connect, rpc_url_of
 from node.chain.sender import TxSender
-from node.roles.errors import RequesterError
-from node.roles.requester import Requester
+from node.requester.client import Requester
+from node.requester.errors import RequesterError
 from node.store import TX_MINED, NodeStore
 from tests.test_cli import (
     DRAFT,

@@ -30,9 +30,10 @@ from node.chain.rpc import connect
 from node.decoding import SpeculativeDecoder
 from node.decoding.kv import CachedLM
 from node.decoding.pairs import PairError, get_pair
-from node.roles import DrafterNode, VerifierNode, chaindata
-from node.roles.jobs import prompt_tokens
-from node.roles.models import load_model, load_tokenizer, model_id
+from node.jobs import chaindata
+from node.jobs.models import load_model, load_tokenizer, model_id
+from node.jobs.sessions import prompt_tokens
+from node.roles import DrafterNode, VerifierNode
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "fetch_model.py"

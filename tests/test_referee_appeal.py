@@ -1,4 +1,4 @@
-"""Referee nodes in an appeal round (node/roles/referee.py): with the real nodes and models on anvil.
+"""Referee nodes in an appeal round (node/roles/referee/node.py): with the real nodes and models on anvil.
 
 An honest position is disputed before thirteen referee nodes; the three drawn find it faithful; someone appeals
 anyway; the referee nodes draw the fresh panel of seven (none of the first three) themselves, replay and vote;
@@ -10,7 +10,7 @@ from __future__ import annotations
 from node.chain.enums import DisputeKind, DisputeStatus, JobStatus, Outcome, Role
 from node.chain.keys import dev_account
 from node.decoding.loading import vocab_size
-from node.roles.referee import RefereeNode
+from node.roles.referee.node import RefereeNode
 from tests.test_roles import DRAFT, TARGET, deployed, drive, ids, resolve_all, rpc, world  # noqa: F401  (fixtures)
 
 BURN = "0x000000000000000000000000000000000000dEaD"

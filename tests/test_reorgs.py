@@ -21,7 +21,8 @@ from node.chain.enums import DisputeKind, JobStatus, Outcome, Verdict
 from node.chain.events import EventPoller
 from node.chain.keys import dev_account
 from node.chain.sender import request_digest, signed_call
-from node.roles import DrafterNode, chaindata
+from node.jobs import chaindata
+from node.roles import DrafterNode
 from node.roles.schedule import JOB
 from node.store import NodeStore
 from tests.reorgs import reorg
@@ -338,8 +339,8 @@ def test_a_reorg_that_takes_back_a_transcript_settlement_settles_it_again_with_t
     transcript_world, depth
 ):
     from node.decoding import SpeculativeDecoder
-    from node.roles import settled
-    from node.roles.jobs import prompt_tokens, verifier_seed
+    from node.jobs.sessions import prompt_tokens, verifier_seed
+    from node.link import settled
     from tests.test_roles import PROMPT
     from tests.test_transcript_disputes import run
     from tests.transcript_nodes import submit_party_job

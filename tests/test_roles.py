@@ -4,7 +4,7 @@ Nodes run in-process and are driven by calling `step()` in a loop (tests/test_cl
 subprocesses). The module deploys one system on its own anvil and registers a drafter (dev account 2), a
 verifier (3) and three referees (4, 5, 6) for the bundled model ids; each test starts from that state (an
 evm_snapshot, reverted after it) with fresh node stores. The requester (1) and a challenger (7) send their
-transactions directly. Outputs are read from chain events alone (node/roles/chaindata.py).
+transactions directly. Outputs are read from chain events alone (node/jobs/chaindata.py).
 """
 
 from __future__ import annotations
@@ -28,12 +28,13 @@ from node.chain.params import DEFAULT_PARAMS
 from node.chain.rpc import connect
 from node.decoding import SpeculativeDecoder
 from node.decoding.scorer import default_tolerance_wad
-from node.roles import DrafterNode, RefereeNode, VerifierNode, chaindata
-from node.roles.audit import replay_target
-from node.roles.jobs import engine_job, prompt_tokens, verifier_seed
-from node.roles.models import load_model, load_tokenizer, model_id, next_token_rows
-from node.roles.requester import Requester
+from node.jobs import chaindata
+from node.jobs.models import load_model, load_tokenizer, model_id, next_token_rows
+from node.jobs.sessions import engine_job, prompt_tokens, verifier_seed
+from node.requester.client import Requester
+from node.roles import DrafterNode, RefereeNode, VerifierNode
 from node.roles.schedule import DISPUTE
+from node.roles.watchdog.audit import replay_target
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 TARGET, DRAFT = ROOT / "models" / "target", ROOT / "models" / "draft"
@@ -582,7 +583,7 @@ def test_nodes_compute_in_fp32_where_the_engine_would_default_to_bf16(monkeypatc
     """Committed q and p are judged against fp32 replays; a bf16 node would be out of tolerance
     (scripts/precision_gap.py). Runs without a GPU: the device resolution is what a CUDA machine answers."""
     from node.decoding import loading
-    from node.roles.models import node_device
+    from node.jobs.models import node_device
 
     cuda = torch.device("cuda")
     monkeypatch.setattr(loading, "resolve_device", lambda device=None: cuda)

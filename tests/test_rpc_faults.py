@@ -37,11 +37,12 @@ from node.chain.rpc import RetryPolicy, connect, is_transient_answer, retry_safe
 from node.chain.sender import TxSender
 from node.cli_transcript import start_link
 from node.decoding import SpeculativeDecoder
-from node.roles import chaindata, settled
-from node.roles.drafter import DrafterNode
-from node.roles.jobs import prompt_tokens, verifier_seed
-from node.roles.models import load_model, load_tokenizer, model_id
-from node.roles.verifier import VerifierNode
+from node.jobs import chaindata
+from node.jobs.models import load_model, load_tokenizer, model_id
+from node.jobs.sessions import prompt_tokens, verifier_seed
+from node.link import settled
+from node.roles.drafter.node import DrafterNode
+from node.roles.verifier.node import VerifierNode
 from node.store import TX_MINED, NodeStore
 from tests.test_roles import DRAFT, TARGET
 from tests.transcript_nodes import job_logs, party_world, submit_party_job

@@ -34,10 +34,12 @@ from node.chain.keys import dev_account
 from node.chain.params import DEFAULT_PARAMS
 from node.chain.rpc import connect, rpc_url_of
 from node.cli_transcript import start_link
-from node.roles import RefereeNode, chaindata, settled
-from node.roles.drafter import DrafterNode
+from node.jobs import chaindata
+from node.link import settled
+from node.roles import RefereeNode
+from node.roles.drafter.node import DrafterNode
 from node.roles.schedule import DISPUTE
-from node.roles.verifier import VerifierNode
+from node.roles.verifier.node import VerifierNode
 from node.store import TX_MINED
 from tests.test_roles import DRAFT, TARGET
 from tests.test_rpc_faults import PATIENT, REQUEST_TIMEOUT, fresh, sent_records, world  # noqa: F401 (fixtures)

@@ -26,7 +26,7 @@ from web3 import Web3
 from node import protocol
 from node.chain.deployment import Deployment
 from node.chain.enums import FinishReason, JobStatus
-from node.roles import chaindata
+from node.jobs import chaindata
 from test_cli import (
     DRAFT,
     DRAFTER,
@@ -265,7 +265,7 @@ def test_job_survives_kill_9_of_the_drafter_then_the_verifier(home, nodes):
     # the output decodes from chain events alone: maxTokens tokens (no EOS)
     tokens = chaindata.output_tokens(system, job_id, from_block=first_block)
     assert tokens == [t for c in cycles for t in c.output] and len(tokens) == MAX_TOKENS
-    from node.roles.models import load_tokenizer
+    from node.jobs.models import load_tokenizer
 
     text = load_tokenizer(TARGET, DRAFT).decode(tokens)
     assert text.strip(), tokens

@@ -11,7 +11,7 @@ from __future__ import annotations
 from chainutil import env, transact  # noqa: F401  (env is a fixture)
 from node.chain import transcript as TX
 from node.chain.contracts import deploy_contract
-from node.roles import settled
+from node.link import settled
 from test_transcript_settlement import DRAFTER_KEY, VERIFIER_KEY, Transcript, transcript_job
 
 

@@ -17,12 +17,13 @@ from node import protocol
 from node.chain.enums import DisputeKind, JobStatus, Outcome
 from node.chain.keys import dev_account
 from node.cli_transcript import start_link
-from node.roles import chaindata, settled
-from node.roles.audit import replay_draft
-from node.roles.drafter import DrafterNode
-from node.roles.requester import Requester
-from node.roles.verifier import VerifierNode
-from node.roles.watchdog import WatchdogNode
+from node.jobs import chaindata
+from node.link import settled
+from node.requester.client import Requester
+from node.roles.drafter.node import DrafterNode
+from node.roles.verifier.node import VerifierNode
+from node.roles.watchdog.audit import replay_draft
+from node.roles.watchdog.node import WatchdogNode
 from tests.test_cli import clean_error, cli, ok
 from tests.test_roles import DRAFT, TARGET, resolve_all
 from tests.transcript_nodes import party_world, submit_party_job
@@ -35,7 +36,7 @@ PROMPTS = ("def fibonacci(n):\n", "import numpy as np\n", "class Stack:\n    def
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
-    from node.roles.models import model_id
+    from node.jobs.models import model_id
 
     torch.set_num_threads(1)  # the test machine is shared
     ids = {"draft": model_id(DRAFT), "target": model_id(TARGET)}

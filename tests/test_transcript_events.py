@@ -20,9 +20,9 @@ from node.chain.events import EventPoller
 from node.chain.keys import dev_account
 from node.cli_transcript import start_link
 from node.link.job import Ledger
-from node.roles.drafter import DrafterNode
+from node.roles.drafter.node import DrafterNode
 from node.roles.transcript_jobs import RECHECK_S, force_of, spec_of
-from node.roles.verifier import VerifierNode
+from node.roles.verifier.node import VerifierNode
 from node.store import NodeStore
 from tests.test_roles import DRAFT, TARGET
 from tests.transcript_nodes import job_logs, party_world, submit_party_job
@@ -43,7 +43,7 @@ def run(nodes, until, what: str, timeout: float = 240.0) -> None:
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
-    from node.roles.models import model_id
+    from node.jobs.models import model_id
 
     torch.set_num_threads(1)  # the test machine is shared
     ids = {"draft": model_id(DRAFT), "target": model_id(TARGET)}

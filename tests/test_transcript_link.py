@@ -24,13 +24,13 @@ from node import protocol as P
 from node.chain import transcript_messages as tm
 from node.chain.enums import NO_EOS
 from node.decoding.messages import DecodingJob
+from node.jobs import chaindata
+from node.jobs.sessions import chain_head, verifier_seed
 from node.link import wire
 from node.link.drafter import DrafterLink
 from node.link.job import TranscriptJob, check_cycle
 from node.link.requester import check_transcript, fetch_transcript, stream_tokens
 from node.link.verifier import LinkServer
-from node.roles import chaindata
-from node.roles.jobs import chain_head, verifier_seed
 from node.store import NodeStore
 from tests.chainutil import VOCAB, advance, env, escrow_for, events, job_request, submit_job, transact  # noqa: F401
 
@@ -45,7 +45,7 @@ def load_models():
     import torch
 
     from node.decoding import loading
-    from node.roles.models import load_model
+    from node.jobs.models import load_model
 
     torch.set_num_threads(1)
     draft = load_model(BUNDLED_DRAFT, torch.device("cpu"), torch.float32)
@@ -764,7 +764,7 @@ def _party_models(role: str):
     so that a restart after a kill costs no more than it must."""
     import torch
 
-    from node.roles.models import load_model
+    from node.jobs.models import load_model
 
     torch.set_num_threads(1)
     draft = load_model(BUNDLED_DRAFT, torch.device("cpu"), torch.float32)

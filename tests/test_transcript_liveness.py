@@ -199,10 +199,10 @@ def test_a_wrong_verification_mid_job_is_forced_once_the_wrong_answer_reverts_an
     from node import BUNDLED_DRAFT, BUNDLED_TARGET
     from node.chain import transcript as TX
     from node.chain.keys import dev_account
+    from node.jobs.models import load_model
+    from node.jobs.sessions import chain_head, verifier_seed
     from node.link.chain import transcript_spec
-    from node.roles.checkpoints import load_tokenizer
-    from node.roles.jobs import chain_head, verifier_seed
-    from node.roles.models import load_model
+    from node.requester.checkpoints import load_tokenizer
     from tests.chainutil import decode_error, transact
 
     key = dev_account(VERIFIER).key

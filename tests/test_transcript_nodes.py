@@ -15,8 +15,8 @@ import pytest
 from node import BUNDLED_TARGET, processes
 from node.chain.anvil import free_port
 from node.chain.transcript import read_settlement
-from node.roles import chaindata
-from node.roles.checkpoints import load_tokenizer
+from node.jobs import chaindata
+from node.requester.checkpoints import load_tokenizer
 from tests.test_cli import DRAFTER, REQUESTER, VERIFIER, _serve, _stop, address, advance, cli, cli_process, ok
 from tests.transcript_nodes import (  # noqa: F401  (served_chain, fresh_chain: fixtures)
     endpoint_published,
@@ -191,9 +191,9 @@ def test_the_verifier_node_answers_a_force_from_its_store(fresh_chain, tmp_path)
     from node import BUNDLED_DRAFT
     from node.chain import transcript as TX
     from node.chain.keys import dev_account
+    from node.jobs.models import load_model
     from node.link.chain import endpoint_of, transcript_spec
     from node.link.drafter import DrafterLink
-    from node.roles.models import load_model
     from node.store import NodeStore
     from tests.chainutil import transact
 

@@ -1,4 +1,4 @@
-"""node/roles/units.py: amounts and WAD fractions as people type them, and what the market's fields can hold."""
+"""node/requester/units.py: amounts and WAD fractions as people type them, and what the market's fields can hold."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from decimal import Decimal
 
 import pytest
 
-from node.roles.errors import RequesterError
-from node.roles.units import MAX_WAD_FRACTION, UINT64_MAX, parse_amount, to_wad
+from node.requester.errors import RequesterError
+from node.requester.units import MAX_WAD_FRACTION, UINT64_MAX, parse_amount, to_wad
 
 
 def test_to_wad_is_exact_up_to_the_uint64_field():

@@ -1,4 +1,5 @@
-"""The watchdog node (node/roles/watchdog.py) on a real anvil with the bundled models, real party and referee nodes.
+"""The watchdog node (node/roles/watchdog/node.py) on a real anvil with the bundled models, real party and referee
+nodes.
 
 Nodes run in-process, driven by `step()` (tests/test_roles.py `drive`); one module chain for the in-process tests,
 each test following only its own jobs. The last test runs `verispec serve watchdog` as an OS process, kills it with
@@ -24,12 +25,12 @@ from node.chain.deployment import Deployment
 from node.chain.enums import DisputeKind, DisputeStatus, JobStatus, Outcome, Role
 from node.chain.keys import dev_account
 from node.chain.rpc import connect
-from node.roles import chaindata
-from node.roles.audit import load_job, replay_draft, target_positions
-from node.roles.models import model_id
-from node.roles.referee import RefereeNode
-from node.roles.requester import Requester
-from node.roles.watchdog import SEED_NAME, WatchdogNode
+from node.jobs import chaindata
+from node.jobs.models import model_id
+from node.requester.client import Requester
+from node.roles.referee.node import RefereeNode
+from node.roles.watchdog.audit import load_job, replay_draft, target_positions
+from node.roles.watchdog.node import SEED_NAME, WatchdogNode
 from node.store import NodeStore
 from tests.test_cli import (
     DRAFTER,

@@ -19,7 +19,7 @@ from node.decoding.distributions import SamplingParams, top_k
 
 @dataclass(frozen=True)
 class DecodingJob:
-    """What the engine decodes: prompt tokens, token budget, γ, sampling settings, EOS (node/roles/jobs.py builds one
+    """What the engine decodes: prompt tokens, token budget, γ, sampling settings, EOS (node/jobs/sessions.py builds one
     from an on-chain job)."""
 
     job_id: int

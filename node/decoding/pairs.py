@@ -6,7 +6,7 @@
            `make setup`; git-ignored), and its distilled draft (scripts/train_draft.py, committed): 134.5M / 11.4M
            parameters, a 49,152-token vocabulary.
 
-Only paths live here: loading stays in node.decoding.loading (and node.roles.models for nodes), which check that a
+Only paths live here: loading stays in node.decoding.loading (and node.jobs.models for nodes), which check that a
 pair shares one tokenizer and vocabulary. docs/models.md has each pair's figures.
 """
 

@@ -8,7 +8,8 @@ arrives, one equal to the guess (tokens and q, exactly) takes the verification c
 verifying it then would compute (the same session state, the same input); any other draft puts the session back
 as it was (cropping its caches restores the KV entries exactly) and is verified as usual. Nothing is signed, stored
 or sent ahead. After `MISSES` wrong guesses in a row (a drafter that restarted, or computes on other hardware) the
-job is no longer verified ahead. The same idea as the per-cycle verifier node's speculation (node/roles/verifier.py).
+job is no longer verified ahead. The same idea as the per-cycle verifier node's speculation
+(node/roles/verifier/node.py).
 """
 
 from __future__ import annotations

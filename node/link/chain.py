@@ -12,9 +12,9 @@ from eth_utils import to_checksum_address
 
 from node.chain import transcript as T
 from node.chain import transcript_messages as tm
+from node.jobs import chaindata
+from node.jobs.sessions import job_from_record
 from node.link.job import Ledger, TranscriptJob
-from node.roles import chaindata
-from node.roles.jobs import job_from_record
 
 MAX_ENDPOINT_BYTES = 256  # StakingRegistry.MAX_ENDPOINT_BYTES
 

@@ -24,10 +24,10 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake
 from node import protocol as P
 from node.chain import transcript_messages as tm
 from node.decoding.proposer import DraftSession
+from node.jobs.sessions import resume_draft_session
 from node.link import wire
 from node.link.job import Ledger, RuleViolation, TranscriptJob
 from node.link.wire import Limits, LinkRefused
-from node.roles.jobs import resume_draft_session
 from node.store import NodeStore
 
 log = logging.getLogger("verispec.link.drafter")

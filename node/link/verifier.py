@@ -30,12 +30,12 @@ from node import protocol as P
 from node.chain import transcript_messages as tm
 from node.decoding.messages import Draft as EngineDraft
 from node.decoding.scorer import VerifySession
+from node.jobs.models import next_token_rows
+from node.jobs.sessions import resume_verify_session
 from node.link import wire
 from node.link.ahead import VerifyAhead
 from node.link.job import Ledger, TranscriptJob
 from node.link.wire import Limits, LinkRefused
-from node.roles.jobs import resume_verify_session
-from node.roles.models import next_token_rows
 from node.store import NodeStore
 
 log = logging.getLogger("verispec.link.verifier")

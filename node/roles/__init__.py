@@ -1,39 +1,33 @@
-"""The node roles: drafter, verifier and referee nodes on a chain, plus the readers and conventions they share.
+"""The serving nodes: one room per role, and what the roles share beside them.
 
-    chaindata   a job's history from chain data alone (events, calldata, views); no torch
-    jobs        on-chain JobRequest + prompt -> the engine's DecodingJob (and a session resumed at a cycle);
-                the verifier-seed convention
-    models      the models a node computes with: loaded once per process, fp32, replays
-    schedule    which tracked jobs / disputes a node looks at on a step; jobs in progress; announced turns
-    inflight    a node's transactions in flight: submitted without waiting, settled on later steps
+    drafter/    DrafterNode    (DraftSession per job; commitDraft; answers DraftReplay disputes)
+    verifier/   VerifierNode   (VerifySession per job; acceptJob, submitVerification; answers TargetReplay disputes)
+    referee/    RefereeNode    (replays a disputed position; commit-reveal vote; resolve)
+    watchdog/   WatchdogNode   (audits finished jobs by sampled replay; opens, follows and cashes its disputes), and
+                the audit replays `verispec audit` runs
+
+  shared by the roles:
     base        NodeBase, the node loop: one key, one store, one TxSender, one EventPoller
     party       PartyNode: what the drafter and the verifier share (settling jobs, answering disputes)
-    drafter     DrafterNode    (DraftSession per job; commitDraft; answers DraftReplay disputes)
-    verifier    VerifierNode   (VerifySession per job; acceptJob, submitVerification; answers TargetReplay disputes)
-    referee     RefereeNode    (replays a disputed position; commit-reveal vote; resolve)
+    schedule    which tracked jobs / disputes a node looks at on a step; jobs in progress; announced turns
+    inflight    a node's transactions in flight: submitted without waiting, settled on later steps
+    transcript_jobs     transcript-mode jobs in the serving nodes
+    transcript_answers  the drafter's side of an answered force
     behaviors   the behaviour names and the misbehaviours used by tests and the demo (biased drafter, retaliating
                 verifier)
-    requester   Requester: the requester / operator side (register, submit, report, disputes, finalize, withdraw)
-    reports     what the requester returns (JobReport, DisputeInfo, CycleSummary, ...)
-    audit       the audit replays of chain data (audit_job; `verispec audit`: replay_draft, replay_target)
-    watchdog    WatchdogNode   (audits finished jobs by sampled replay; opens, follows and cashes its disputes)
-    checkpoints local checkpoints (model id, context window, tokenizer) and the prompt fit
-    identity    the chain a store is bound to; whether a key's registration fits the role and models it serves
-    units       amounts and times as people type and read them
-    reverts     what a contract revert means for the user (explain_revert)
-    errors      RequesterError
 
-The node classes are imported lazily, so `from node.roles import chaindata` stays free of torch.
-See docs/node.md.
+Below the roles: node/jobs/ (a job between chain and engine), node/link/ (the transcript link), node/requester/ (the
+requester client, which the watchdog uses to dispute). The node classes are imported lazily, so `import node.roles`
+stays free of torch. See docs/node.md.
 """
 
 from __future__ import annotations
 
 _LAZY = {
-    "DrafterNode": "node.roles.drafter",
-    "VerifierNode": "node.roles.verifier",
-    "RefereeNode": "node.roles.referee",
-    "WatchdogNode": "node.roles.watchdog",
+    "DrafterNode": "node.roles.drafter.node",
+    "VerifierNode": "node.roles.verifier.node",
+    "RefereeNode": "node.roles.referee.node",
+    "WatchdogNode": "node.roles.watchdog.node",
 }
 
 __all__ = sorted(_LAZY)

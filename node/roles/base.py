@@ -62,12 +62,12 @@ from node.chain.compile import compile_contracts
 from node.chain.deployment import Deployment
 from node.chain.errors import ChainUnavailable, TransactionReverted
 from node.chain.events import ChainEvent, EventPoller, HeadWaker
+from node.chain.identity import store_binding
 from node.chain.revert_decoder import RevertDecoder
 from node.chain.rpc import cache_chain_id, rpc_url_of
 from node.chain.sender import TxSender
-from node.roles.identity import store_binding
+from node.jobs.models import load_model, load_tokenizer, model_id, node_device
 from node.roles.inflight import Transactions
-from node.roles.models import load_model, load_tokenizer, model_id, node_device
 from node.roles.schedule import DISPUTE, JOB, Schedule
 from node.store import DURABILITY_PROCESS, NodeStore
 

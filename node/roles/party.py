@@ -20,9 +20,10 @@ from typing import Any
 
 from node.chain.enums import DisputeStatus, JobStatus, Outcome, Phase, solidity_name
 from node.chain.events import ChainEvent
-from node.roles import chaindata, transcript_jobs
+from node.jobs import chaindata
+from node.jobs.sessions import JobRefused, job_from_record
+from node.roles import transcript_jobs
 from node.roles.base import NodeBase
-from node.roles.jobs import JobRefused, job_from_record
 from node.roles.schedule import DISPUTE, JOB
 
 

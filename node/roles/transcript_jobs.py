@@ -41,7 +41,7 @@ import time
 from dataclasses import dataclass
 
 from node.chain.enums import JobStatus
-from node.roles.jobs import chain_head, verifier_seed
+from node.jobs.sessions import chain_head, verifier_seed
 from node.roles.schedule import JOB
 from node.roles.transcript_answers import complete_answered, ended_by_answer, take_answered_draft, take_answers
 
@@ -347,9 +347,9 @@ def _answered_on_chain(node, job_id: int, cycle: int) -> bool:
 def _take_forced_draft(node, served, k: int) -> bool:
     """The drafter forced me with a Draft k that never came over the link: read it from the force's calldata and
     take it in as the link would (checked, stored, verified), so the force is answered like any other."""
+    from node.jobs.chaindata import ChainDataError
     from node.link.chain import forced_draft
     from node.link.wire import LinkRefused
-    from node.roles.chaindata import ChainDataError
 
     job_id, server = served.spec.job_id, node.link_server
     try:

@@ -1,8 +1,8 @@
 """The dispute half of the requester client: open a dispute with the evidence rebuilt from chain data, draw
 its referees, read it, appeal a round's verdict and wait for it (contracts/DisputeManager.sol, docs/disputes.md).
 
-A mixin of `Requester` (node/roles/requester.py) and of the watchdog node, whose `system`, `disputes` and `_send` it
-uses. A transcript job's cycles come from its settlement (node/roles/settled.py), and a cycle is pulled into the
+A mixin of `Requester` (node/requester/client.py) and of the watchdog node, whose `system`, `disputes` and `_send` it
+uses. A transcript job's cycles come from its settlement (node/link/settled.py), and a cycle is pulled into the
 market before its dispute opens: the same flow for the CLI and the watchdog.
 """
 
@@ -23,9 +23,10 @@ from node.chain.enums import (
     solidity_name,
 )
 from node.chain.errors import TransactionReverted
-from node.roles import chaindata, settled
-from node.roles.errors import RequesterError
-from node.roles.reports import (
+from node.jobs import chaindata
+from node.link import settled
+from node.requester.errors import RequesterError
+from node.requester.reports import (
     DisputeInfo,
     VoteInfo,
 )

@@ -1,7 +1,7 @@
 """The reading half of the requester client: a job's view, its events and the report `verispec status`
-prints, all from chain data (events, views, calldata; node/roles/chaindata.py), never from a node's store.
+prints, all from chain data (events, views, calldata; node/jobs/chaindata.py), never from a node's store.
 
-A mixin of `Requester` (node/roles/requester.py), whose `system`, `market`, `w3` and `deployment` it reads.
+A mixin of `Requester` (node/requester/client.py), whose `system`, `market`, `w3` and `deployment` it reads.
 """
 
 from __future__ import annotations
@@ -19,17 +19,18 @@ from node.chain.enums import (
     Phase,
     solidity_name,
 )
+from node.jobs import chaindata
+from node.jobs.chaindata import ChainDataError
+from node.link import settled
 from node.protocol import WAD
-from node.roles import chaindata, settled
-from node.roles.chaindata import ChainDataError
-from node.roles.checkpoints import load_tokenizer
-from node.roles.errors import RequesterError
-from node.roles.reports import (
+from node.requester.checkpoints import load_tokenizer
+from node.requester.errors import RequesterError
+from node.requester.reports import (
     CycleSummary,
     JobReport,
     alpha_of,
 )
-from node.roles.units import format_time
+from node.requester.units import format_time
 
 _JOB_EVENTS = (
     "JobSubmitted",
@@ -188,7 +189,7 @@ class JobReader:
 
     def _settled_cycles(self, job_id: int) -> list[CycleSummary]:
         """A transcript job's cycles as its settlement posted them, read by the one reader of settled transcript
-        jobs (node/roles/settled.py); none when the chain holds no settlement of it that is the job's own."""
+        jobs (node/link/settled.py); none when the chain holds no settlement of it that is the job's own."""
         try:
             found = settled.read(self.system, job_id, self.deployment.start_block).cycles
         except ChainDataError:

@@ -11,7 +11,7 @@ never misses a deadline because of what its counterparty posted). Pure functions
   own proposals then `outToken` (cut after EOS / at maxTokens), and every token must be inside the vocabulary. An
   output that does not decode, or an `accepted` above γ, is rebuilt from the node's proposals, `accepted` (capped
   at γ) and `outToken`; a token outside the vocabulary is replaced by `REPLACEMENT_TOKEN` in the node's own context
-  (no model defines a next token after it, and referees judge nothing after it: node/roles/referee.py).
+  (no model defines a next token after it, and referees judge nothing after it: node/roles/referee/node.py).
 """
 
 from __future__ import annotations

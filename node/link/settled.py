@@ -23,8 +23,8 @@ from web3 import Web3
 
 from node import protocol as P
 from node.chain.enums import JobStatus
-from node.roles import chaindata
-from node.roles.chaindata import ChainCycle, ChainDataError
+from node.jobs import chaindata
+from node.jobs.chaindata import ChainCycle, ChainDataError
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,10 @@
 """The watchdog's audit: replay a job from chain data alone and list what a dispute would prove.
 
 One implementation for the manual `verispec audit` (`replay_draft`, `replay_target`: every position of one job) and
-the watchdog node (node/roles/watchdog.py: `audit_job` on the positions it samples). Both decide by the referees' own
-rule: the draft side by `protocol.check_proposal` (what `referee.judge_position` applies to a DraftReplay), the target
-side by `referee.judge_position` itself, in fp32 on CPU, so an audit flags exactly what the referees would find.
+the watchdog node (node/roles/watchdog/node.py: `audit_job` on the positions it samples). Both decide by the referees'
+own rule: the draft side by `protocol.check_proposal` (what `referee.judge_position` applies to a DraftReplay),
+the target side by `referee.judge_position` itself, in fp32 on CPU, so an audit flags exactly what the referees
+would find.
 
 Cost: a forward over one cycle's committed context (prefix + its K proposals) gives the row of every position of that
 cycle (`CycleRows`), so an audit costs one draft forward per draft-audited cycle and one target forward per
@@ -21,10 +22,11 @@ from pathlib import Path
 from node import protocol
 from node.audit_sampling import WAD, Position, entropy
 from node.chain.enums import DisputeKind
-from node.roles import chaindata, settled
-from node.roles.checkpoints import ModelInfo, load_model_info, load_tokenizer
-from node.roles.errors import RequesterError
-from node.roles.requester import Requester
+from node.jobs import chaindata
+from node.link import settled
+from node.requester.checkpoints import ModelInfo, load_model_info, load_tokenizer
+from node.requester.client import Requester
+from node.requester.errors import RequesterError
 
 
 @dataclass
@@ -82,11 +84,11 @@ class Audit:
 
 def load_job(system, job_id: int, start_block: int, tokenizer, max_positions=None, with_p: bool = True) -> AuditJob:
     """The job's request and verified cycles from chain data (`with_p`: with every cycle's posted p); a transcript
-    job's from its settlement (node/roles/settled.py), none before it settled."""
-    from node.roles import jobs
+    job's from its settlement (node/link/settled.py), none before it settled."""
+    from node.jobs import sessions
 
     record = chaindata.job_request(system, job_id, from_block=start_block)
-    job = jobs.job_from_record(record, tokenizer, max_positions)
+    job = sessions.job_from_record(record, tokenizer, max_positions)
     cycles = []
     for cycle in settled.job_cycles(system, job_id, start_block, with_p=with_p):  # either mode
         if not cycle.verified:
@@ -118,7 +120,7 @@ class CycleRows:
         return id(model) in self._rows
 
     def __call__(self, model, context):
-        from node.roles.models import next_token_rows
+        from node.jobs.models import next_token_rows
 
         i = len(context) - self.base
         if not 0 <= i <= len(self.full) - self.base or list(context) != self.full[: len(context)]:
@@ -191,7 +193,7 @@ def audit_job(
     positions `target` ((cycle, index) pairs, binding ones; None: none), cycle by cycle, one forward per model and
     cycle. `entropies`, when given, is filled with the q entropy of every proposal of the draft-audited cycles."""
     from node.decoding.loading import vocab_size
-    from node.roles.referee import judge_position
+    from node.roles.referee.node import judge_position
 
     audit = Audit()
     job_id = data.record.job_id
@@ -272,7 +274,7 @@ def replay_draft(
     what follows, so the replay stops there."""
     import torch
 
-    from node.roles.models import load_model
+    from node.jobs.models import load_model
 
     requester.job_view(job_id)
     start = requester.deployment.start_block
@@ -293,7 +295,7 @@ def replay_target(
     unreplayable context (faithful: nothing is proven there), never an IndexError."""
     import torch
 
-    from node.roles.models import load_model
+    from node.jobs.models import load_model
 
     start = requester.deployment.start_block
     requester.job_view(job_id)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from node.roles.errors import RequesterError
+from node.requester.errors import RequesterError
 
 
 @dataclass(frozen=True)
@@ -56,17 +56,17 @@ def load_tokenizer(path: str | Path):
 
 
 def tokenize_prompt(tokenizer, prompt: str) -> list[int]:
-    """The prompt's tokens exactly as every node computes them (node/roles/jobs.py)."""
-    from node.roles import jobs
+    """The prompt's tokens exactly as every node computes them (node/jobs/sessions.py)."""
+    from node.jobs import sessions
 
-    return list(jobs.prompt_tokens(tokenizer, prompt.encode("utf-8")))
+    return list(sessions.prompt_tokens(tokenizer, prompt.encode("utf-8")))
 
 
 def check_fits(prompt_tokens: int, max_tokens: int, gamma: int, max_positions: int | None) -> None:
     """docs/node.md: refuse a prompt with prompt tokens + maxTokens + γ > the model's max positions."""
-    from node.roles import jobs
+    from node.jobs import sessions
 
-    needed = jobs.positions_needed(prompt_tokens, max_tokens, gamma)
+    needed = sessions.positions_needed(prompt_tokens, max_tokens, gamma)
     if max_positions is not None and needed > max_positions:
         raise RequesterError(
             f"the prompt does not fit the context window: {prompt_tokens} prompt tokens + {max_tokens} max tokens "

@@ -25,10 +25,12 @@ from node.chain.events import ChainEvent
 from node.decoding.loading import max_positions, vocab_size
 from node.decoding.messages import DecodingJob, Draft, DraftFault, Verification
 from node.decoding.scorer import VerifySession
-from node.roles import behaviors, chaindata, settled, transcript_jobs
+from node.jobs import chaindata
+from node.jobs.models import next_token_rows
+from node.jobs.sessions import chain_head, resume_verify_session, verifier_seed
+from node.link import settled
+from node.roles import behaviors, transcript_jobs
 from node.roles.behaviors import DrafterBehavior, VerifierBehavior
-from node.roles.jobs import chain_head, resume_verify_session, verifier_seed
-from node.roles.models import next_token_rows
 from node.roles.party import PartyNode
 from node.roles.schedule import JOB
 

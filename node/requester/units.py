@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 
 from node.protocol import WAD
-from node.roles.errors import RequesterError
+from node.requester.errors import RequesterError
 
 ETHER = 10**18
 GWEI = 10**9

@@ -10,7 +10,7 @@ from typing import Any
 
 from node.chain.enums import DisputeStatus, JobStatus, solidity_name
 from node.chain.errors import TransactionReverted
-from node.roles.units import format_eth, format_time
+from node.requester.units import format_eth, format_time
 
 
 def _fmt_args(args: dict[str, Any]) -> str:

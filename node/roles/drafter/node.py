@@ -9,7 +9,7 @@ salt that enters every accept and residual uniform of the job, docs/protocol.md 
 so a restart resends the very same draft instead of computing another. It answers DraftReplay disputes
 against it with its claimed q and its top-k at the disputed position.
 
-Everything it reads from chain is hostile input (node/roles/chain_checks.py): it declines a job whose price per
+Everything it reads from chain is hostile input (node/roles/drafter/chain_checks.py): it declines a job whose price per
 accepted token is below `min_price_wei` (`serve drafter --min-price`), whose γ is out of range or whose vocabulary
 is not its model's, saying why in the log and the store; a verified cycle's output that does not decode, is not
 its accepted proposals then outToken, or holds a token outside the vocabulary is logged and rebuilt or sanitized,
@@ -26,10 +26,13 @@ from node.chain.enums import JobStatus, Phase
 from node.chain.events import ChainEvent
 from node.decoding.loading import max_positions, vocab_size
 from node.decoding.messages import DecodingJob
-from node.roles import behaviors, chain_checks, chaindata, settled, transcript_jobs
+from node.jobs import chaindata
+from node.jobs.models import next_token_rows
+from node.jobs.sessions import resume_draft_session
+from node.link import settled
+from node.roles import behaviors, transcript_jobs
 from node.roles.behaviors import DrafterBehavior
-from node.roles.jobs import resume_draft_session
-from node.roles.models import next_token_rows
+from node.roles.drafter import chain_checks
 from node.roles.party import PartyNode
 from node.roles.schedule import JOB
 

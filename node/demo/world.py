@@ -1,18 +1,16 @@
-"""`verispec demo`: the whole system on this machine in a few minutes (docs/cli.md, "The demo").
+"""`verispec demo`'s world: the whole system on this machine in a few minutes (docs/cli.md, "The demo").
 
 Eight steps on one shared `Demo` state: a local chain, staked operators, then a block every `block_time` s (1 s by
 default: interval mining); nine `verispec serve` processes (two verifiers serving transcript jobs on `--listen`, a
 watchdog among them); transcript jobs: an honest one streamed to the terminal, a colluding pair's whose co-signed
 wrong cycle the watchdog node rule-challenges, a biased drafter's whose cycle the watchdog pulls and disputes; the
-referees' verdict; the settlement and what every job and dispute cost in gas. The job steps are in
-node/demo_steps.py. `run_demo` stops every process it started and the chain, also on Ctrl-C, SIGTERM or SIGHUP.
+referees' verdict; the settlement and what every job and dispute cost in gas. Here: the state and the set-up steps;
+the job steps are in node/demo/steps.py, and `run_demo` (node/demo/run.py) stops every process it started and the
+chain, also on Ctrl-C, SIGTERM or SIGHUP.
 """
 
 from __future__ import annotations
 
-import json
-import signal
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,10 +27,6 @@ REQUESTER, DRAFTER, VERIFIER, REFEREES, BIASED, WATCHDOG, COSIGN, OVERACCEPT = 1
 NODE_OPTIONS = ("--poll-interval", "0.2", "--device", "cpu", "--threads", "1")
 WATCHDOG_AUDIT_RATE = "0.25"  # of the binding target positions; every draft position is replayed (cheap)
 DEFAULT_BLOCK_TIME = 1
-
-
-class DemoError(RuntimeError):
-    """The demo cannot go on (printed as one line by the CLI)."""
 
 
 @dataclass
@@ -67,7 +61,7 @@ class Demo:
     def actor(self, index: int):
         """A Requester for dev account `index`, with its own transaction store in the home."""
         from node.chain.keys import dev_account
-        from node.roles.requester import Requester
+        from node.requester.client import Requester
 
         account = dev_account(index)
         return Requester(
@@ -105,7 +99,7 @@ OPERATORS = (  # (label, dev account, role, behaviour); each stakes 2 ETH, a ref
 
 
 def step2_register(demo: Demo) -> None:
-    from node.roles.units import ETHER, format_eth
+    from node.requester.units import ETHER, format_eth
 
     step(f"2. operators stake and register (model ids of {demo.target.name} and {demo.draft.name})")
     table = Table(box=None, header_style="bold")
@@ -162,51 +156,3 @@ def step3_nodes(demo: Demo) -> None:
     console.print(f"{len(demo.nodes.procs)} node processes up; logs in {demo.nodes.log_dir}")
     for index, url in demo.endpoints.items():
         console.print(f"  verifier {demo.addresses[index]} serves transcript jobs on {url} (published in the registry)")
-
-
-def _interrupt(signum, _frame):
-    raise KeyboardInterrupt
-
-
-def run_demo(
-    home: Path | None = None,
-    max_tokens: int = 48,
-    prompt: str = "def fibonacci(n):\n",
-    block_time: int = DEFAULT_BLOCK_TIME,
-    draft: Path = BUNDLED_DRAFT,
-    target: Path = BUNDLED_TARGET,
-) -> None:
-    """Run every step on the pair (`draft`, `target`); stop the nodes and the chain at the end, also on an error or
-    a signal."""
-    from node.chain.anvil import check_block_time
-    from node.chain.local import chain_down, read_pid
-
-    try:
-        block_time = check_block_time(block_time)
-    except ValueError as exc:
-        raise DemoError(str(exc)) from None
-    home = Path(home).expanduser().resolve() if home else Path(tempfile.mkdtemp(prefix="verispec-demo-"))
-    home.mkdir(parents=True, exist_ok=True)
-    demo = Demo(home, max_tokens, prompt, NodeProcesses(home / "logs"), block_time, Path(draft), Path(target))
-    demo.summary["models"] = {"draft": str(demo.draft), "target": str(demo.target)}
-    previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-    try:
-        # torch, transformers and the node code load now, so a broken install fails before anything starts
-        from transformers.utils import logging as hf_logging
-
-        from node import demo_steps
-        from node.roles import DrafterNode, RefereeNode, VerifierNode  # noqa: F401
-
-        hf_logging.disable_progress_bar()
-        for run_step in (step1_chain, step2_register, step3_nodes, *demo_steps.STEPS):
-            run_step(demo)
-        demo.summary["wall_s"] = round(time.monotonic() - demo.started, 1)
-        (home / "demo.json").write_text(json.dumps(demo.summary, indent=1))
-        console.rule(f"[bold green]demo done in {time.monotonic() - demo.started:.0f}s")
-        console.print(f"home {home} (logs, stores, demo.json, acceptance.png); stopping nodes and the chain")
-    finally:
-        demo.nodes.stop_all()
-        if read_pid(home) is not None:
-            chain_down(home)
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)

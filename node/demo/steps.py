@@ -1,5 +1,5 @@
-"""The demo's job steps (node/demo.py has the state, the set-up steps and `run_demo`): transcript jobs on the
-chain's 1 s blocks, the watchdog node's rule challenge and replay dispute, the referees' verdict, the settlement and
+"""The demo's job steps (node/demo/world.py has the state and the set-up steps): transcript jobs on the chain's 1 s
+blocks, the watchdog node's rule challenge and replay dispute, the referees' verdict, the settlement and
 the gas of each. Everything shown is read from chain data or from the watchdog node's own store."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from collections import Counter
 from rich.table import Table
 
 from node.console import console, cycle_table, print_dispute, summary_lines
-from node.demo import (
+from node.demo.errors import DemoError
+from node.demo.world import (
     BIASED,
     COSIGN,
     DRAFTER,
@@ -20,7 +21,6 @@ from node.demo import (
     VERIFIER,
     WATCHDOG,
     Demo,
-    DemoError,
     step,
 )
 from node.plots import save_acceptance_plot
@@ -35,7 +35,7 @@ SHOWN_FAULTS = 5  # of the watchdog's findings printed per job
 
 
 def _submit(demo: Demo, prompt: str, drafter: int, verifier: int, label: str):
-    from node.roles.units import format_eth
+    from node.requester.units import format_eth
 
     job = demo.requester.submit(
         prompt,
@@ -69,8 +69,8 @@ def _settled(demo: Demo, job_id: int, show_text: bool = True):
 
 
 def step4_honest_job(demo: Demo) -> None:
-    from node.cli_transcript import wait_for_transcript
-    from node.roles.checkpoints import load_tokenizer
+    from node.console import wait_for_transcript
+    from node.requester.checkpoints import load_tokenizer
 
     demo.requester = demo.actor(REQUESTER)
     demo.watchdog = demo.actor(WATCHDOG)
@@ -165,7 +165,7 @@ def _print_audit(job_id: int, params: dict) -> None:
 
 def step5_colluding_job(demo: Demo) -> None:
     from node.chain import logs as chain_logs
-    from node.roles.units import format_eth
+    from node.requester.units import format_eth
 
     step("5. a colluding pair (drafter `cosign`, verifier `overaccept`); the watchdog node challenges the rule")
     params, dispute = _watchdog_verdict(demo, demo.honest.job_id)
@@ -230,7 +230,7 @@ def step5_colluding_job(demo: Demo) -> None:
 
 def step6_biased_job(demo: Demo) -> None:
     from node.chain import logs as chain_logs
-    from node.roles.units import format_eth
+    from node.requester.units import format_eth
 
     step("6. a biased drafter's transcript job; the watchdog node replays it, pulls the cycle and disputes")
     for prompt in BIASED_PROMPTS:
@@ -274,7 +274,7 @@ def step6_biased_job(demo: Demo) -> None:
 
 
 def step7_dispute(demo: Demo) -> None:
-    from node.roles.units import format_eth
+    from node.requester.units import format_eth
 
     info = demo.dispute
     step(f"7. dispute {info.dispute_id}: draft replay of job {info.job_id}, cycle {info.cycle}, index {info.index}")
@@ -434,7 +434,7 @@ def _gas_table(demo: Demo) -> Table:
 
 
 def step8_settle(demo: Demo) -> None:
-    from node.roles.units import format_eth
+    from node.requester.units import format_eth
 
     step("8. settlement after the challenge window (local chain: time skipped with evm_increaseTime), and the gas")
     window = demo.deployment.deployment_params.challenge_window

@@ -3,11 +3,11 @@ dispute|finalize` do, over web3 and the exactly-once `TxSender` (node/chain/send
 
 Everything a report shows is read from the chain (events, views, calldata), never from a node's store:
 the output text is decoded from `CycleVerified` outputs, the proposals from `DraftCommitted`, p from the
-`submitVerification` calldata (via node/roles/chaindata.py; the reading half is node/roles/job_reader.py,
-the dispute half node/roles/disputing.py). Results are the dataclasses of node/roles/reports.py.
+`submitVerification` calldata (via node/jobs/chaindata.py; the reading half is node/requester/job_reader.py,
+the dispute half node/requester/disputing.py). Results are the dataclasses of node/requester/reports.py.
 
-Errors a user can cause raise `RequesterError` (node/roles/errors.py) with a one-line message; a contract
-revert is decoded (RevertDecoder) and explained by node/roles/reverts.py.
+Errors a user can cause raise `RequesterError` (node/requester/errors.py) with a one-line message; a contract
+revert is decoded (RevertDecoder) and explained by node/requester/reverts.py.
 """
 
 from __future__ import annotations
@@ -33,21 +33,21 @@ from node.chain.enums import (
     Role,
 )
 from node.chain.errors import TransactionRejected, TransactionReverted
+from node.chain.identity import store_binding
 from node.chain.revert_decoder import RevertDecoder
 from node.chain.sender import TxSender
-from node.roles.checkpoints import check_fits, load_model_info, load_tokenizer, tokenize_prompt
-from node.roles.disputing import DisputeClient
-from node.roles.errors import RequesterError
-from node.roles.identity import store_binding
-from node.roles.job_reader import JobReader
-from node.roles.reports import (
+from node.requester.checkpoints import check_fits, load_model_info, load_tokenizer, tokenize_prompt
+from node.requester.disputing import DisputeClient
+from node.requester.errors import RequesterError
+from node.requester.job_reader import JobReader
+from node.requester.reports import (
     Registration,
     SubmitResult,
     TxResult,
     UnbondResult,
     WithdrawResult,
 )
-from node.roles.units import MAX_WAD_FRACTION, format_eth, format_time, to_wad
+from node.requester.units import MAX_WAD_FRACTION, format_eth, format_time, to_wad
 from node.store import NodeStore
 
 UINT96_MAX = 2**96 - 1

@@ -1,7 +1,7 @@
 """The watchdog node (`verispec serve watchdog`): audits finished jobs from chain data and disputes proven faults.
 
 It follows every job of the deployment (or the ones named by `jobs`). Once a job is Finished, inside its challenge
-window, it audits it (node/roles/audit.py `audit_job`, the referees' own rule):
+window, it audits it (node/roles/watchdog/audit.py `audit_job`, the referees' own rule):
 
 * **draft positions**: the draft model's replay of every cycle's proposals (`draft_rate` 1), or of the cycles a
   uniform draw at `draft_rate` picks (a draft forward per cycle: cheap);
@@ -16,7 +16,7 @@ add risk, not proof), none on a position already disputed, none past the challen
 more than `bond_budget_wei` in its open disputes (the job waits while the budget is spent; its disputes free it).
 
 Transcript jobs (docs/protocol.md "Transcript mode (v2)") are audited from their settlement's calldata, the same
-per-cycle view (node/roles/settled.py), with two differences. Settlement does not re-run the accept rule, so every
+per-cycle view (node/link/settled.py), with two differences. Settlement does not re-run the accept rule, so every
 settled record is checked against it first (pure math, all cycles): a record the rule refutes (only a colluding pair
 co-signs one) is answered with `challengeRule` on its first such cycle, no bond and no referees, which slashes both
 signers (the replay audit is skipped: that conviction forfeits all the job's pay). Otherwise a confirmed replay
@@ -43,13 +43,14 @@ from node import audit_sampling
 from node.chain.enums import DisputeKind, DisputeStatus, JobStatus, Outcome, solidity_name
 from node.chain.errors import TransactionReverted
 from node.chain.events import ChainEvent
-from node.roles import chaindata, settled
-from node.roles.audit import Audit, audit_job, load_job, target_positions
+from node.jobs import chaindata
+from node.jobs.sessions import JobRefused
+from node.link import settled
+from node.requester.disputing import DisputeClient
+from node.requester.errors import RequesterError
 from node.roles.base import NodeBase
-from node.roles.disputing import DisputeClient
-from node.roles.errors import RequesterError
-from node.roles.jobs import JobRefused
 from node.roles.schedule import DISPUTE, JOB
+from node.roles.watchdog.audit import Audit, audit_job, load_job, target_positions
 
 SEED_NAME = "watchdog-audit-seed"
 DEFAULT_WEIGHTING = "uniform"  # docs/watchdog.md: a weighting a cheater knows tells it where audits are rarest
@@ -445,8 +446,8 @@ class WatchdogNode(NodeBase, DisputeClient):
 
     def _confirm(self, job_id: int, cycle: int, index: int, kind: DisputeKind):
         """The referees' own judgement of the position: `judge_position` with one fresh forward, as a referee runs."""
-        from node.roles.jobs import job_from_record
-        from node.roles.referee import judge_position
+        from node.jobs.sessions import job_from_record
+        from node.roles.referee.node import judge_position
 
         record = chaindata.job_request(self.market, job_id, from_block=self.start_block)
         job = job_from_record(record, self.tokenizer)

@@ -1,7 +1,7 @@
 """The one error the requester side raises on purpose: a user-facing failure with a one-line explanation.
 
 The CLI prints its message as `error: <message>` (node/cli.py); contract reverts are explained by
-node/roles/reverts.py instead.
+node/requester/reverts.py instead.
 """
 
 from __future__ import annotations

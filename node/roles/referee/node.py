@@ -42,11 +42,12 @@ from node import protocol
 from node.chain.enums import DisputeKind, DisputeStatus, Outcome, Verdict, solidity_name
 from node.chain.events import ChainEvent
 from node.decoding.messages import DecodingJob
-from node.roles import chaindata, settled
+from node.jobs import chaindata
+from node.jobs.chaindata import ChainCycle
+from node.jobs.models import next_token_rows
+from node.jobs.sessions import job_from_record
+from node.link import settled
 from node.roles.base import NodeBase
-from node.roles.chaindata import ChainCycle
-from node.roles.jobs import job_from_record
-from node.roles.models import next_token_rows
 from node.roles.schedule import DISPUTE
 
 
@@ -107,7 +108,7 @@ def judge_position(
     DraftReplay needs the draft model; TargetReplay the target model (and for index == K with a
     rejection, the draft model too, for the residual). `rows(model, context)`: the WAD row after `context`
     (default: one fresh forward per call, as a referee replays; a watchdog auditing a whole cycle passes rows of
-    one forward over the cycle, node/roles/audit.py `CycleRows`).
+    one forward over the cycle, node/roles/watchdog/audit.py `CycleRows`).
     """
     if rows is None:
 

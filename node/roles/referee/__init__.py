@@ -1,0 +1,4 @@
+"""The referee's room: `verispec serve referee`.
+
+node   RefereeNode (replays a disputed position; commit-reveal vote; resolve); judge_position, the referees' rule
+"""
