@@ -67,7 +67,7 @@ def seat_share_standard_error(share: float, seats: int) -> float:
 
 
 def capture_table(panels=PANELS, shares=SHARES, appeals=(0, 1)) -> list[dict]:
-    """Rows {share, panel, appeals, seats, probability} for the README / bench_security table."""
+    """Rows {share, panel, appeals, seats, probability} for bench_security's table (docs/benchmarks.md)."""
     rows = []
     for panel in panels:
         for a in appeals:

@@ -7,7 +7,7 @@
 #     bash scripts/device_check.sh --fetch-wheels          # eth-hash + safe-pysha3 for Python 3.12 into .whl/
 # then one device call, about 5 minutes with the machine's start:
 #     run(command="bash scripts/device_check.sh", carry=[".whl"], timeout_s=540)
-# Then put $OUT/bench_cuda_t1.txt and bench_cuda_t0.txt beside the CPU tables in the README.
+# Then put $OUT/bench_cuda_t1.txt and bench_cuda_t0.txt beside the CPU tables in docs/benchmarks.md.
 #
 # Locally (no GPU), the same flow on CPU checks the script itself:
 #     OUT=/tmp/out PY=.venv/bin/python DEVICE=cpu GAMMAS=1,2 bash scripts/device_check.sh

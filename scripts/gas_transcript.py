@@ -11,8 +11,8 @@ submitJob / submitTranscriptJob, acceptJob and finalize are the same transaction
 The cycles are synthesized (the bundled pair's context is 512 positions, so it cannot decode 1,024 tokens): token ids
 below the bundled vocabulary (768), never EOS; q uniform in [0.05, 0.95]; p ≥ q for half the proposals and p = v·q
 (v uniform) otherwise, so a proposal is accepted with probability 0.75 (the bundled pair's measured α at T = 1 is
-0.754, README) and the accept count of each cycle is the v1 rule's own (protocol.count_accepted with the real
-reveals and salt, not forced). The signatures are real (node/chain/transcript_messages.py), the cycle math is
+0.754, docs/benchmarks.md) and the accept count of each cycle is the v1 rule's own (protocol.count_accepted with the
+real reveals and salt, not forced). The signatures are real (node/chain/transcript_messages.py), the cycle math is
 node/protocol.py's, and every settled job is finalized.
 
 Usage: PYTHONPATH=$PWD python scripts/gas_transcript.py [--json] [--lengths 64 256 1024]

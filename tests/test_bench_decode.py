@@ -1,6 +1,6 @@
 """scripts/bench_decode.py runs and reports figures that agree with the protocol's closed forms.
 
-The benchmark's speed figures are not asserted here (they belong to the README's table, measured on a quiet
+The benchmark's speed figures are not asserted here (they belong to docs/benchmarks.md's tables, measured on a quiet
 machine); what is asserted is that one short run completes and that its derived columns are computed from
 its measured ones by the one implementation of each formula (node/protocol.py).
 """

@@ -12,7 +12,7 @@ SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "gas_report.py"
 
 
 def test_gas_report_json():
-    # PYTHONPATH: the script measures this checkout's contracts, not an editable install's (docs/TEAM_NOTES.md)
+    # PYTHONPATH: the script measures this checkout's contracts, not an editable install's (CONTRIBUTING.md)
     env = {**os.environ, "PYTHONPATH": str(SCRIPT.parents[1])}
     done = subprocess.run(
         [sys.executable, str(SCRIPT), "--json", "--cycles", "4"], capture_output=True, text=True, timeout=120, env=env

@@ -59,7 +59,7 @@ def _raw_call(w3, harness, signature: str, types: list[str], values: list):
 
 
 def test_vectors_file_is_current():
-    # PYTHONPATH: the script imports this checkout's node (not an editable install's, docs/TEAM_NOTES.md)
+    # PYTHONPATH: the script imports this checkout's node (not an editable install's, CONTRIBUTING.md)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "gen_vectors.py"), "--check"], capture_output=True, text=True, env=env

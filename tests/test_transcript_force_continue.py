@@ -172,7 +172,8 @@ def test_a_stale_force_after_an_ended_answer_cannot_undo_the_end(chain, env):
 
 def test_a_verifier_that_answers_every_force_on_chain_still_pays_out_the_whole_job(chain, env):
     """Repeated forces: a verifier that never answers over the link, only on chain, turns the job into per-cycle
-    mode from the attested states (PROTOCOL.md §9: "continuing the job in per-cycle mode ... is allowed")."""
+    mode from the attested states (docs/protocol.md, "Transcript mode (v2): contracts", force moves: "continuing it in
+    per-cycle mode from the posted state is allowed and recommended")."""
     job_id = transcript_job(env)
     t = Transcript(env, job_id)
     a = env.actors

@@ -373,7 +373,7 @@ def test_a_pulled_cycle_is_disputable_through_the_referee_flow(chain, env):
 
 
 def _send(env, fn, sender, value=0):
-    """Estimated against the pending block (the draw reads the opening block's hash: docs/TEAM_NOTES.md)."""
+    """Estimated against the pending block (the draw reads the opening block's hash: docs/clients.md)."""
     gas = int(fn.estimate_gas({"from": sender, "value": value}, block_identifier="pending") * 1.2)
     receipt = env.w3.eth.wait_for_transaction_receipt(fn.transact({"from": sender, "value": value, "gas": gas}))
     assert receipt.status == 1
