@@ -9,7 +9,6 @@ import {CycleRecord} from "./lib/CycleRecord.sol";
 import {JobSlot} from "./lib/JobSlot.sol";
 import {SpecMath} from "./lib/SpecMath.sol";
 import {AlphaWindow} from "./AlphaWindow.sol";
-import {StakingRegistry} from "./StakingRegistry.sol";
 
 /// @title InferenceMarket
 /// @notice Jobs of verifiable speculative decoding in per-cycle on-chain mode (docs/protocol.md §4, §7):
@@ -54,36 +53,6 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         bytes32 commitment;
     }
 
-    /// @notice A job as the `getJob` view returns it.
-    struct JobView {
-        address requester;
-        address drafter;
-        address verifier;
-        bytes32 draftModel;
-        bytes32 targetModel;
-        JobStatus status;
-        Phase phase;
-        uint8 gamma;
-        bool alphaEligible;
-        uint16 cycle;
-        uint16 emitted;
-        uint16 rejected; // verified cycles with a rejection (α window)
-        uint16 maxTokens;
-        uint32 eosToken;
-        uint256 deadline;
-        uint16 openDisputes;
-        uint96 escrow;
-        uint128 pricePerAcceptedToken;
-        uint128 pricePerPass;
-        uint256 drafterTokens; // accepted proposals emitted so far (what the drafter is paid for)
-        bool drafterForfeited;
-        bool verifierForfeited;
-        bytes32 commitment;
-        uint64 salt; // the drafter's salt (committed with the cycle-0 draft; 0 before it)
-        uint32 vocabSize; // the job's vocabulary size
-        bool transcript; // a transcript-mode job (submitTranscriptJob)
-    }
-
     uint8 private constant _STATUS_MASK = uint8(JobSlot.STATUS_MASK);
     // Transcript mode (docs/protocol.md "Transcript mode (v2)"): bit 3 of the status nibble, which a JobStatus (0..4)
     // never uses. The per-cycle entries read the whole nibble (JobSlot.status), so a transcript job is never Running
@@ -105,7 +74,7 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
     uint256 public constant MAX_GAMMA = 16;
 
     /// @notice The staking registry.
-    StakingRegistry public immutable registry;
+    IStakingRegistry public immutable registry;
     /// @notice The account that may wire the dispute manager, once.
     address public immutable deployer;
     /// @notice Seconds the verifier has to accept a job.
@@ -161,7 +130,7 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
             registry_ == address(0) || acceptTimeout_ == 0 || commitTimeout_ == 0 || verifyTimeout_ == 0
                 || challengeWindow_ == 0
         ) revert BadParams();
-        registry = StakingRegistry(registry_);
+        registry = IStakingRegistry(registry_);
         deployer = msg.sender;
         acceptTimeout = acceptTimeout_;
         commitTimeout = commitTimeout_;
@@ -560,8 +529,7 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         return _records[jobId][cycle];
     }
 
-    /// @notice Everything about `jobId`. `deadline` is the deadline of the current phase (for a
-    /// verification: the draft deadline + verifyTimeout) or the end of the challenge window.
+    /// @inheritdoc IInferenceMarket
     function getJob(uint256 jobId) external view returns (JobView memory v) {
         Job storage job = _jobs[jobId];
         uint8 state = job.state;

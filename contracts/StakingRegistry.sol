@@ -305,7 +305,7 @@ contract StakingRegistry is IStakingRegistry, ReentrancyGuardTransient {
         return _registeredBlock[account];
     }
 
-    /// @notice True when `account` is an active drafter of `draftModel` for `targetModel`.
+    /// @inheritdoc IStakingRegistry
     function isActiveDrafter(address account, bytes32 draftModel, bytes32 targetModel) external view returns (bool) {
         // slither-disable-next-line incorrect-equality (a model id, not a balance)
         return isActive(account, Role.Drafter, draftModel) && _accounts[account].targetModel == targetModel;

@@ -3,7 +3,7 @@ pragma solidity 0.8.28;
 
 import {MerkleProof} from "@openzeppelin/contracts/utils/cryptography/MerkleProof.sol";
 import {IInferenceMarket} from "./interfaces/IInferenceMarket.sol";
-import {InferenceMarket} from "./InferenceMarket.sol";
+import {ITranscriptSettlement} from "./interfaces/ITranscriptSettlement.sol";
 import {CycleRecord} from "./lib/CycleRecord.sol";
 import {PackedCycles} from "./lib/PackedCycles.sol";
 import {SpecMath} from "./lib/SpecMath.sol";
@@ -21,64 +21,7 @@ import {TranscriptTypes} from "./lib/TranscriptTypes.sol";
 /// emits a token, and a cycle after the job's end reverts) and over a cycle's γ ≤ 16 proposals. No reentrancy guard:
 /// the only contract it calls is the market (views, and the hooks, which are nonReentrant themselves), and every
 /// function writes its own state before that call.
-contract TranscriptSettlement is TranscriptSigner {
-    /// @notice What settlement posts beside the cycles: the Settlement, both signatures, the salt, the last reveal.
-    struct Signed {
-        TranscriptTypes.Settlement settlement;
-        bytes drafterSig;
-        bytes verifierSig;
-        uint64 salt; // the drafter's salt (its Draft of cycle 0)
-        bytes32 lastReveal; // the verifier's reveal of the last cycle: H^cycles(lastReveal) is its chain head
-    }
-
-    /// @notice A force move's evidence: the latest co-signed state S(k-1), shown by the drafter's Draft of cycle k
-    /// (its prevState) and, for k ≥ 1, the verifier's Verification of cycle k-1 (its state); when the verifier
-    /// forces, also its own Verification of cycle k (`pending`), the move it is owed an answer to.
-    struct Evidence {
-        TranscriptTypes.Draft draft;
-        bytes draftSig;
-        TranscriptTypes.Verification last;
-        bytes lastSig;
-        TranscriptTypes.Verification pending;
-        bytes pendingSig;
-    }
-
-    /// @notice The silent party's on-chain answer: the verifier's verification of the pending draft (checked by
-    /// the v1 rule here), or the drafter's signed Draft of the next cycle.
-    struct Answer {
-        uint32[] tokens;
-        uint64[] q;
-        uint64[] p;
-        bytes32 reveal;
-        uint32 accepted;
-        uint32 outToken;
-        TranscriptTypes.Draft draft;
-        bytes draftSig;
-    }
-
-    /// @notice What `settled` reports of a settled (or force-settled) job: the cycles root challenges prove against
-    /// (stored), its cycle count (the market's) and whether a rule challenge convicted it.
-    struct Settled {
-        bytes32 cyclesRoot; // zero: no cycle was settled
-        uint32 cycles;
-        bool convicted; // a rule challenge succeeded (once per job)
-    }
-
-    /// @notice A pending force move.
-    struct Force {
-        bytes32 state; // the state the answer must extend: S(k-1) (verifier silent) or S(k) (drafter silent)
-        bytes32 pendingRoot; // verifier silent: the draft root of the Draft it must verify
-        bytes32 cyclesRoot; // of the cycles the job settles at if nobody answers
-        uint64 salt;
-        uint64 deadline;
-        uint16 cycles;
-        uint16 emitted;
-        uint16 rejected;
-        bool outCut;
-        address silent; // the party that must answer (zero: no force pending)
-        bool slash; // false only for a drafter forced before it signed any Draft
-    }
-
+contract TranscriptSettlement is ITranscriptSettlement, TranscriptSigner {
     /// @notice The latest state of a running job the chain itself checked (docs/protocol.md, liveness): S(cycles-1),
     /// reached by a force move's pending verification or by the verifier's on-chain answer (the record folded onto
     /// the force's state). A later force builds on it without the counterparty's signature of it.
@@ -112,11 +55,11 @@ contract TranscriptSettlement is TranscriptSigner {
     /// @dev The reveal part of the market's commitment word (bits 255..65): InferenceMarket._HIGH_BITS.
     uint256 private constant _HIGH_BITS = ~((uint256(type(uint64).max) << 1) | 1);
 
-    /// @notice The market whose transcript jobs this contract ends.
-    InferenceMarket public immutable market;
-    /// @notice Stake (wei) slashed from each signer of a cycle a rule challenge refutes.
+    /// @inheritdoc ITranscriptSettlement
+    IInferenceMarket public immutable market;
+    /// @inheritdoc ITranscriptSettlement
     uint256 public immutable ruleSlash;
-    /// @notice The challenger's share (basis points, < 10,000) of the smaller of the two rule-challenge slashes.
+    /// @inheritdoc ITranscriptSettlement
     uint256 public immutable ruleRewardBps;
 
     // a settled job's cycles root (zero: none) and whether a rule challenge convicted it; its cycle count is the
@@ -129,110 +72,23 @@ contract TranscriptSettlement is TranscriptSigner {
     mapping(uint256 jobId => mapping(address forcer => uint256)) private _answeredLevel;
     mapping(uint256 jobId => Attested) private _attested;
 
-    /// @notice `jobId` settled by both parties' Settlement: `cycles` cycles, `tokensOut` tokens, `cyclesRoot`; the
-    /// verifier's last reveal `lastReveal` (earlier reveals follow by hashing it).
-    event TranscriptSettled(
-        uint256 indexed jobId, uint32 cycles, uint32 tokensOut, bytes32 cyclesRoot, bytes32 lastReveal
-    );
-    /// @notice `forcer` posted the co-signed state after `cycles` cycles of `jobId`; `silent` must answer by
-    /// `deadline`. `reveal` is the verifier's latest reveal in the evidence (zero when none).
-    event ForceMoved(
-        uint256 indexed jobId, address indexed forcer, address indexed silent, uint256 cycles, uint256 deadline,
-        bytes32 reveal
-    );
-    /// @notice The verifier answered a force move of `jobId` with its verification of cycle `cycle`.
-    event ForceAnsweredVerification(
-        uint256 indexed jobId, uint32 cycle, uint64[] p, bytes32 reveal, uint32 accepted, uint32 outToken
-    );
-    /// @notice The drafter answered a force move of `jobId` with its signed Draft of cycle `cycle`.
-    event ForceAnsweredDraft(
-        uint256 indexed jobId, uint32 cycle, bytes32 prevState, uint32[] tokens, uint64[] q, uint64 salt,
-        bytes signature
-    );
-    /// @notice Nobody answered the force move of `jobId`: it settled at `cycles` cycles, `silent` slashed.
-    event ForceSettled(uint256 indexed jobId, address indexed silent, uint256 cycles);
-    /// @notice A force move's pending verification (or the answer) ended `jobId` at `cycles` cycles.
-    event ForceCompleted(uint256 indexed jobId, uint256 cycles);
-    /// @notice The chain attested state `state` after `cycles` cycles of `jobId` (`ended`: the job is over there).
-    event StateAttested(uint256 indexed jobId, uint256 cycles, bytes32 state, bool ended);
-    /// @notice Nobody settled or forced running job `jobId` by its idle deadline: it ended with no cycle paid.
-    event JobIdled(uint256 indexed jobId);
-    /// @notice Cycle `cycle` of `jobId` was pulled: its record hash is in the market for the dispute manager.
-    event CyclePulled(uint256 indexed jobId, uint32 cycle, bytes32 recordHash);
-    /// @notice `challenger` proved that cycle `cycle` of `jobId` breaks the v1 accept rule.
-    event RuleChallengeWon(uint256 indexed jobId, uint32 cycle, address indexed challenger);
-
-    /// @dev A constructor parameter is out of range.
-    error TranscriptBadParams();
-    /// @dev The job is not a running (or finished, for challenges) transcript job of the market.
-    error NotTranscriptJob(uint256 jobId);
-    /// @dev A message names another job.
-    error WrongJob(uint256 expected, uint256 got);
-    /// @dev A message or the posting names another cycle count.
-    error WrongCycles(uint256 expected, uint256 got);
-    /// @dev Cycle `cycle` has arrays of other than γ entries, or accepted above γ.
-    error BadCycle(uint256 cycle);
-    /// @dev Cycle `cycle` was posted after the job had already ended (EOS or maxTokens).
-    error CycleAfterEnd(uint256 cycle);
-    /// @dev The posted records do not end the job (a Settlement is the job's end; otherwise force-move).
-    error TranscriptNotEnded();
-    /// @dev No attested state after `cycles` cycles (or it does not end the job): the evidence needs a signature.
-    error NotAttested(uint256 jobId, uint256 cycles);
-    /// @dev The running job's idle deadline has not passed, or a force move is pending on it.
-    error NotIdle(uint256 jobId, uint256 deadline);
-    /// @dev The posted records fold to `computed`, not the state that was signed.
-    error StateMismatch(bytes32 signed, bytes32 computed);
-    /// @dev The tokens derived from the records differ from the Settlement's tokensOut.
-    error TokensOutMismatch(uint256 signed, uint256 derived);
-    /// @dev A reveal that does not hash to the verifier's chain head in the right number of steps.
-    error RevealMismatch(uint256 cycle);
-    /// @dev A Draft's draftRoot is not the root of its tokens and q.
-    error DraftRootMismatch(uint256 cycle);
-    /// @dev The caller is neither the job's drafter nor its verifier, or not the party this needs.
-    error NotParty(address caller);
-    /// @dev A drafter holding the verification of its Draft of cycle `cycle` (which did not end the job) drafts next.
-    error NothingToForce(uint256 cycle);
-    /// @dev The caller's force at `cycles` cycles was answered: a new one must reach further.
-    error ForceAlreadyAnswered(uint256 jobId, uint256 cycles);
-    /// @dev A force move is already pending at the same or a later state.
-    error ForcePending(uint256 jobId, address silent);
-    /// @dev No force move is pending on the job.
-    error NoForce(uint256 jobId);
-    /// @dev The force move's answer deadline has passed (answer) or not yet (claim).
-    error ForceDeadline(uint256 deadline);
-    /// @dev A verification posted on chain breaks the v1 accept rule.
-    error RuleViolated(uint256 cycle);
-    /// @dev The job has no settled records, or already lost a rule challenge.
-    error NotChallengeable(uint256 jobId);
-    /// @dev The proof does not show the cycle's bytes under the stored cycles root.
-    error InvalidCycleProof(uint256 cycle);
-    /// @dev The pulled record follows the v1 rule: the challenge fails.
-    error RecordFollowsRule(uint256 jobId, uint256 cycle);
-
     /// @param market_ The market (wires this contract with `setTranscriptSettlement`).
     /// @param ruleSlash_ Wei slashed from each signer of a refuted cycle.
     /// @param ruleRewardBps_ The challenger's share of the smaller slash, basis points, below 10,000.
     constructor(address market_, uint256 ruleSlash_, uint256 ruleRewardBps_) {
         if (market_ == address(0) || ruleRewardBps_ >= _BPS) revert TranscriptBadParams();
-        market = InferenceMarket(payable(market_));
+        market = IInferenceMarket(market_);
         ruleSlash = ruleSlash_;
         ruleRewardBps = ruleRewardBps_;
     }
 
     // ------------------------------------------------------------------ settlement
 
-    /// @notice Settles running transcript job `a.settlement.jobId` in one transaction (either party, or anyone holding
-    /// the signatures): both parties' signatures of the Settlement, the drafter's salt, the verifier's last reveal
-    /// and every cycle in calldata. The cycles must fold from the genesis of the salt to the signed state, number
-    /// `cycles`, end the job (EOS or maxTokens at the last cycle, never before) and emit `tokensOut` tokens. The job
-    /// becomes Finished with v1's counts, so `finalize` after the challenge window pays as v1.
-    /// @dev The accept rule is not re-run here (rule challenges do). Supersedes a pending force move.
-    /// @param a The Settlement, its two signatures, the salt and the last reveal.
-    /// @param cycles The cycles 0..n-1, packed (PackedCycles: the γ byte, then 5 + 19γ bytes a cycle).
+    /// @inheritdoc ITranscriptSettlement
     function settle(Signed calldata a, bytes calldata cycles) external {
         TranscriptTypes.Settlement calldata s = a.settlement;
         uint256 jobId = s.jobId;
-        InferenceMarket.JobView memory job = _runningJob(jobId);
+        IInferenceMarket.JobView memory job = _runningJob(jobId);
         uint256 n = PackedCycles.count(cycles, job.gamma);
         if (n != s.cycles) revert WrongCycles(s.cycles, n);
         {
@@ -259,25 +115,14 @@ contract TranscriptSettlement is TranscriptSigner {
 
     // ------------------------------------------------------------------ challenges and pulls
 
-    /// @notice A rule challenge (anyone, before finalize): cycle `cycle` of settled job `jobId`, its data `c` with
-    /// a Merkle proof against the stored cycles root, and the verifier's reveal of that cycle. The contract re-runs
-    /// the v1 accept rule (draft root from tokens and q, probability ranges, the accept count with the job's salt,
-    /// capped at the first out-of-range proposal, outToken below the vocabulary); when the record disagrees, both
-    /// signers forfeit their pay and are slashed `ruleSlash` each, the requester's escrow comes back whole at
-    /// finalize, and the caller is owed `ruleRewardBps` of the smaller slash (the rest goes to the treasury).
-    /// @dev Reverts {RecordFollowsRule} on a good record. One successful challenge per job.
-    /// @param jobId The job.
-    /// @param cycle The cycle.
-    /// @param c The cycle's data, as settlement posted it: a packed run of this one cycle.
-    /// @param reveal The verifier's reveal of `cycle` (H^(cycle+1)(reveal) is its chain head).
-    /// @param proof The cycle's proof (`protocol.cycle_proof`).
+    /// @inheritdoc ITranscriptSettlement
     function challengeRule(uint256 jobId, uint32 cycle, bytes calldata c, bytes32 reveal, bytes32[] calldata proof)
         external
     {
         bytes32 root = _roots[jobId];
         // slither-disable-next-line incorrect-equality (a root, not a balance: zero means nothing was settled)
         if (root == bytes32(0) || _convicted[jobId]) revert NotChallengeable(jobId);
-        InferenceMarket.JobView memory job = market.getJob(jobId);
+        IInferenceMarket.JobView memory job = market.getJob(jobId);
         PackedCycles.Cycle memory cy = _provenCycle(root, job, cycle, c, proof);
         bytes32 draftRoot = _draftRoot(jobId, cycle, cy, new bytes32[](job.gamma));
         _checkReveal(job, cycle, reveal);
@@ -289,19 +134,12 @@ contract TranscriptSettlement is TranscriptSigner {
         market.transcriptConvict(jobId, msg.sender, ruleSlash, ruleRewardBps);
     }
 
-    /// @notice Pulls cycle `cycle` of settled job `jobId` (anyone, before finalize): proves its packed bytes against
-    /// the stored cycles root, rebuilds its v1 record (the draft root from its tokens and q, then the record hash) and
-    /// stores that hash in the market, where the dispute manager reads it, so a DraftReplay / TargetReplay dispute on
-    /// it runs through the v1 referee flow unchanged.
-    /// @param jobId The job.
-    /// @param cycle The cycle.
-    /// @param c The cycle's data, as settlement posted it: a packed run of this one cycle.
-    /// @param proof The cycle's proof (`protocol.cycle_proof`).
+    /// @inheritdoc ITranscriptSettlement
     function pullCycle(uint256 jobId, uint32 cycle, bytes calldata c, bytes32[] calldata proof) external {
         bytes32 root = _roots[jobId];
         // slither-disable-next-line incorrect-equality (a root, not a balance: zero means nothing was settled)
         if (root == bytes32(0)) revert NotChallengeable(jobId);
-        InferenceMarket.JobView memory job = market.getJob(jobId);
+        IInferenceMarket.JobView memory job = market.getJob(jobId);
         PackedCycles.Cycle memory cy = _provenCycle(root, job, cycle, c, proof);
         bytes32 recordHash = _recordHash(_draftRoot(jobId, cycle, cy, new bytes32[](job.gamma)), cy);
         emit CyclePulled(jobId, cycle, recordHash);
@@ -311,7 +149,7 @@ contract TranscriptSettlement is TranscriptSigner {
     /// @dev The one cycle of packed run `c`, unpacked, once its leaf as cycle `cycle` is proven under `root`.
     function _provenCycle(
         bytes32 root,
-        InferenceMarket.JobView memory job,
+        IInferenceMarket.JobView memory job,
         uint32 cycle,
         bytes calldata c,
         bytes32[] calldata proof
@@ -327,19 +165,9 @@ contract TranscriptSettlement is TranscriptSigner {
 
     // ------------------------------------------------------------------ force moves
 
-    /// @notice A party of running transcript job `jobId` whose counterparty went silent posts the latest state both
-    /// signed, S(k-1) (k = `cycles.length`): the drafter's Draft of cycle k (prevState S(k-1)) and, for k ≥ 1, the
-    /// verifier's Verification of cycle k-1 (state S(k-1)), with the k cycles folding to it. A drafter forcing
-    /// waits for the verifier's verification of that Draft (verifyTimeout); a verifier forcing also posts its own
-    /// Verification of cycle k, checked here by the v1 rule, and waits for the drafter's next Draft (commitTimeout);
-    /// if that verification ends the job, the job settles at once. A verifier whose drafter never sent a Draft
-    /// forces with an empty `e.draftSig` and no cycles: the drafter is then not slashed (v1: the first commit is
-    /// its consent). Without an answer, `claimForce` settles at the co-signed state and slashes the silent party.
-    /// @param jobId The job.
-    /// @param e The evidence.
-    /// @param cycles The cycles 0..k-1, packed as at settlement (their data: the job's data availability).
+    /// @inheritdoc ITranscriptSettlement
     function forceMove(uint256 jobId, Evidence calldata e, bytes calldata cycles) external {
-        InferenceMarket.JobView memory job = _runningJob(jobId);
+        IInferenceMarket.JobView memory job = _runningJob(jobId);
         bool byDrafter = msg.sender == job.drafter;
         if (!byDrafter && msg.sender != job.verifier) revert NotParty(msg.sender);
         uint256 k = PackedCycles.count(cycles, job.gamma);
@@ -389,19 +217,13 @@ contract TranscriptSettlement is TranscriptSigner {
         emit ForceMoved(jobId, msg.sender, f.silent, f.cycles, f.deadline, reveal);
     }
 
-    /// @notice The silent party answers a pending force move of `jobId` before its deadline, which cancels it (the
-    /// job goes on off chain). The verifier answers with its verification of the pending Draft (`a.tokens`, `a.q`
-    /// hashing to its root, `a.p`, `a.reveal`, `a.accepted`, `a.outToken`), which must follow the v1 rule (if it ends the
-    /// job, the parties sign the Settlement, or the drafter force-moves with it, which completes the job). The drafter answers with its signed Draft of the next cycle (`a.draft`,
-    /// `a.draftSig`) on the posted state. A settlement also answers (it supersedes the force).
-    /// @param jobId The job.
-    /// @param a The answer.
+    /// @inheritdoc ITranscriptSettlement
     function answerForce(uint256 jobId, Answer calldata a) external {
         Force memory f = _forces[jobId];
         if (f.silent == address(0)) revert NoForce(jobId);
         if (msg.sender != f.silent) revert NotParty(msg.sender);
         if (block.timestamp > f.deadline) revert ForceDeadline(f.deadline);
-        InferenceMarket.JobView memory job = _runningJob(jobId);
+        IInferenceMarket.JobView memory job = _runningJob(jobId);
         uint256 k = f.cycles;
         address forcer = f.silent == job.verifier ? job.drafter : job.verifier;
         _answeredLevel[jobId][forcer] = k + 1; // its next force needs more than k cycles
@@ -426,15 +248,12 @@ contract TranscriptSettlement is TranscriptSigner {
         }
     }
 
-    /// @notice Settles a force move of `jobId` nobody answered by its deadline (anyone): the job ends at the posted
-    /// co-signed state (and, when the drafter was silent, the verifier's checked verification after it), the silent
-    /// party is slashed as for a v1 timeout, and the rest of the escrow goes back to the requester at finalize.
-    /// @param jobId The job.
+    /// @inheritdoc ITranscriptSettlement
     function claimForce(uint256 jobId) external {
         Force memory f = _forces[jobId];
         if (f.silent == address(0)) revert NoForce(jobId);
         if (block.timestamp <= f.deadline) revert ForceDeadline(f.deadline);
-        InferenceMarket.JobView memory job = _runningJob(jobId);
+        IInferenceMarket.JobView memory job = _runningJob(jobId);
         IInferenceMarket.FinishReason reason = f.silent == job.verifier
             ? IInferenceMarket.FinishReason.VerifyTimeout
             : IInferenceMarket.FinishReason.DraftTimeout;
@@ -443,15 +262,9 @@ contract TranscriptSettlement is TranscriptSigner {
         _finishForce(jobId, f, reason, f.silent);
     }
 
-    /// @notice Completes running job `jobId` whose attested state ends it (the verifier's on-chain answer to a force
-    /// was its last cycle), anyone: the cycles 0..n-1 (packed as at settlement: the force's cycles, then the answered
-    /// one) must fold from the genesis of `salt` to the attested state. The job becomes Finished (Completed) with v1's
-    /// counts and the cycles root stored, so neither party can stall it by withholding the Settlement.
-    /// @param jobId The job.
-    /// @param salt The drafter's salt (its Drafts').
-    /// @param cycles The cycles 0..n-1, packed.
+    /// @inheritdoc ITranscriptSettlement
     function completeAnswered(uint256 jobId, uint64 salt, bytes calldata cycles) external {
-        InferenceMarket.JobView memory job = _runningJob(jobId);
+        IInferenceMarket.JobView memory job = _runningJob(jobId);
         Attested memory att = _attested[jobId];
         uint256 n = PackedCycles.count(cycles, job.gamma);
         if (!att.ended || att.cycles != n) revert NotAttested(jobId, n);
@@ -464,10 +277,7 @@ contract TranscriptSettlement is TranscriptSigner {
         market.transcriptFinish(jobId, _outcome(n, t, salt, IInferenceMarket.FinishReason.Completed));
     }
 
-    /// @notice Ends running job `jobId` that nobody settled or forced by its idle deadline (anyone; the requester
-    /// gets its whole escrow back): no cycle is paid and nobody is slashed, since either party could have forced the
-    /// other (an honest party whose counterparty went silent forces it well before this deadline).
-    /// @param jobId The job.
+    /// @inheritdoc ITranscriptSettlement
     function claimIdle(uint256 jobId) external {
         _runningJob(jobId);
         uint256 deadline = idleDeadline(jobId);
@@ -482,13 +292,9 @@ contract TranscriptSettlement is TranscriptSigner {
 
     // ------------------------------------------------------------------ views
 
-    /// @notice When running transcript job `jobId` may be claimed idle (`claimIdle`): v1's longest job after the
-    /// acceptance (maxTokens cycles, each within commitTimeout + verifyTimeout), and never sooner than one phase pair
-    /// after the last attested state (so an answered force leaves the forcer time to force again).
-    /// @param jobId The job.
-    /// @return The deadline (a timestamp).
+    /// @inheritdoc ITranscriptSettlement
     function idleDeadline(uint256 jobId) public view returns (uint256) {
-        InferenceMarket.JobView memory job = market.getJob(jobId);
+        IInferenceMarket.JobView memory job = market.getJob(jobId);
         uint256 phases = market.commitTimeout() + market.verifyTimeout();
         // a running job's market deadline is its acceptance + commitTimeout (transcriptFinish alone moves it)
         uint256 deadline = job.deadline + job.maxTokens * phases;
@@ -496,22 +302,17 @@ contract TranscriptSettlement is TranscriptSigner {
         return after_ > deadline ? after_ : deadline;
     }
 
-    /// @notice The settled cycles root of `jobId`, its cycle count and whether a rule challenge convicted it.
-    /// @param jobId The job.
-    /// @return The job's settlement record.
+    /// @inheritdoc ITranscriptSettlement
     function settled(uint256 jobId) external view returns (Settled memory) {
         return Settled(_roots[jobId], uint32(market.getJob(jobId).cycle), _convicted[jobId]);
     }
 
-    /// @notice The pending force move of `jobId` (`silent` zero: none).
-    /// @param jobId The job.
-    /// @return The force move.
+    /// @inheritdoc ITranscriptSettlement
     function forceOf(uint256 jobId) external view returns (Force memory) {
         return _forces[jobId];
     }
 
-    /// @notice This contract's EIP-712 domain separator (transcript messages are signed under it).
-    /// @return The separator.
+    /// @inheritdoc ITranscriptSettlement
     function domainSeparator() external view returns (bytes32) {
         return _domainSeparatorV4();
     }
@@ -549,7 +350,7 @@ contract TranscriptSettlement is TranscriptSigner {
     /// with the answered record, and the answer ends the job when v1's emission rule says so on the force's counts.
     function _attestAnswer(
         uint256 jobId,
-        InferenceMarket.JobView memory job,
+        IInferenceMarket.JobView memory job,
         Force memory f,
         Answer calldata a
     ) private {
@@ -561,7 +362,7 @@ contract TranscriptSettlement is TranscriptSigner {
 
     /// @dev The verifier's force when the drafter never sent Draft 0: nothing is co-signed and the drafter never
     /// consented, so it is not slashed if it stays silent (v1: the first commit is the drafter's consent).
-    function _forceWithoutDraft(uint256 jobId, InferenceMarket.JobView memory job, uint256 k) private {
+    function _forceWithoutDraft(uint256 jobId, IInferenceMarket.JobView memory job, uint256 k) private {
         if (k != 0) revert WrongCycles(0, k);
         uint64 deadline = uint64(block.timestamp + market.commitTimeout());
         _forces[jobId] = Force(bytes32(0), bytes32(0), bytes32(0), 0, deadline, 0, 0, 0, false, job.drafter, false);
@@ -573,7 +374,7 @@ contract TranscriptSettlement is TranscriptSigner {
     /// fold and the verifier's latest reveal in the evidence.
     function _coSigned(
         uint256 jobId,
-        InferenceMarket.JobView memory job,
+        IInferenceMarket.JobView memory job,
         Evidence calldata e,
         bytes calldata cycles,
         bytes32[] memory leaves,
@@ -597,7 +398,7 @@ contract TranscriptSettlement is TranscriptSigner {
     /// by the verifier, checked by the v1 rule, folded into `t` and `leaves`.
     function _applyPending(
         uint256 jobId,
-        InferenceMarket.JobView memory job,
+        IInferenceMarket.JobView memory job,
         Evidence calldata e,
         Tally memory t,
         bytes32[] memory leaves,
@@ -619,7 +420,7 @@ contract TranscriptSettlement is TranscriptSigner {
         leaves[k] = leaf;
     }
 
-    function _runningJob(uint256 jobId) private view returns (InferenceMarket.JobView memory job) {
+    function _runningJob(uint256 jobId) private view returns (IInferenceMarket.JobView memory job) {
         job = market.getJob(jobId);
         if (!job.transcript || job.status != IInferenceMarket.JobStatus.Running) revert NotTranscriptJob(jobId);
     }
@@ -630,7 +431,7 @@ contract TranscriptSettlement is TranscriptSigner {
     /// and counts the cycles that end nothing; it stops at one that may end the job, for `_step`. No v1 record is
     /// rebuilt here: a pull or a rule challenge rebuilds the one cycle it needs.
     function _fold(
-        InferenceMarket.JobView memory job,
+        IInferenceMarket.JobView memory job,
         bytes32 genesis,
         bytes calldata cycles,
         bytes32[] memory leaves,
@@ -676,7 +477,7 @@ contract TranscriptSettlement is TranscriptSigner {
     /// @dev `_step` of a cycle whose tokens are a memory array (a force move's pending verification).
     function _stepUnpacked(
         Tally memory t,
-        InferenceMarket.JobView memory job,
+        IInferenceMarket.JobView memory job,
         uint32[] memory tokens,
         uint256 accepted,
         uint256 outToken
@@ -736,7 +537,7 @@ contract TranscriptSettlement is TranscriptSigner {
     /// γ proposals, every q in 1..WAD and a consistent draft root.
     function _checkDraft(
         uint256 jobId,
-        InferenceMarket.JobView memory job,
+        IInferenceMarket.JobView memory job,
         TranscriptTypes.Draft calldata d,
         bytes calldata signature,
         uint256 cycle,
@@ -758,7 +559,7 @@ contract TranscriptSettlement is TranscriptSigner {
     /// @dev Reverts unless `v` is the verifier's signed Verification of cycle `k - 1` of `jobId` at `state`.
     function _checkCoSigned(
         uint256 jobId,
-        InferenceMarket.JobView memory job,
+        IInferenceMarket.JobView memory job,
         TranscriptTypes.Verification calldata v,
         bytes calldata signature,
         uint256 k,
@@ -785,7 +586,7 @@ contract TranscriptSettlement is TranscriptSigner {
 
     /// @dev `salt`: a settled job's is in the market (getJob.salt); a running job's only in its Drafts.
     function _rule(
-        InferenceMarket.JobView memory job,
+        IInferenceMarket.JobView memory job,
         uint64 salt,
         bytes32 draftRoot,
         bytes32 reveal,
@@ -796,7 +597,7 @@ contract TranscriptSettlement is TranscriptSigner {
     }
 
     /// @dev Reverts unless H^(cycle+1)(reveal) is the verifier's chain head (its high 191 bits, as the market keeps it).
-    function _checkReveal(InferenceMarket.JobView memory job, uint256 cycle, bytes32 reveal) private pure {
+    function _checkReveal(IInferenceMarket.JobView memory job, uint256 cycle, bytes32 reveal) private pure {
         bytes32 h = reveal;
         // SpecMath.chainHash cycle + 1 times, as one loop in scratch space: settlement runs it once per posted cycle,
         // so four hashes an iteration (the loop's own jumps and counter cost as much as a hash)

@@ -2,8 +2,8 @@
 pragma solidity 0.8.28;
 
 /// @title IInferenceMarket
-/// @notice The inference market's types, events and errors, and what the dispute manager and the staking
-/// registry call on it.
+/// @notice The inference market's types, events and errors, and what the dispute manager, the staking registry
+/// and the transcript settlement call on it.
 interface IInferenceMarket {
     enum JobStatus {
         None, // no such job
@@ -63,6 +63,36 @@ interface IInferenceMarket {
         address verifier;
         bytes32 draftModel;
         bytes32 targetModel;
+    }
+
+    /// @notice A job as the `getJob` view returns it.
+    struct JobView {
+        address requester;
+        address drafter;
+        address verifier;
+        bytes32 draftModel;
+        bytes32 targetModel;
+        JobStatus status;
+        Phase phase;
+        uint8 gamma;
+        bool alphaEligible;
+        uint16 cycle;
+        uint16 emitted;
+        uint16 rejected; // verified cycles with a rejection (α window)
+        uint16 maxTokens;
+        uint32 eosToken;
+        uint256 deadline;
+        uint16 openDisputes;
+        uint96 escrow;
+        uint128 pricePerAcceptedToken;
+        uint128 pricePerPass;
+        uint256 drafterTokens; // accepted proposals emitted so far (what the drafter is paid for)
+        bool drafterForfeited;
+        bool verifierForfeited;
+        bytes32 commitment;
+        uint64 salt; // the drafter's salt (committed with the cycle-0 draft; 0 before it)
+        uint32 vocabSize; // the job's vocabulary size
+        bool transcript; // a transcript-mode job (submitTranscriptJob)
     }
 
     /// @notice The deployer wired the dispute manager.
@@ -186,6 +216,17 @@ interface IInferenceMarket {
 
     /// @notice The stored record hash of `cycle` of `jobId` (see CycleRecord.hash); zero if not verified.
     function cycleRecordHash(uint256 jobId, uint32 cycle) external view returns (bytes32);
+
+    /// @notice Everything about `jobId`. `deadline` is the deadline of the current phase (for a
+    /// verification: the draft deadline + verifyTimeout) or the end of the challenge window.
+    function getJob(uint256 jobId) external view returns (JobView memory);
+
+    /// @notice Seconds the drafter has to commit each cycle's draft (a transcript force on the drafter: its answer).
+    function commitTimeout() external view returns (uint256);
+
+    /// @notice Seconds the verifier has to verify each committed draft (a transcript force on the verifier: its
+    /// answer).
+    function verifyTimeout() external view returns (uint256);
 
     /// @notice Seconds after a job finishes during which disputes can be opened; then `finalize`.
     /// @dev The registry checks at wiring that its unbonding period outlasts it.

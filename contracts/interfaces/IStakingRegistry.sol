@@ -98,6 +98,9 @@ interface IStakingRegistry {
     /// minimum stake and is not unbonding.
     function isActive(address account, Role role, bytes32 modelId) external view returns (bool);
 
+    /// @notice True when `account` is an active drafter of `draftModel` for `targetModel`.
+    function isActiveDrafter(address account, bytes32 draftModel, bytes32 targetModel) external view returns (bool);
+
     /// @notice `isActive`, and registered in block `atBlock` or earlier: the referee draw counts only stakers
     /// who registered before its seed could be known.
     function isActiveSince(address account, Role role, bytes32 modelId, uint256 atBlock) external view returns (bool);

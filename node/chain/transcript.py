@@ -27,7 +27,7 @@ EMPTY_VERIFICATION = (0, 0, bytes(32), [], bytes(32), 0, 0, bytes(32))
 
 @dataclass(frozen=True)
 class Cycle:
-    """One cycle as settlement posts it (TranscriptSettlement.Cycle): the draft, p and the v1 record fields."""
+    """One cycle as settlement posts it (PackedCycles.Cycle, unpacked): the draft, p and the v1 record fields."""
 
     tokens: tuple[int, ...]
     q: tuple[int, ...]

@@ -147,7 +147,7 @@ contract DisputeHandler is HandlerBase {
     }
 
     function _position(uint256 jobId, uint256 b, uint256 c) internal view returns (bool, Position memory pos) {
-        InferenceMarket.JobView memory v = market.getJob(jobId);
+        IInferenceMarket.JobView memory v = market.getJob(jobId);
         bool live = v.status == IInferenceMarket.JobStatus.Running || v.status == IInferenceMarket.JobStatus.Finished;
         if (!live || v.cycle == 0) return (false, pos);
         pos.jobId = jobId;

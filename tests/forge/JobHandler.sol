@@ -102,7 +102,7 @@ contract JobHandler is HandlerBase {
         _tick(bound(a, 1, 30));
         uint256 id = _find(a, IInferenceMarket.JobStatus.Open, false, IInferenceMarket.Phase.AwaitDraft);
         if (id == 0) return _advanceAny(a);
-        InferenceMarket.JobView memory v = market.getJob(id);
+        IInferenceMarket.JobView memory v = market.getJob(id);
         if (block.timestamp > v.deadline) return _claimTimeout(id);
         _accept(id);
     }
@@ -323,7 +323,7 @@ contract JobHandler is HandlerBase {
     }
 
     function _claimTimeout(uint256 id) internal {
-        InferenceMarket.JobView memory v = market.getJob(id);
+        IInferenceMarket.JobView memory v = market.getJob(id);
         address party = address(0);
         if (v.status == IInferenceMarket.JobStatus.Running) {
             if (v.phase == IInferenceMarket.Phase.AwaitVerify) party = v.verifier;
@@ -354,7 +354,7 @@ contract JobHandler is HandlerBase {
     /// @dev The market's settlement as docs/contracts.md states it, computed here: the drafter gets its accepted
     /// emitted tokens × price, the verifier passes × price less the α fee (when the cycles count), the requester the
     /// rest of the escrow; a convicted party gets nothing. Counted cycles go to the α model, which predicts a breach.
-    function _predictSettlement(InferenceMarket.JobView memory v) internal {
+    function _predictSettlement(IInferenceMarket.JobView memory v) internal {
         uint256 drafterPay = v.drafterForfeited ? 0 : v.drafterTokens * v.pricePerAcceptedToken;
         uint256 verifierPay = v.verifierForfeited ? 0 : uint256(v.cycle) * v.pricePerPass;
         uint256 refund = v.escrow - drafterPay - verifierPay;
@@ -444,7 +444,7 @@ contract JobHandler is HandlerBase {
         uint256 n = _open.length;
         for (uint256 k = 0; k < n; ++k) {
             uint256 id = _open[(seed % n + k) % n];
-            InferenceMarket.JobView memory v = market.getJob(id);
+            IInferenceMarket.JobView memory v = market.getJob(id);
             bool running = v.status == IInferenceMarket.JobStatus.Running;
             if (!running && v.status != IInferenceMarket.JobStatus.Open) continue;
             _count("job:fallback-advance");
