@@ -4,8 +4,8 @@
     PYTHONPATH=$PWD .venv/bin/python scripts/bench_watchdog.py --quick --json                     # the test's
 
 Offline, with the engine (no chain): the model pair (--pair: smol by default, or tiny) decodes held-out prompts
-(scripts/bench_security.py's `make_prompt`, reference sampling, γ = 4) once honestly and once per misbehaviour of
-node/roles/behaviors.py:
+(node/bench/prompts.py's `make_prompt`, as scripts/bench_security.py does; reference sampling, γ = 4) once honestly
+and once per misbehaviour of node/roles/behaviors.py:
 
 * `biased+collude`: a drafter biased on ambiguous positions (top draft probability < 0.5: ~97 % of positions on this
   pair), with a verifier whose draft check reports nothing; `sparse-biased+collude` biases only where it is < 0.05
@@ -34,21 +34,21 @@ checked against the measured detection: the smallest f at which the measured mea
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
-import math
 import pathlib
 import sys
 import time
 
 import numpy as np
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from node import audit_sampling as A
+from node.bench.audits import KINDS, JobAudit, fault_stats, summarize
+from node.bench.prompts import make_prompt, source_files
+from node.bench.tables import markdown_table as table
+from node.chain.params import DEFAULT_PARAMS, ETHER
+from node.decoding.pairs import PAIRS, PairError, get_pair
 
-from node import audit_sampling as A  # noqa: E402
-from node.chain.params import DEFAULT_PARAMS, ETHER  # noqa: E402
-from node.decoding.pairs import PAIRS, PairError, get_pair  # noqa: E402
+ROOT = pathlib.Path(__file__).resolve().parents[1]  # the default trace caches go to ROOT/build
 
 TRACE_VERSION = 2  # 2: runs keyed by their behaviours
 MISBEHAVIOURS = {  # name: (drafter behaviour, verifier behaviour, the biased drafter's ambiguity threshold)
@@ -59,16 +59,7 @@ MISBEHAVIOURS = {  # name: (drafter behaviour, verifier behaviour, the biased dr
 }
 CHEATER = {"biased+collude": "drafter", "sparse-biased+collude": "drafter", "shade": "verifier", "lazy": "drafter"}
 RATES = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
-GAMMA = 4  # proposals per cycle (the CLI's default); index γ is the outToken
-KINDS = ("draft", "target")
 PRICE_TOKEN, PRICE_PASS = 10**12, 3 * 10**12  # the requester's defaults (node/requester/client.py, `submit`)
-
-
-def load_script(name: str):
-    spec = importlib.util.spec_from_file_location(f"_bench_watchdog_{name}", ROOT / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 # ------------------------------------------------------------------ traces: decode, then judge every binding position
@@ -160,7 +151,6 @@ def collect(args) -> tuple[dict, dict]:
     path = pathlib.Path(args.traces)
     cached = json.loads(path.read_text()) if path.exists() else {}
     runs = cached.get("runs", {}) if cached.get("meta") == meta else {}
-    bench_security = load_script("bench_security")
     files, prompts = None, {}
     want = {"honest": args.honest_jobs, **dict.fromkeys(MISBEHAVIOURS, args.cheating_jobs)}
     start, decoded = time.perf_counter(), 0
@@ -172,8 +162,8 @@ def collect(args) -> tuple[dict, dict]:
         jobs = runs[name]["jobs"]
         for i in range(len(jobs), count):
             if i not in prompts:  # prompt i is the same for every behaviour: job lengths and gains compare
-                files = files or bench_security.source_files()
-                prompts[i] = bench_security.make_prompt(i, args.seed, files, decoder.tokenizer, args.max_tokens)
+                files = files or source_files()
+                prompts[i] = make_prompt(i, args.seed, files, decoder.tokenizer, args.max_tokens)
             prompt = prompts[i]
             job, cycles = decode(decoder, prompt["ids"], prompt["max_tokens"], 1 + i, drafter, verifier, threshold)
             positions = judge(job, cycles, decoder.draft, decoder.target, tolerance)
@@ -204,102 +194,6 @@ def collect(args) -> tuple[dict, dict]:
 
 
 # ------------------------------------------------------------------ detection, exact and empirical
-
-
-def audit_seed(s: int, kind: str) -> bytes:
-    from eth_hash.auto import keccak
-
-    return keccak(f"verispec.bench-watchdog.audit:{kind}:{s}".encode())  # one private seed per kind of position
-
-
-class JobAudit:
-    """One job's positions by kind, their faults, weights and (per seed) the watchdog's private draws."""
-
-    def __init__(self, job_id: int, record: dict, seeds: int):
-        self.job_id, self.record = job_id, record
-        self.pos = {kind: [p for p in record["positions"] if p["kind"] == kind] for kind in KINDS}
-        self.faulty = {kind: np.array([p["faulty"] for p in self.pos[kind]], dtype=bool) for kind in KINDS}
-        self.cycle = {kind: np.array([p["cycle"] for p in self.pos[kind]], dtype=int) for kind in KINDS}
-        self.positions = {
-            kind: [
-                A.Position(p["cycle"], p["index"], p["q_entropy"], p["ratio"], p["uniform"], p["index"] == GAMMA)
-                for p in self.pos[kind]
-            ]
-            for kind in KINDS
-        }
-        self.draws = {
-            kind: np.array(
-                [[A.draw_uniform(audit_seed(s, kind), job_id, p.cycle, p.index) for p in self.positions[kind]]
-                 for s in range(seeds)]
-            ).reshape(seeds, len(self.positions[kind]))
-            for kind in KINDS
-        }  # fmt: skip
-
-    def pi(self, kind: str, rate: float, weighting: str) -> np.ndarray:
-        weights = [A.weight(p, weighting) for p in self.positions[kind]]
-        return np.array(A.inclusion_probabilities(weights, rate))
-
-    def check_select(self, kind: str, rate: float, weighting: str) -> None:
-        """The benchmark's vectorised draw is the module's own: seed 0's selection equals `select`."""
-        picked = {
-            (p.cycle, p.index)
-            for p in A.select(self.positions[kind], rate, weighting, audit_seed(0, kind), self.job_id)
-        }
-        mine = self.draws[kind][0] < self.pi(kind, rate, weighting)
-        assert picked == {(p.cycle, p.index) for p, m in zip(self.positions[kind], mine) if m}, (
-            "draw differs from select"
-        )
-
-    def exact(self, rates: dict, weighting: str) -> float:
-        """P(caught), each kind audited at rates[kind]: one minus the product of every faulty position's miss."""
-        miss = 1.0
-        for kind in KINDS:
-            miss *= 1.0 - A.detection_probability(self.pi(kind, rates[kind], weighting)[self.faulty[kind]].tolist())
-        return 1.0 - miss
-
-    def evaluate(self, rates: dict, weighting: str) -> dict:
-        """Exact and empirical P(caught) and forwards (cycles with an audited position), each kind at rates[kind]."""
-        caught, forwards = np.zeros(self.draws["draft"].shape[0], dtype=bool), {}
-        for kind in KINDS:
-            pi = self.pi(kind, rates[kind], weighting)
-            chosen = self.draws[kind] < pi
-            caught |= (chosen & self.faulty[kind]).any(axis=1)
-            by_cycle = [self.cycle[kind] == c for c in np.unique(self.cycle[kind])]
-            forwards[kind] = sum(1.0 - float(np.prod(1.0 - pi[m])) for m in by_cycle)
-            forwards[kind + "_empirical"] = float(sum(chosen[:, m].any(axis=1).mean() for m in by_cycle))
-        return dict(exact=self.exact(rates, weighting), empirical=float(caught.mean()), forwards=forwards)
-
-
-def summarize(audits: list[JobAudit], rates: dict, weighting: str) -> dict:
-    results = [a.evaluate(rates, weighting) for a in audits]
-    p = np.array([r["exact"] for r in results])
-    seeds = audits[0].draws["draft"].shape[0]
-    stderr = math.sqrt(float(np.sum(p * (1 - p))) * seeds) / (len(p) * seeds)
-    return dict(
-        exact=float(p.mean()),
-        empirical=float(np.mean([r["empirical"] for r in results])),
-        stderr=stderr,
-        target_forwards=float(np.mean([r["forwards"]["target"] for r in results])),
-        target_forwards_empirical=float(np.mean([r["forwards"]["target_empirical"] for r in results])),
-        draft_forwards=float(np.mean([r["forwards"]["draft"] for r in results])),
-        cycles=float(np.mean([a.record["cycles"] for a in audits])),
-        per_job=p.tolist(),
-    )
-
-
-def fault_stats(audits: list[JobAudit]) -> dict:
-    counts = {kind: [int(a.faulty[kind].sum()) for a in audits] for kind in KINDS}
-    return dict(
-        jobs=len(audits),
-        jobs_with_fault=sum(1 for a in audits if any(a.faulty[k].any() for k in KINDS)),
-        faulty_draft_positions=float(np.mean(counts["draft"])),
-        faulty_target_positions=float(np.mean(counts["target"])),
-        draft_positions=float(np.mean([len(a.pos["draft"]) for a in audits])),
-        target_positions=float(np.mean([len(a.pos["target"]) for a in audits])),
-        cycles=float(np.mean([a.record["cycles"] for a in audits])),
-        rejection_rate=sum(a.record["rejected"] for a in audits) / max(1, sum(a.record["tested"] for a in audits)),
-        reasons=sorted({p["reason"].split(" ")[0] for a in audits for p in a.record["positions"] if p["faulty"]}),
-    )
 
 
 # ------------------------------------------------------------------ break-even
@@ -449,14 +343,6 @@ def headline(report: dict, honest: list[JobAudit]) -> dict:
         full_audit_forwards=report["honest"]["target_forwards_full_audit"],
         rate_deployment_gain=max(measured, default=None),
     )
-
-
-def table(headers: list[str], rows: list[list[str]]) -> str:
-    cells = [headers] + rows
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    lines = ["| " + " | ".join(c.rjust(w) for c, w in zip(r, widths)) + " |" for r in cells]
-    lines.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
-    return "\n".join(lines)
 
 
 def render(r: dict) -> str:

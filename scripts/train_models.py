@@ -14,7 +14,6 @@ import math
 import pathlib
 import platform
 import sys
-import sysconfig
 import time
 
 import torch
@@ -25,16 +24,13 @@ from transformers import GPT2Config, GPT2LMHeadModel
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from node.bench.prompts import HELDOUT_EVERY, SKIPPED_DIRS, corpus_files  # noqa: E402  (the split is shared)
 from node.decoding.bpe import train_byte_level_bpe  # noqa: E402
 
 EOS = "<|endoftext|>"
 VOCAB_SIZE = 768
 CONTEXT = 512  # the window both models are trained on, so every position embedding is learned
 BATCH = 8
-# Tests, vendored packages and generated files (codec tables, the pydoc topic
-# dump) are skipped: they are repetitive data, not the code we want to model.
-SKIPPED_DIRS = {"site-packages", "test", "tests", "idle_test", "encodings", "pydoc_data"}
-HELDOUT_EVERY = 10  # every 10th file (sorted by path) is held out for evaluation
 EVAL_WINDOWS = 128
 
 TARGET_SHAPE = dict(n_embd=192, n_layer=4, n_head=6)
@@ -42,14 +38,6 @@ TARGET_SHAPE = dict(n_embd=192, n_layer=4, n_head=6)
 # small: a 235k-parameter draft was within 0.15 nats/token of it; this one keeps
 # the target clearly ahead (~0.3 nats/token) while alpha stays well above 0.6.
 DRAFT_SHAPE = dict(n_embd=64, n_layer=2, n_head=2)
-
-
-def corpus_files():
-    root = pathlib.Path(sysconfig.get_paths()["stdlib"])
-    files = sorted(p for p in root.rglob("*.py") if not SKIPPED_DIRS & set(p.relative_to(root).parts))
-    heldout = files[HELDOUT_EVERY - 1 :: HELDOUT_EVERY]
-    train = [p for p in files if p not in set(heldout)]
-    return train, heldout
 
 
 def read(files):

@@ -11,6 +11,7 @@ verifier seed), cycle for cycle. The nodes run as threads (fast to start); one d
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 import subprocess
 import sys
@@ -19,6 +20,8 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "bench_e2e.py"
+# PYTHONPATH: the script imports this checkout's node (node.bench), not an editable install's (git worktrees)
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
 pytestmark = pytest.mark.skipif(
     not (ROOT / "models" / "target" / "model.safetensors").exists(), reason="bundled models are missing"
@@ -27,7 +30,7 @@ pytestmark = pytest.mark.skipif(
 
 def bench(*args: str, timeout: float) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=timeout, cwd=str(ROOT)
+        [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=timeout, cwd=str(ROOT), env=ENV
     )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import pathlib
 import subprocess
 import sys
@@ -19,6 +20,8 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "bench_load.py"
+# PYTHONPATH: the script imports this checkout's node (node.bench), not an editable install's (git worktrees)
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 TOKENS, JOBS = 12, 6
 
 pytestmark = pytest.mark.skipif(
@@ -28,7 +31,7 @@ pytestmark = pytest.mark.skipif(
 
 def bench(*args: str, timeout: float) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=timeout, cwd=str(ROOT)
+        [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=timeout, cwd=str(ROOT), env=ENV
     )
 
 
@@ -86,12 +89,11 @@ def test_the_figures_agree_with_each_other(report, mode):
 
 
 def test_the_table_shows_both_phases_of_both_modes(report):
-    sys.path.insert(0, str(ROOT / "scripts"))
-    import bench_load
+    from node.bench.load import print_load_table
 
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        bench_load.print_table(report)
+        print_load_table(report)
     lines = out.getvalue().splitlines()
     header = next(line for line in lines if line.startswith("| |"))
     assert header.count("alone") == 2 and header.count(f"{JOBS} concurrent") == 2

@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import os
 import pathlib
 import subprocess
 import sys
@@ -19,6 +20,8 @@ from node.chain.params import DEFAULT_PARAMS, WAD
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "bench_security.py"
+# PYTHONPATH: the script imports this checkout's node (node.bench), not an editable install's (git worktrees)
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 HAVE_MODELS = (ROOT / "models" / "target" / "model.safetensors").exists()
 
 # ------------------------------------------------------------------ capture math, by hand
@@ -106,11 +109,13 @@ def run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("security")
     out, traces = tmp / "report.json", tmp / "traces.json"
     cmd = [sys.executable, str(SCRIPT), "--quick", "--traces", str(traces), "--json-out", str(out)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240, cwd=str(ROOT))
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240, cwd=str(ROOT), env=ENV)
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(out.read_text())
     # a second run reuses the cached traces and decodes nothing
-    again = subprocess.run(cmd + ["--json", "--no-gas"], capture_output=True, text=True, timeout=240, cwd=str(ROOT))
+    again = subprocess.run(
+        cmd + ["--json", "--no-gas"], capture_output=True, text=True, timeout=240, cwd=str(ROOT), env=ENV
+    )
     assert again.returncode == 0, again.stderr[-3000:]
     return report, proc.stdout, json.loads(again.stdout), json.loads(traces.read_text())
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import pathlib
 import subprocess
 import sys
@@ -15,6 +16,8 @@ from node import audit_sampling as A
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "bench_watchdog.py"
+# PYTHONPATH: the script imports this checkout's node (node.bench), not an editable install's (git worktrees)
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 MISBEHAVIOURS = ("biased+collude", "sparse-biased+collude", "shade", "lazy")
 
 pytestmark = pytest.mark.skipif(
@@ -27,7 +30,7 @@ def report(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("watchdog")
     png = tmp / "curve.png"
     cmd = [sys.executable, str(SCRIPT), "--quick", "--json", "--traces", str(tmp / "traces.json"), "--plot", str(png)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=str(ROOT))
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=str(ROOT), env=ENV)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     return json.loads(proc.stdout)

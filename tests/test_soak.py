@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import pathlib
 import subprocess
 import sys
@@ -14,7 +15,8 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "soak.py"
-sys.path.insert(0, str(ROOT / "scripts"))
+# PYTHONPATH: the script imports this checkout's node (node.bench), not an editable install's (git worktrees)
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
 pytestmark = pytest.mark.skipif(
     not (ROOT / "models" / "target" / "model.safetensors").exists(), reason="bundled models are missing"
@@ -22,14 +24,14 @@ pytestmark = pytest.mark.skipif(
 
 
 def test_the_ledger_counts_gas_and_catches_eth_that_leaves_the_holders():
-    import soak
-
+    from node.bench.harness import Rpc
+    from node.bench.ledger import Ledger
     from node.chain.anvil import running_anvil
 
     with running_anvil(accounts=4) as anvil:
-        rpc = soak.e2e.Rpc(anvil.rpc_url)
+        rpc = Rpc(anvil.rpc_url)
         accounts = rpc("eth_accounts")
-        ledger = soak.Ledger(rpc, [a.lower() for a in accounts[:3]])
+        ledger = Ledger(rpc, [a.lower() for a in accounts[:3]])
 
         def send(to, value):
             rpc.receipt(rpc("eth_sendTransaction", {"from": accounts[0], "to": to, "value": hex(value)}))
@@ -43,7 +45,12 @@ def test_the_ledger_counts_gas_and_catches_eth_that_leaves_the_holders():
 
 def test_bad_input_is_one_line():
     proc = subprocess.run(
-        [sys.executable, str(SCRIPT), "--minutes", "0"], capture_output=True, text=True, timeout=60, cwd=str(ROOT)
+        [sys.executable, str(SCRIPT), "--minutes", "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=str(ROOT),
+        env=ENV,
     )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.strip().splitlines()[-1].endswith("--minutes must be positive and --steps at least 1")
@@ -57,6 +64,7 @@ def report() -> dict:
         text=True,
         timeout=600,
         cwd=str(ROOT),
+        env=ENV,
     )
     assert proc.stdout, proc.stderr[-3000:]
     report = json.loads(proc.stdout)
@@ -97,11 +105,11 @@ def test_the_nodes_ran_behind_injected_faults_and_the_misbehaving_jobs_ran(repor
 
 
 def test_the_summary_reports_the_invariants(report):
-    import soak
+    from node.bench.soak import print_soak_summary
 
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        soak.print_summary(report)
+        print_soak_summary(report)
     text = out.getvalue()
     for line in (
         "| eth conserved after every step | yes |",
