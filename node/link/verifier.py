@@ -374,16 +374,12 @@ class LinkServer:
         context = list(job.prompt) + [t for k in range(c) for t in ledger.outputs[k]]
         p_rows = next_token_rows(self.target_model, context + tokens[:invalid], job.sampling, keep=invalid + 1)
         reveal = P.chain_reveal(served.seed, job.chain_length, c)
+
+        def q_row(n: int):  # the residual's q: the draft model at the rejected position, computed once n is known
+            return next_token_rows(self.draft_model, context + tokens[:n], job.sampling)[0]
+
         d = sampler.decide(
-            job.job_id,
-            c,
-            reveal,
-            tokens,
-            q,
-            p_rows,
-            lambda n: next_token_rows(self.draft_model, context + tokens[:n], job.sampling)[0],
-            salt=ledger.salt,
-            vocab_size=spec.vocab_size,
+            job.job_id, c, reveal, tokens, q, p_rows, q_row, salt=ledger.salt, vocab_size=spec.vocab_size
         )
         n = d.accepted  # <= invalid
         generated = sum(len(ledger.outputs[k]) for k in range(c))

@@ -507,17 +507,11 @@ class VerifierNode(PartyNode):
         context = list(job.prompt) + emitted_before
         p_rows = next_token_rows(self.target_model, context + list(tokens[:invalid]), job.sampling, keep=invalid + 1)
         reveal = protocol.chain_reveal(vj.seed, job.chain_length, c)
-        d = sampler.decide(
-            job.job_id,
-            c,
-            reveal,
-            tokens,
-            q,
-            p_rows,
-            lambda n: next_token_rows(self.draft_model, context + list(tokens[:n]), job.sampling)[0],
-            salt=vj.salt,
-            vocab_size=self.vocab_size,
-        )
+
+        def q_row(n: int):  # the residual's q: the draft model at the rejected position, computed once n is known
+            return next_token_rows(self.draft_model, context + list(tokens[:n]), job.sampling)[0]
+
+        d = sampler.decide(job.job_id, c, reveal, tokens, q, p_rows, q_row, salt=vj.salt, vocab_size=self.vocab_size)
         n = d.accepted  # <= invalid
         emitted = protocol.truncate_emitted(
             list(tokens[:n]) + [d.out_token], job.eos_token_id, job.max_new_tokens - len(emitted_before)
