@@ -2,8 +2,9 @@
 
 It holds what must survive a crash: transactions signed but maybe not yet mined (so nothing is ever
 sent twice), event-poller cursors and processed logs (so no event is lost or handled twice), the jobs and
-disputes the node takes part in (`jobs`, `disputes`: status and role-specific params per (id, role)), and the
-cycle transcripts a node needs to answer disputes long after it produced them (`cycles`).
+disputes the node takes part in (`jobs`, `disputes`: status and role-specific params per (id, role)), the
+cycle transcripts a node needs to answer disputes long after it produced them (`cycles`), and a drafter's
+per-job salts (`job_salts`).
 
 The schema is versioned (`PRAGMA user_version`, SCHEMA_VERSION); a store of an older version is migrated when it
 is opened (`_MIGRATIONS`, in one transaction), one of a newer version is refused.
@@ -266,7 +267,10 @@ class NodeStore(BlockMemory):
             with self.transaction():
                 for step in range(version, SCHEMA_VERSION):
                     for statement in _MIGRATIONS[step]:
-                        self._db.execute(statement)
+                        if callable(statement):  # a step SQL cannot do exactly (store_schema.py)
+                            statement(self._db)
+                        else:
+                            self._db.execute(statement)
                 self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
     def close(self) -> None:
@@ -466,6 +470,24 @@ class NodeStore(BlockMemory):
             value = bytes(make())
             self._db.execute("INSERT INTO secrets VALUES (?, ?, ?)", (name, value, time.time()))
             return value
+
+    # --- drafter salts ------------------------------------------------------------------------------
+
+    def job_salt(self, job_id: int, role: str, make: Callable[[], int] | None = None) -> int | None:
+        """The salt stored for (job, role); if there is none, `make()`'s, stored first, in one transaction (as
+        `secret`: two callers, or a restart, always get the same salt), or None when `make` is None."""
+        _int64(job_id, "job id")
+        with self.transaction():
+            rows = self._query("SELECT salt FROM job_salts WHERE job_id = ? AND role = ?", (job_id, role))
+            if rows:
+                return int(rows[0][0])
+            if make is None:
+                return None
+            salt = int(make())
+            if not 0 <= salt < 2**64:
+                raise ValueError(f"a salt is a uint64, not {salt}")
+            self._db.execute("INSERT INTO job_salts VALUES (?, ?, ?, ?)", (job_id, role, str(salt), time.time()))
+            return salt
 
     # --- cycle transcripts --------------------------------------------------------------------------
 

@@ -6,10 +6,13 @@ Every table is created by `_SCHEMA` in a new store; an older store gets the tabl
 
 from __future__ import annotations
 
+import json
+
 # v2: disputes have their own table (v1 kept them in `jobs` as role "<role>-dispute"); v3: the chain binding;
 # v4: secrets; v5: `link_messages`, the signed messages of transcript-mode jobs (node/link); v6: `poller_blocks`,
-# the hashes of the blocks an event poller processed (reorg detection, node/chain/events.py), a processed log's block
-SCHEMA_VERSION = 6
+# the hashes of the blocks an event poller processed (reorg detection, node/chain/events.py), a processed log's block;
+# v7: `job_salts`, a drafter's per-job salt in its own table (v6 kept it in its cycle-0 transcript's `top_k` JSON)
+SCHEMA_VERSION = 7
 # PRAGMA application_id marks the file as ours, so a foreign SQLite file is refused instead of mutated.
 APPLICATION_ID = 0x76737063  # "vspc"
 
@@ -114,6 +117,17 @@ CREATE TABLE link_messages (
     created_at REAL NOT NULL,
     PRIMARY KEY (job_id, role, kind, position, signer)
 );
+
+-- A drafter's per-job salt (docs/protocol.md, section 3), drawn once and stored before anything carrying it is
+-- signed or sent, so that a restart or a resend carries the same one (node/jobs/sessions.py `drafter_salt`). Decimal
+-- text: a salt is a uint64, which SQLite's INTEGER (int64) does not hold.
+CREATE TABLE job_salts (
+    job_id     INTEGER NOT NULL,
+    role       TEXT NOT NULL,
+    salt       TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    PRIMARY KEY (job_id, role)
+);
 """
 
 
@@ -122,7 +136,24 @@ def _create_table(name: str) -> str:
     return _SCHEMA[_SCHEMA.index(f"CREATE TABLE {name} ") :].split(";")[0]
 
 
-# How a store of an older schema is brought to SCHEMA_VERSION, one step per version, in one store transaction.
+def _salts_out_of_top_k(db) -> None:
+    """v6 -> v7: every salt kept in a cycle-0 transcript's `top_k` JSON (under "salt") moves to `job_salts`.
+
+    In Python, not SQL: SQLite's json_extract reads an integer past int64 as a float, and a salt is a uint64."""
+    rows = db.execute("SELECT job_id, role, top_k, updated_at FROM cycles WHERE cycle = 0 AND top_k IS NOT NULL")
+    for job_id, role, top_k, updated_at in rows.fetchall():
+        extra = json.loads(top_k)
+        if not isinstance(extra, dict) or "salt" not in extra:
+            continue
+        salt = int(extra.pop("salt"))
+        db.execute("INSERT INTO job_salts VALUES (?, ?, ?, ?)", (job_id, role, str(salt), updated_at))
+        db.execute(
+            "UPDATE cycles SET top_k = ? WHERE job_id = ? AND role = ? AND cycle = 0", (json.dumps(extra), job_id, role)
+        )
+
+
+# How a store of an older schema is brought to SCHEMA_VERSION, one step per version, in one store transaction: each
+# step a list of SQL statements, or of functions of the connection where SQL cannot do it exactly.
 _MIGRATIONS = {
     1: [  # v1 -> v2: disputes move out of `jobs`, where they were rows with role "<role>-dispute", keyed by dispute id
         _create_table("disputes"),
@@ -137,4 +168,5 @@ _MIGRATIONS = {
         _create_table("poller_blocks"),
         "ALTER TABLE processed_logs ADD COLUMN block_number INTEGER",
     ],
+    6: [_create_table("job_salts"), _salts_out_of_top_k],  # v6 -> v7: the drafter's salt out of `top_k`
 }

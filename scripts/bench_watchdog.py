@@ -78,8 +78,7 @@ def decode(decoder, ids, max_tokens: int, job_id: int, drafter: str, verifier: s
     salt = int.from_bytes(seed[:8], "big")
     bias = behaviors.BiasPolicy(threshold=threshold) if threshold is not None else None
     d = behaviors.draft_session(drafter, decoder.draft, job, bias)
-    v = behaviors.verify_session(verifier, decoder.target, job, seed, draft_model=decoder.draft)
-    v.salt = salt
+    v = behaviors.verify_session(verifier, decoder.target, job, seed, draft_model=decoder.draft, salt=salt)
     cycles = []
     while not v.done:
         c = v.cycle

@@ -134,6 +134,128 @@ def test_decide_checks_row_counts():
         sampler.decide(1, 0, b"\x00" * 32, [0, 1], [1, 1], rows[:2], rows[:2], salt=SALT)
 
 
+# ---------------------------------------------------------------- the vocabulary cap
+
+
+OUTSIDE = 10_000  # a proposal id no row covers: the contract takes any uint32 and caps `accepted` before it
+
+
+def capped_cycle(rng, k: int, vocab: int, cap: int, job_id: int):
+    """A cycle of k proposals whose proposal `cap` (if < k) is outside the vocabulary, with p = q before it: every
+    proposal before the cap is accepted (p >= q), so the rule stops exactly at the cap and the residual is read there.
+    Returns (tokens, q, p_rows, q_rows) with cap+1 p rows (k+1 without a cap) and min(cap+1, k) q rows."""
+    q_rows = random_rows(rng, min(cap + 1, k), vocab)
+    p_rows = np.vstack([q_rows[:cap], random_rows(rng, 1, vocab)])
+    tokens = [protocol.invcdf(q_rows[i], protocol.draft_uniform(job_id, 0, i)) for i in range(cap)]
+    q = [int(q_rows[i, t]) for i, t in enumerate(tokens)]
+    if cap < k:
+        tokens += [OUTSIDE + i for i in range(k - cap)]
+        q += [WAD // 3] * (k - cap)  # any q_i > 0 is a valid commitment, even for an id outside the vocabulary
+    return tokens, q, p_rows, q_rows
+
+
+@pytest.mark.parametrize("cap", [0, 2, 4])  # the first proposal outside, one in the middle, none (k = 4)
+def test_decide_caps_at_the_first_proposal_outside_the_vocabulary_and_draws_the_residual_there(cap):
+    rng, k, vocab = np.random.default_rng(10 + cap), 4, 9
+    for job_id in range(40):
+        tokens, q, p_rows, q_rows = capped_cycle(rng, k, vocab, cap, job_id)
+        reveal = keccak(b"cap" + job_id.to_bytes(8, "big"))
+        d = sampler.decide(job_id, 0, reveal, tokens, q, p_rows, q_rows, salt=SALT, vocab_size=vocab)
+        root = protocol.draft_root(job_id, 0, tokens, q)
+        assert d.root == root
+        assert d.p == tuple(int(p_rows[i, t]) for i, t in enumerate(tokens[:cap])) + (0,) * (k - cap)
+        assert d.accepted == cap  # p = q before the cap always accepts; p = 0 at it never does
+        assert d.accepted == protocol.cap_at_vocab(tokens, protocol.count_accepted(reveal, root, q, d.p, SALT), vocab)
+        v = protocol.residual_uniform(reveal, root, SALT)
+        if cap < k:
+            assert d.out_token == protocol.residual_sample(p_rows[cap], q_rows[cap], v)  # the residual at the cap
+        else:
+            assert d.out_token == protocol.invcdf(p_rows[k], v)  # no cap: all accepted, the bonus token
+        assert 0 <= d.out_token < vocab
+
+
+def test_a_posted_p_past_the_cap_does_not_move_it():
+    """The contract caps `accepted` whatever p says (docs/protocol.md §4, "Token ranges"): a p posted WAD at every
+    proposal accepts all of them, but the count still stops before the first proposal outside the vocabulary."""
+    rng, k, vocab = np.random.default_rng(20), 4, 9
+    tokens, q, p_rows, q_rows = capped_cycle(rng, k, vocab, 2, 3)
+    d = sampler.decide(3, 0, b"\x33" * 32, tokens, q, p_rows, q_rows, salt=SALT, vocab_size=vocab, p=[WAD] * k)
+    assert (d.p, d.accepted) == ((WAD,) * k, 2)
+    assert sampler.accepted_count(b"\x33" * 32, d.root, tokens, q, [WAD] * k, salt=SALT, vocab_size=vocab) == 2
+    assert sampler.accepted_count(b"\x33" * 32, d.root, tokens, q, [WAD] * k, salt=SALT, vocab_size=OUTSIDE + 9) == k
+
+
+def test_a_registered_vocabulary_below_the_rows_width_caps_there():
+    rows = random_rows(np.random.default_rng(21), 3, 8)
+    tokens = [int(rows[0].argmax()), 6]  # 6 is a row entry, but outside a registered vocabulary of 6
+    q = [int(rows[0, tokens[0]]), WAD // 2]
+    d = sampler.decide(5, 1, b"\x44" * 32, tokens, q, rows[:2], rows[:2], salt=SALT, vocab_size=6, p=[WAD, WAD])
+    assert d.accepted == 1 and d.p == (WAD, WAD)
+    assert sampler.decide(5, 1, b"\x44" * 32, tokens, q, rows, rows[:2], salt=SALT, p=[WAD, WAD]).accepted == 2
+
+
+def test_the_residual_row_may_come_from_a_function_called_once_with_n():
+    rng, k, vocab = np.random.default_rng(22), 4, 9
+    tokens, q, p_rows, q_rows = capped_cycle(rng, k, vocab, 2, 8)
+    asked = []
+
+    def q_row(n):
+        asked.append(n)
+        return q_rows[n]
+
+    lazy = sampler.decide(8, 0, b"\x55" * 32, tokens, q, p_rows, q_row, salt=SALT, vocab_size=vocab)
+    assert asked == [2]
+    assert lazy == sampler.decide(8, 0, b"\x55" * 32, tokens, q, p_rows, q_rows, salt=SALT, vocab_size=vocab)
+
+
+def test_an_empty_residual_at_the_cap_emits_a_sample_of_p():
+    """p = q at the rejected position (the same model on both sides): the rejection was the id's, not the
+    distributions', so there is no residual mass and the cycle's last token is p's own sample."""
+    rng, k, vocab = np.random.default_rng(23), 3, 7
+    tokens, q, p_rows, q_rows = capped_cycle(rng, k, vocab, 1, 4)
+    p_rows[1] = q_rows[1]
+    d = sampler.decide(4, 0, b"\x66" * 32, tokens, q, p_rows, q_rows, salt=SALT, vocab_size=vocab)
+    assert d.accepted == 1
+    assert d.out_token == protocol.invcdf(p_rows[1], protocol.residual_uniform(b"\x66" * 32, d.root, SALT))
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_greedy_and_sampled_rows_follow_the_rule_up_to_the_cap(temperature):
+    """Rows of a model's logits as the engine quantizes them: greedy (T = 0, one-hot) emits the target's argmax at
+    the first disagreement or at the cap; T = 1 is the rule over the posted p, then the residual there."""
+    gen = torch.Generator().manual_seed(24)
+    vocab, cap = 50, 3  # γ = 4: the proposal at index 3 is outside the vocabulary
+    sampling = SamplingParams(temperature=temperature)
+    for job_id in range(30):
+        p_rows = quantized(torch.randn(cap + 1, vocab, generator=gen) * 2, sampling)
+        q_rows = quantized(torch.randn(cap + 1, vocab, generator=gen) * 2, sampling)
+        tokens = [protocol.invcdf(q_rows[i], protocol.draft_uniform(job_id, 2, i)) for i in range(cap)] + [OUTSIDE]
+        q = [int(q_rows[i, t]) for i, t in enumerate(tokens[:cap])] + [WAD]
+        reveal = keccak(b"t" + job_id.to_bytes(8, "big"))
+        d = sampler.decide(job_id, 2, reveal, tokens, q, p_rows, q_rows, salt=SALT, vocab_size=vocab)
+        assert d.accepted <= cap
+        assert d.accepted == protocol.count_accepted(reveal, d.root, q, list(d.p), SALT)
+        if temperature == 0:
+            first_miss = next((i for i in range(cap) if tokens[i] != int(p_rows[i].argmax())), cap)
+            assert (d.accepted, d.out_token) == (first_miss, int(p_rows[first_miss].argmax()))
+        else:
+            v = protocol.residual_uniform(reveal, d.root, SALT)
+            assert d.out_token == protocol.residual_sample(p_rows[d.accepted], q_rows[d.accepted], v)
+
+
+def test_decide_refuses_rows_that_do_not_reach_the_cap_and_a_vocabulary_wider_than_the_rows():
+    rng, k, vocab = np.random.default_rng(25), 4, 9
+    tokens, q, p_rows, q_rows = capped_cycle(rng, k, vocab, 2, 1)
+    with pytest.raises(ValueError, match="p rows"):
+        sampler.decide(1, 0, b"\x00" * 32, tokens, q, p_rows[:2], q_rows, salt=SALT, vocab_size=vocab)
+    with pytest.raises(ValueError, match="q rows"):
+        sampler.decide(1, 0, b"\x00" * 32, tokens, q, p_rows, q_rows[:2], salt=SALT, vocab_size=vocab)
+    with pytest.raises(ValueError, match="does not fit"):
+        sampler.decide(1, 0, b"\x00" * 32, tokens, q, p_rows, q_rows, salt=SALT, vocab_size=vocab + 1)
+    with pytest.raises(ValueError, match="3 p values"):
+        sampler.decide(1, 0, b"\x00" * 32, tokens, q, p_rows, q_rows, salt=SALT, vocab_size=vocab, p=[1, 1, 1])
+
+
 # ---------------------------------------------------------------- sampling transform
 
 

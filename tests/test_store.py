@@ -238,6 +238,7 @@ def test_a_v1_store_is_migrated_with_its_disputes_in_their_own_table(path):
 
     NodeStore(path).close()  # a current store, taken back to v1: no disputes table, disputes as jobs rows
     raw = sqlite3.connect(path)
+    raw.execute("DROP TABLE job_salts")
     raw.execute("DROP TABLE chain_binding")
     raw.execute("DROP TABLE secrets")
     raw.execute("DROP TABLE link_messages")
@@ -369,9 +370,56 @@ def test_a_store_of_another_chain_is_moved_aside_and_a_fresh_one_started(path, o
     assert backup.exists()
 
 
+def test_a_salt_is_made_once_and_kept_across_reopening(path):
+    from node.jobs.sessions import drafter_salt
+
+    with NodeStore(path) as store:
+        assert store.job_salt(4, "drafter") is None
+        assert store.job_salt(4, "drafter", make=lambda: 2**64 - 1) == 2**64 - 1  # a uint64 past int64: exact
+        assert store.job_salt(4, "drafter", make=lambda: 5) == 2**64 - 1  # made once: the stored one stays
+        assert store.job_salt(4, "verifier") is None  # per (job, role)
+        with pytest.raises(ValueError, match="uint64"):
+            store.job_salt(5, "drafter", make=lambda: 2**64)
+        assert store.job_salt(5, "drafter") is None  # nothing stored by the refused one
+        salt = drafter_salt(store, 6, "drafter")  # the one draw site: stored before it is returned
+    with NodeStore(path) as store:
+        assert store.job_salt(4, "drafter") == 2**64 - 1
+        assert drafter_salt(store, 6, "drafter") == salt == store.job_salt(6, "drafter")
+
+
+def test_a_v6_store_is_migrated_with_its_salts_out_of_the_transcripts(path):
+    """Schema v6 kept a drafter's salt in its cycle-0 transcript's `top_k` JSON (under "salt"): opening such a store
+    moves it to `job_salts`, exactly (a uint64), and leaves the rest of the transcript as it was. A restart of the
+    drafter must find the salt it committed with, or a resend of commitFirstDraft would carry another."""
+    q_top = [[[5, 700], [6, 300]]]
+    with NodeStore(path) as store:  # a current store, taken back to v6: no job_salts, the salt in top_k
+        store.save_cycle(7, "drafter", 0, proposals=[5], q=[700], top_k={"q_top": q_top, "salt": 2**64 - 1})
+        store.save_cycle(8, "drafter", 0, proposals=[5], q=[700], top_k={"q_top": q_top, "salt": 3})
+        store.save_cycle(8, "drafter", 1, proposals=[6], q=[300], top_k={"q_top": q_top})
+        store.save_cycle(9, "drafter", 0, proposals=[5], q=[700], top_k={"q_top": q_top})  # decided, never sent
+        store.save_cycle(7, "verifier", 0, p=[1], top_k={"out_token": 2, "p_top": q_top})
+        store.save_cycle(10, "verifier", 0, p=[1])
+    raw = sqlite3.connect(path)
+    raw.execute("DROP TABLE job_salts")
+    raw.execute("PRAGMA user_version=6")
+    raw.commit()
+    raw.close()
+    with NodeStore(path) as store:
+        assert store.job_salt(7, "drafter") == 2**64 - 1 and store.job_salt(8, "drafter") == 3
+        assert store.job_salt(9, "drafter") is None and store.job_salt(7, "verifier") is None
+        assert store.cycle(7, "drafter", 0).top_k == {"q_top": q_top}  # the salt is out of the transcript
+        assert store.cycle(8, "drafter", 0).top_k == store.cycle(8, "drafter", 1).top_k == {"q_top": q_top}
+        assert store.cycle(7, "verifier", 0).top_k == {"out_token": 2, "p_top": q_top}
+        assert store.cycle(10, "verifier", 0).top_k is None
+    raw = sqlite3.connect(path)
+    assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 7
+    raw.close()
+
+
 def test_a_v2_store_is_migrated_and_bound_keeping_its_data(path):
     NodeStore(path).close()  # a current store taken back to v2 (no tables of v3 on)
     raw = sqlite3.connect(path)
+    raw.execute("DROP TABLE job_salts")
     raw.execute("DROP TABLE chain_binding")
     raw.execute("DROP TABLE secrets")
     raw.execute("DROP TABLE link_messages")
@@ -385,5 +433,5 @@ def test_a_v2_store_is_migrated_and_bound_keeping_its_data(path):
         assert store.replaced is None and store.cursor("verifier-events") == 12
         assert store.binding() == _binding(CHAIN_A)
     raw = sqlite3.connect(path)
-    assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 6
+    assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 7
     raw.close()

@@ -100,7 +100,8 @@ def test_a_v4_store_is_migrated_to_keep_signed_messages_and_a_second_message_for
 
     path = tmp_path / "node.db"
     NodeStore(path).save_job(7, "drafter", "active", {"x": 1})
-    raw = sqlite3.connect(path)  # what a v4 store is: no link_messages (nor v6's poller_blocks)
+    raw = sqlite3.connect(path)  # what a v4 store is: no link_messages (nor v6's poller_blocks, v7's job_salts)
+    raw.execute("DROP TABLE job_salts")
     raw.execute("DROP TABLE link_messages")
     raw.execute("DROP TABLE poller_blocks")
     raw.execute("ALTER TABLE processed_logs DROP COLUMN block_number")
@@ -108,7 +109,7 @@ def test_a_v4_store_is_migrated_to_keep_signed_messages_and_a_second_message_for
     raw.commit()
     raw.close()
     store = NodeStore(path)
-    assert SCHEMA_VERSION == 6 and store.job(7, "drafter").params == {"x": 1}
+    assert SCHEMA_VERSION == 7 and store.job(7, "drafter").params == {"x": 1}
     draft, sig = _draft0(None)
     row = StoredLinkMessage(7, "drafter", "Draft", 0, "drafter", wire.message_json(draft), sig, "sent")
     assert store.save_link_message(row) and not store.save_link_message(row)  # the same one again: kept once

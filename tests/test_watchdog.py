@@ -123,6 +123,7 @@ def test_the_audit_seed_is_made_once_kept_across_restarts_and_a_v3_store_migrate
     with NodeStore(path) as store:
         assert store.secret(SEED_NAME, lambda: b"other") == seed
     raw = sqlite3.connect(path)  # a store of schema v3 (before secrets) is migrated when opened
+    raw.execute("DROP TABLE job_salts")
     raw.execute("DROP TABLE secrets")
     raw.execute("DROP TABLE link_messages")
     raw.execute("DROP TABLE poller_blocks")

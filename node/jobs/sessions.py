@@ -120,6 +120,13 @@ def resume_verify_session(session, context: list[int], cycle: int, generated: in
     return session
 
 
+def drafter_salt(store, job_id: int, role: str) -> int:
+    """The job's drafter salt (docs/protocol.md §3: `commitFirstDraft`'s, or a transcript job's in its genesis): drawn
+    here and nowhere else, and in `store` (its `job_salts`) before it is returned, so before anything carrying it
+    is signed or sent; a resend, or a restart, carries the same salt. `role`: the drafter's rows in the store."""
+    return store.job_salt(job_id, role, make=protocol.new_salt)
+
+
 def _private_key_bytes(private_key: Any) -> bytes:
     key = getattr(private_key, "key", private_key)  # a LocalAccount
     if isinstance(key, str):

@@ -24,7 +24,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake
 from node import protocol as P
 from node.chain import transcript_messages as tm
 from node.decoding.proposer import DraftSession
-from node.jobs.sessions import resume_draft_session
+from node.jobs.sessions import drafter_salt, resume_draft_session
 from node.link import wire
 from node.link.job import Ledger, RuleViolation, TranscriptJob
 from node.link.wire import Limits, LinkRefused
@@ -233,7 +233,8 @@ class DrafterLink:
         c = ledger.next_cycle
         if c not in ledger.drafts:
             tokens, q = await asyncio.to_thread(self._propose, c)
-            salt = P.new_salt() if c == 0 else ledger.salt
+            # cycle 0 draws the job's salt, stored before the Draft carrying it is signed
+            salt = drafter_salt(ledger.store, spec.job_id, ROLE) if c == 0 else ledger.salt
             prev = P.transcript_genesis(spec.job_id, salt) if c == 0 else ledger.state(c - 1)
             draft = tm.Draft.build(spec.job_id, c, prev, tokens, q, salt)
             sig = tm.sign(spec.domain, draft, self.account.key)

@@ -3,7 +3,8 @@
 `check_cycle` is what the drafter runs on every Verification before it counter-signs the next Draft (and what a
 requester runs on a fetched transcript): pure protocol math, the v1 rule the contract's verification applies
 (docs/protocol.md §4): the reveal is the next link of the verifier's hash chain, `accepted` is `count_accepted`
-over the posted p with the job's salt, capped at the first proposal outside the vocabulary, and outToken is a
+over the posted p with the job's salt, capped at the first proposal outside the vocabulary (`sampler.accepted_count`,
+the count the verifier's `sampler.decide` makes), and outToken is a
 token of the vocabulary. Whether p and outToken are the target's is not pure math: a TargetReplay dispute on the
 pulled cycle decides it, as in v1.
 
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 
 from node import protocol as P
 from node.chain import transcript_messages as tm
+from node.decoding import sampler
 from node.decoding.messages import DecodingJob
 from node.link.wire import LinkRefused, message_json
 from node.store import NodeStore, StoredLinkMessage
@@ -53,8 +55,9 @@ def check_cycle(spec: TranscriptJob, draft: tm.Draft, v: tm.Verification, prev_r
     c = draft.cycle
     if P.hash_chain(v.reveal, 1) != prev_reveal:
         raise RuleViolation(f"Verification of cycle {c}: the reveal is not the next link of the verifier's chain")
-    n = P.count_accepted(v.reveal, draft.draft_root, draft.q, v.p, draft.salt)
-    n = P.cap_at_vocab(draft.tokens, n, spec.vocab_size)
+    n = sampler.accepted_count(
+        v.reveal, draft.draft_root, draft.tokens, draft.q, v.p, salt=draft.salt, vocab_size=spec.vocab_size
+    )
     if v.accepted != n:
         raise RuleViolation(f"Verification of cycle {c} accepts {v.accepted} proposals; the rule accepts {n}")
     if v.out_token >= spec.vocab_size:

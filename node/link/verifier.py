@@ -28,6 +28,7 @@ from websockets.exceptions import ConnectionClosed
 
 from node import protocol as P
 from node.chain import transcript_messages as tm
+from node.decoding import sampler
 from node.decoding.messages import Draft as EngineDraft
 from node.decoding.scorer import VerifySession
 from node.jobs.models import next_token_rows
@@ -355,7 +356,8 @@ class LinkServer:
     def _verify_out_of_vocab(self, served: ServedJob, draft: tm.Draft, invalid: int) -> SimpleNamespace:
         """A Draft whose proposal `invalid` is not a token of the vocabulary, verified as per cycle (node/roles/
         verifier.py `_verify_invalid_draft`; the contract takes any uint32 and caps the count there): the target
-        gives that token probability 0, so p there and after it is 0 and the rule rejects there at the latest. The
+        gives that token probability 0, so p there and after it is 0 and the rule rejects there at the latest
+        (`sampler.decide` with the job's vocabulary). The
         rows up to it come from one fresh forward over the valid prefix, the residual's q from the draft model at
         the rejected position. The engine session cannot hold the id: it is rebuilt from the ledger next cycle.
         Refusing the Draft instead would let its drafter force this verifier on chain with it, unanswerable."""
@@ -371,21 +373,26 @@ class LinkServer:
         job, tokens, q = spec.job, list(draft.tokens), list(draft.q)
         context = list(job.prompt) + [t for k in range(c) for t in ledger.outputs[k]]
         p_rows = next_token_rows(self.target_model, context + tokens[:invalid], job.sampling, keep=invalid + 1)
-        p = tuple(int(p_rows[i, t]) for i, t in enumerate(tokens[:invalid])) + (0,) * (len(tokens) - invalid)
         reveal = P.chain_reveal(served.seed, job.chain_length, c)
-        root = P.draft_root(job.job_id, c, tokens, q)
-        n = P.count_accepted(reveal, root, q, p, ledger.salt)  # <= invalid
-        q_row = next_token_rows(self.draft_model, context + tokens[:n], job.sampling)[0]
-        u = P.residual_uniform(reveal, root, ledger.salt)
-        try:
-            out_token = P.residual_sample(p_rows[n], q_row, u)
-        except ValueError:  # p == q there: the rejection was the invalid token's, so sample p itself
-            out_token = P.invcdf(p_rows[n], u)
+
+        def q_row(n: int):  # the residual's q: the draft model at the rejected position, computed once n is known
+            return next_token_rows(self.draft_model, context + tokens[:n], job.sampling)[0]
+
+        d = sampler.decide(
+            job.job_id, c, reveal, tokens, q, p_rows, q_row, salt=ledger.salt, vocab_size=spec.vocab_size
+        )
+        n = d.accepted  # <= invalid
         generated = sum(len(ledger.outputs[k]) for k in range(c))
-        emitted = P.truncate_emitted(tokens[:n] + [out_token], job.eos_token_id, job.max_new_tokens - generated)
+        emitted = P.truncate_emitted(tokens[:n] + [d.out_token], job.eos_token_id, job.max_new_tokens - generated)
         served.session, served.ahead = None, None  # (the mirror's path is not the drafter's any more)
         return SimpleNamespace(
-            root=root, p=p, reveal=reveal, accepted=n, out_token=out_token, emitted=tuple(emitted), draft_faults=()
+            root=d.root,
+            p=d.p,
+            reveal=reveal,
+            accepted=n,
+            out_token=d.out_token,
+            emitted=tuple(emitted),
+            draft_faults=(),
         )
 
     async def take_draft(self, job_id: int, draft: tm.Draft, signature: bytes) -> tm.Verification:

@@ -51,6 +51,7 @@ from enum import StrEnum
 import numpy as np
 
 from node import protocol
+from node.decoding import sampler
 from node.decoding.messages import Draft, DraftFault
 from node.decoding.proposer import DraftSession
 from node.decoding.sampler import Decision
@@ -211,8 +212,11 @@ class RetaliatingVerifySession(VerifySession):
         draft_model=None,
         tolerance_wad: int | None = None,
         policy: RetaliationPolicy = RetaliationPolicy(),
+        salt: int | None = 0,
     ):
-        super().__init__(target_model, job, verifier_seed, draft_model=draft_model, tolerance_wad=tolerance_wad)
+        super().__init__(
+            target_model, job, verifier_seed, draft_model=draft_model, tolerance_wad=tolerance_wad, salt=salt
+        )
         self.policy = policy
         self.true_p: dict[int, tuple[int, ...]] = {}  # cycle -> the target's real p at the proposals
 
@@ -220,18 +224,12 @@ class RetaliatingVerifySession(VerifySession):
         return (cycle * self.job.gamma + index) % self.policy.every == 0
 
     def _decide(self, cycle: int, reveal: bytes, draft: Draft, p_rows: np.ndarray, q_rows: np.ndarray) -> Decision:
-        k = len(draft.tokens)
-        root = protocol.draft_root(self.job.job_id, cycle, draft.tokens, draft.q)
         true_p = tuple(int(p_rows[i, t]) for i, t in enumerate(draft.tokens))
         p = tuple(int(v * self.policy.factor) if self.shaded(cycle, i) else v for i, v in enumerate(true_p))
-        accepted = protocol.count_accepted(reveal, root, draft.q, p, self.salt)  # what the contract will decide
-        v = protocol.residual_uniform(reveal, root, self.salt)
-        try:
-            out_token = protocol.emitted_token(p_rows[accepted], q_rows[accepted] if accepted < k else None, v)
-        except ValueError:  # p row == q row: a rejection only the shading caused; sample p itself
-            out_token = protocol.invcdf(p_rows[accepted], v)
         self.true_p[cycle] = true_p
-        return Decision(root=root, p=p, accepted=accepted, out_token=out_token)
+        # the rule on the shaded p: what the contract will decide, and the faithful residual/bonus sample at its n
+        job_id = self.job.job_id
+        return sampler.decide(job_id, cycle, reveal, draft.tokens, draft.q, p_rows, q_rows, salt=self.salt, p=p)
 
 
 # --------------------------------------------------------------------------- shading verifier
@@ -243,7 +241,9 @@ class ShadePolicy:
 
 
 class ShadingVerifySession(RetaliatingVerifySession):
-    def __init__(self, target_model, job, verifier_seed: bytes, draft_model=None, tolerance_wad=None, policy=None):
+    def __init__(
+        self, target_model, job, verifier_seed: bytes, draft_model=None, tolerance_wad=None, policy=None, salt=0
+    ):
         policy = policy or ShadePolicy()
         super().__init__(
             target_model,
@@ -252,6 +252,7 @@ class ShadingVerifySession(RetaliatingVerifySession):
             draft_model=draft_model,
             tolerance_wad=tolerance_wad,
             policy=RetaliationPolicy(every=1, factor=policy.factor),
+            salt=salt,
         )
         self.shade = policy
 
@@ -327,8 +328,9 @@ def rule_answer(behavior: VerifierBehavior | str, spec, draft, v):
     cycle = Cycle.of(draft, v)
     if not goes_silent(behavior):
         return cycle
-    n = protocol.count_accepted(v.reveal, draft.draft_root, draft.q, v.p, draft.salt)
-    n = protocol.cap_at_vocab(draft.tokens, n, spec.vocab_size)
+    n = sampler.accepted_count(
+        v.reveal, draft.draft_root, draft.tokens, draft.q, v.p, salt=draft.salt, vocab_size=spec.vocab_size
+    )
     return Cycle(cycle.tokens, cycle.q, cycle.p, n, cycle.out_token)
 
 
@@ -341,18 +343,20 @@ def verify_session(
     policy: RetaliationPolicy | None = None,
     *,
     shade: ShadePolicy | None = None,
+    salt: int | None = 0,
 ) -> VerifySession:
-    """A verifier session of `behavior`; `policy` tunes `retaliate`, `shade` tunes `shade` (defaults otherwise)."""
+    """A verifier session of `behavior`, built with the job's drafter salt (0: the local engine's; None: not known,
+    its verify refuses); `policy` tunes `retaliate`, `shade` tunes `shade` (defaults otherwise)."""
     behavior = VerifierBehavior.parse(behavior)
     if behavior is VerifierBehavior.RETALIATE:
         return RetaliatingVerifySession(
-            target_model, job, seed, draft_model=draft_model, policy=policy or RetaliationPolicy()
+            target_model, job, seed, draft_model=draft_model, policy=policy or RetaliationPolicy(), salt=salt
         )
     if behavior is VerifierBehavior.SHADE:
-        return ShadingVerifySession(target_model, job, seed, draft_model=draft_model, policy=shade)
+        return ShadingVerifySession(target_model, job, seed, draft_model=draft_model, policy=shade, salt=salt)
     if behavior is VerifierBehavior.COLLUDE:
-        return ColludingVerifySession(target_model, job, seed, draft_model=draft_model)
-    return VerifySession(target_model, job, seed, draft_model=draft_model)
+        return ColludingVerifySession(target_model, job, seed, draft_model=draft_model, salt=salt)
+    return VerifySession(target_model, job, seed, draft_model=draft_model, salt=salt)
 
 
 __all__ = [

@@ -5,9 +5,9 @@ ones it loaded, it proposes cycle c whenever the contract says the job is Runnin
 of cycle c (after the verifier's `JobAccepted`, then after each `CycleVerified`), and sends
 `commitDraft` under the key `job:{id}:cycle:{c}:commit` (cycle 0: `commitFirstDraft`, with a fresh random
 salt that enters every accept and residual uniform of the job, docs/protocol.md §3). The cycle's transcript
-(proposals, q, the top-k of its distributions, cycle 0's salt) is saved in the store *before* the transaction,
-so a restart resends the very same draft instead of computing another. It answers DraftReplay disputes
-against it with its claimed q and its top-k at the disputed position.
+(proposals, q, the top-k of its distributions) and the job's salt (`jobs.drafter_salt`) are saved in the store
+*before* the transaction, so a restart resends the very same draft instead of computing another. It answers
+DraftReplay disputes against it with its claimed q and its top-k at the disputed position.
 
 Everything it reads from chain is hostile input (node/roles/drafter/chain_checks.py): it declines a job whose price per
 accepted token is below `min_price_wei` (`serve drafter --min-price`), whose γ is out of range or whose vocabulary
@@ -28,7 +28,7 @@ from node.decoding.loading import max_positions, vocab_size
 from node.decoding.messages import DecodingJob
 from node.jobs import chaindata
 from node.jobs.models import next_token_rows
-from node.jobs.sessions import resume_draft_session
+from node.jobs.sessions import drafter_salt, resume_draft_session
 from node.link import settled
 from node.roles import behaviors, transcript_jobs
 from node.roles.behaviors import DrafterBehavior
@@ -37,7 +37,7 @@ from node.roles.party import PartyNode
 from node.roles.schedule import JOB
 
 TOP_K = 8  # top-k of each distribution kept in transcripts and posted in dispute answers (contract max: 16)
-JOB_ROLE = "drafter"  # the node's role, also its rows in the store (jobs, disputes, cycles)
+JOB_ROLE = "drafter"  # the node's role, also its rows in the store (jobs, disputes, cycles, job_salts)
 
 
 @dataclass
@@ -248,8 +248,6 @@ class DrafterNode(PartyNode):
         dj.proposed_cycle = c
         tokens, q = list(draft.tokens), list(draft.q)
         extra: dict[str, Any] = {"q_top": [[[t, w] for t, w in row] for row in draft.top_k(TOP_K)]}
-        if c == 0:  # the job's salt: secret until commitFirstDraft, which the contract takes only after the head
-            extra["salt"] = protocol.new_salt()
         biased = getattr(session, "biased", {}).get(c)
         if biased:
             extra["biased"] = [vars(b) for b in biased]
@@ -266,8 +264,8 @@ class DrafterNode(PartyNode):
             return 0
         tokens, q = decided
         root = protocol.draft_root(job_id, c, tokens, q)
-        if c == 0:
-            salt = self._salt(job_id)
+        if c == 0:  # the job's salt: secret until commitFirstDraft, which the contract takes only after the head
+            salt = drafter_salt(self.store, job_id, JOB_ROLE)  # stored before the transaction is signed
             call = self.txs.encode_call(self.market, "commitFirstDraft", job_id, root, list(tokens), list(q), salt)
         else:
             call = self.txs.encode_call(self.market, "commitDraft", job_id, c, root, list(tokens), list(q))
@@ -276,15 +274,6 @@ class DrafterNode(PartyNode):
             hashes = {"commit": self.txs.tx_hash_of(key)}
             self.later(lambda: self.store.save_cycle(job_id, JOB_ROLE, c, tx_hashes=hashes))
         return sent
-
-    def _salt(self, job_id: int) -> int:
-        """The job's salt, from cycle 0's transcript (stored before the first send, so a resend carries the same)."""
-        transcript = self.store.cycle(job_id, JOB_ROLE, 0)
-        extra = dict(transcript.top_k or {}) if transcript is not None else {}
-        if "salt" not in extra:  # a transcript written without one
-            extra["salt"] = protocol.new_salt()
-            self.store.save_cycle(job_id, JOB_ROLE, 0, top_k=extra)
-        return int(extra["salt"])
 
     def _session_at(self, dj: DrafterJobState, c: int):
         """The job's DraftSession ready to propose cycle c: advanced from cycle c-1, or rebuilt from chain data."""

@@ -22,6 +22,7 @@ import numpy as np
 from node import protocol
 from node.chain.enums import DisputeKind, JobStatus, Phase
 from node.chain.events import ChainEvent
+from node.decoding import sampler
 from node.decoding.loading import max_positions, vocab_size
 from node.decoding.messages import DecodingJob, Draft, DraftFault, Verification
 from node.decoding.scorer import VerifySession
@@ -303,7 +304,6 @@ class VerifierNode(PartyNode):
                 session = self._session_at(vj, c)
                 if session is None:
                     return 0
-                session.salt = vj.salt
                 v = session.verify(c, Draft(job_id=job_id, cycle=c, tokens=tuple(tokens), q=tuple(q), q_rows=None))
                 vj.verified_cycle, vj.last = c, v
             for fault in v.draft_faults:
@@ -382,6 +382,8 @@ class VerifierNode(PartyNode):
             return 0
 
     def _speculate(self, vj: VerifierJobState) -> int:
+        if vj.salt is None:
+            return 0  # cycle 0: the salt comes with the draft, so its uniforms cannot be known ahead
         s = vj.session
         if s is None:
             if not (vj.accepted and not vj.drafts and not vj.outputs):
@@ -401,9 +403,6 @@ class VerifierNode(PartyNode):
         c = s.cycle
         if s.done or c in vj.drafts:
             return 0  # nothing to guess: done, or the real draft is here (the usual path verifies it)
-        if vj.salt is None:
-            return 0  # cycle 0: the salt comes with the draft, so its uniforms cannot be known ahead
-        s.salt = vj.salt
         p = self._predictor_at(vj, c)
         if p is None:
             return 0
@@ -489,9 +488,9 @@ class VerifierNode(PartyNode):
         """Verify a draft whose proposal `invalid` is not a token of the vocabulary (the contract takes any uint32).
 
         Such a token has probability 0 under the target, so p_invalid = 0 (truthfully) and the rule rejects
-        there at the latest; p after it binds nothing (0). The rows up to it come from one fresh forward over
-        the valid prefix, the residual's q from the draft model at the rejected position. The engine session
-        cannot hold the invalid id, so it is rebuilt from chain data next cycle.
+        there at the latest; p after it binds nothing (0): `sampler.decide` with the job's vocabulary. The rows up
+        to it come from one fresh forward over the valid prefix, the residual's q from the draft model at the
+        rejected position. The engine session cannot hold the invalid id, so it is rebuilt from chain data next cycle.
         """
         self.log.warning(
             "job %d cycle %d: proposal %d is token %d, outside the vocabulary (%d)",
@@ -509,18 +508,15 @@ class VerifierNode(PartyNode):
         emitted_before = [t for i in range(c) for t in vj.outputs[i]]
         context = list(job.prompt) + emitted_before
         p_rows = next_token_rows(self.target_model, context + list(tokens[:invalid]), job.sampling, keep=invalid + 1)
-        p = tuple(int(p_rows[i, t]) for i, t in enumerate(tokens[:invalid])) + (0,) * (k - invalid)
         reveal = protocol.chain_reveal(vj.seed, job.chain_length, c)
-        root = protocol.draft_root(job.job_id, c, tokens, q)
-        n = protocol.count_accepted(reveal, root, q, p, vj.salt)  # <= invalid
-        q_row = next_token_rows(self.draft_model, context + list(tokens[:n]), job.sampling)[0]
-        u = protocol.residual_uniform(reveal, root, vj.salt)
-        try:
-            out_token = protocol.residual_sample(p_rows[n], q_row, u)
-        except ValueError:  # p == q there: the rejection was the invalid token's, so sample p itself
-            out_token = protocol.invcdf(p_rows[n], u)
+
+        def q_row(n: int):  # the residual's q: the draft model at the rejected position, computed once n is known
+            return next_token_rows(self.draft_model, context + list(tokens[:n]), job.sampling)[0]
+
+        d = sampler.decide(job.job_id, c, reveal, tokens, q, p_rows, q_row, salt=vj.salt, vocab_size=self.vocab_size)
+        n = d.accepted  # <= invalid
         emitted = protocol.truncate_emitted(
-            list(tokens[:n]) + [out_token], job.eos_token_id, job.max_new_tokens - len(emitted_before)
+            list(tokens[:n]) + [d.out_token], job.eos_token_id, job.max_new_tokens - len(emitted_before)
         )
         done = (job.eos_token_id is not None and job.eos_token_id in emitted) or (
             len(emitted_before) + len(emitted) >= job.max_new_tokens
@@ -530,10 +526,10 @@ class VerifierNode(PartyNode):
         return Verification(
             cycle=c,
             reveal=reveal,
-            root=root,
-            p=p,
+            root=d.root,
+            p=d.p,
             accepted=n,
-            out_token=out_token,
+            out_token=d.out_token,
             emitted=tuple(emitted),
             done=done,
             p_rows=np.vstack([p_rows, padding]),
@@ -549,6 +545,10 @@ class VerifierNode(PartyNode):
         return vj.salt
 
     def _session_at(self, vj: VerifierJobState, c: int):
+        """The job's VerifySession ready to verify cycle c: advanced from cycle c-1, or rebuilt from chain data; built
+        with the job's salt, so None while that is not known (it comes with the cycle-0 draft)."""
+        if vj.salt is None:
+            return None
         s = vj.session
         if s is not None and s.cycle == c and vj.verified_cycle is None:
             return s
@@ -565,7 +565,13 @@ class VerifierNode(PartyNode):
                 self.log.error("job %d cycle %d: %s; rebuilding the session from chain data", vj.job.job_id, c - 1, exc)
         emitted = [t for k in range(c) for t in vj.outputs[k]]
         s = behaviors.verify_session(
-            self.behavior, self.target_model, vj.job, vj.seed, draft_model=self.draft_model, policy=self.retaliation
+            self.behavior,
+            self.target_model,
+            vj.job,
+            vj.seed,
+            draft_model=self.draft_model,
+            policy=self.retaliation,
+            salt=vj.salt,
         )
         vj.session = resume_verify_session(s, list(vj.job.prompt) + emitted, c, len(emitted))
         vj.verified_cycle = None
