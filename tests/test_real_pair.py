@@ -34,6 +34,9 @@ from node.roles import DrafterNode, VerifierNode, chaindata
 from node.roles.jobs import prompt_tokens
 from node.roles.models import load_model, load_tokenizer, model_id
 
+# the real SmolLM2 pair on CPU (minutes): not in `make test-fast`
+pytestmark = pytest.mark.real_pair
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "fetch_model.py"
 WAD = 10**18

@@ -35,6 +35,9 @@ from node.roles.models import load_model, load_tokenizer, model_id, next_token_r
 from node.roles.requester import Requester
 from node.roles.schedule import DISPUTE
 
+# in-process nodes run whole jobs on a chain (models, many blocks): not in `make test-fast`
+pytestmark = pytest.mark.node_jobs
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 TARGET, DRAFT = ROOT / "models" / "target", ROOT / "models" / "draft"
 WAD = protocol.WAD

@@ -43,6 +43,9 @@ from tests.test_roles import DRAFT, TARGET
 from tests.test_rpc_faults import PATIENT, REQUEST_TIMEOUT, fresh, sent_records, world  # noqa: F401 (fixtures)
 from tests.transcript_nodes import job_logs, submit_party_job
 
+# in-process nodes run whole jobs on a chain (models, many blocks): not in `make test-fast`
+pytestmark = pytest.mark.node_jobs
+
 DRAFTER, VERIFIER, REFEREES = 2, 3, (4, 5, 6)
 # Every fault class at once, ~30% of requests in all.
 MIX = dict(drop=0.03, delay=0.05, max_delay_s=2.0, rpc_error=0.06, http_429=0.06, http_5xx=0.05, cut=0.05)

@@ -16,9 +16,13 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "soak.py"
 sys.path.insert(0, str(ROOT / "scripts"))
 
-pytestmark = pytest.mark.skipif(
-    not (ROOT / "models" / "target" / "model.safetensors").exists(), reason="bundled models are missing"
-)
+# the soak: many nodes and jobs for minutes: not in `make test-fast`
+pytestmark = [
+    pytest.mark.campaign,
+    pytest.mark.skipif(
+        not (ROOT / "models" / "target" / "model.safetensors").exists(), reason="bundled models are missing"
+    ),
+]
 
 
 def test_the_ledger_counts_gas_and_catches_eth_that_leaves_the_holders():

@@ -27,6 +27,9 @@ from tests.test_cli import clean_error, cli, ok
 from tests.test_roles import DRAFT, TARGET, resolve_all
 from tests.transcript_nodes import party_world, submit_party_job
 
+# in-process nodes run whole jobs on a chain (models, many blocks): not in `make test-fast`
+pytestmark = pytest.mark.node_jobs
+
 WATCHDOG = 7
 DRAFTERS = {"honest": 2, "biased": 8, "cosign": 9}
 VERIFIERS = {"honest": 3, "overaccept": 10}
