@@ -25,7 +25,7 @@ from node.roles.verifier import VerifierNode
 from node.roles.watchdog import WatchdogNode
 from tests.test_cli import clean_error, cli, ok
 from tests.test_roles import DRAFT, TARGET, resolve_all
-from tests.transcript_nodes import party_world, submit_party_job
+from tests.transcript_nodes import job_logged, party_world, submit_party_job
 
 # in-process nodes run whole jobs on a chain (models, many blocks): not in `make test-fast`
 pytestmark = pytest.mark.node_jobs
@@ -110,7 +110,9 @@ def contract_refutes(world, job_id: int, cycle: int) -> bool:
 
 
 def finished(world, job_id: int):
-    return lambda: world.status(job_id) == JobStatus.Finished
+    """The job ended: its JobFinished log is found (a wait on its status alone may end before the block's logs,
+    the settlement's included, can be read: tests/transcript_nodes.py `job_logged`)."""
+    return job_logged(world.market.events.JobFinished, job_id)
 
 
 def watchdog(world, job_ids, **options) -> WatchdogNode:
