@@ -214,8 +214,11 @@ def drive(nodes, until, timeout=300.0, settle=True):
     transaction that made `until()` hold needs the settling. A round with nothing to do waits a little (anvil
     mines a sent transaction on its own time); `timeout` only bounds a hang."""
     deadline = time.monotonic() + timeout
-    while not until():
-        if sum(node.step() for node in nodes) == 0:
+    while True:  # (a step first: a condition may read what the nodes store at their first step)
+        did = sum(node.step() for node in nodes)
+        if until():
+            break
+        if not did:
             time.sleep(0.02)
         assert time.monotonic() < deadline, f"not done within {timeout:.0f}s"
     for _ in range(10 if settle else 0):
