@@ -37,8 +37,9 @@ test: setup
 
 # The suite without its slow marks (pyproject.toml's markers say why each is slow), under 5 minutes: every layer
 # (protocol math, sampler, engine, store, chain client, contracts, CLI) but no node processes, whole node jobs,
-# real pair, long campaigns or benchmarks. `make test` (CI) still runs everything.
-FAST_TESTS := not (node_processes or node_jobs or real_pair or campaign or bench)
+# real pair, long campaigns, benchmarks, large-sample statistics or single tests of tens of seconds.
+# `make test` (CI) still runs everything.
+FAST_TESTS := not (node_processes or node_jobs or real_pair or campaign or bench or statistical or long_run)
 test-fast: setup
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "$(FAST_TESTS)"
 

@@ -17,6 +17,9 @@ from web3 import Web3
 from node.chain.anvil import free_port
 from tests.test_cli import clean_error, cli, cli_process, ok
 
+# its own chains or scripts in OS processes, waited on (tens of seconds): not in `make test-fast`
+pytestmark = pytest.mark.long_run
+
 
 def up(home, *args):
     info = json.loads(ok(cli_process("chain", "up", "--port", free_port(), "--json", *args, home=home, timeout=120)))
