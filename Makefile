@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 STAMP_PY := $(VENV)/.installed
 STAMP_NPM := node_modules/.installed
 
-.PHONY: setup demo test lint ape-test ape-compile gas bench invariants clean
+.PHONY: setup demo test test-fast lint ape-test ape-compile gas bench invariants clean
 
 setup: $(STAMP_PY) $(STAMP_NPM)
 	$(PY) scripts/fetch_model.py
@@ -34,6 +34,14 @@ demo: setup
 TEST_WORKERS ?= 2
 test: setup
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+
+# The suite without its slow marks (pyproject.toml's markers say why each is slow), under 5 minutes: every layer
+# (protocol math, sampler, engine, store, chain client, contracts, CLI) but no node processes, whole node jobs,
+# real pair, long campaigns, benchmarks, large-sample statistics or single tests of tens of seconds.
+# `make test` (CI) still runs everything.
+FAST_TESTS := not (node_processes or node_jobs or real_pair or campaign or bench or statistical or long_run)
+test-fast: setup
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "$(FAST_TESTS)"
 
 # ruff (installed by setup: the `test` extra) and, once it exists, Slither over the contracts; every check
 # runs and reports, the target fails if any did.

@@ -181,6 +181,7 @@ def test_a_drafter_timeout_counts_a_verifier_timeout_does_not(chain, aenv):
     assert window(aenv)[1:4] == (2, 3, 2)
 
 
+@pytest.mark.long_run
 def test_drafter_meeting_its_claim_is_never_slashed(chain, aenv):
     set_claim(aenv, WAD * 6 // 10)
     stake = aenv.registry.functions.stakeOf(aenv.actors.drafter).call()
@@ -195,6 +196,7 @@ def test_drafter_meeting_its_claim_is_never_slashed(chain, aenv):
     assert window(aenv)[4] == 8  # the window stays full and keeps sliding
 
 
+@pytest.mark.long_run
 def test_exactly_at_the_tolerance_is_not_a_breach(chain, aenv):
     set_claim(aenv, WAD * 6 // 10)  # α* − τ = 0.5; one of four accepted every cycle gives α̂ = 0.5 exactly
     for _ in range(8):
@@ -203,6 +205,7 @@ def test_exactly_at_the_tolerance_is_not_a_breach(chain, aenv):
     assert (ev.args.accepted, ev.args.rejected, ev.args.breached) == (16, 16, False)
 
 
+@pytest.mark.long_run
 def test_under_performing_drafter_is_slashed_to_the_treasury_and_window_restarts(chain, aenv):
     a, m, p = aenv.actors, aenv.market, aenv.params
     set_claim(aenv, WAD * 6 // 10 + 1)  # one wei above the previous test's boundary
@@ -231,6 +234,7 @@ def test_under_performing_drafter_is_slashed_to_the_treasury_and_window_restarts
     assert window(aenv)[0] == WAD // 4
 
 
+@pytest.mark.long_run
 def test_window_slides_bucket_by_bucket(chain, aenv):
     m = aenv.market
     set_claim(aenv, WAD * 9 // 10)  # breach below 0.8

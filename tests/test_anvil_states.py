@@ -7,10 +7,14 @@ starting one (the library's `start_anvil` and `verispec chain up`) now point it 
 
 from __future__ import annotations
 
+import pytest
 import requests
 
 from node.chain import local
 from node.chain.anvil import start_anvil
+
+# its own chains or scripts in OS processes, waited on (tens of seconds): not in `make test-fast`
+pytestmark = pytest.mark.long_run
 
 BLOCKS_PAST_MEMORY = 0x600  # anvil keeps the newest states in memory and persists older ones past a few hundred
 

@@ -19,9 +19,13 @@ from node import protocol
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "bench_decode.py"
 
-pytestmark = pytest.mark.skipif(
-    not (ROOT / "models" / "target" / "model.safetensors").exists(), reason="bundled models are missing"
-)
+# a benchmark script run end to end (its own chain, nodes or decoding runs): not in `make test-fast`
+pytestmark = [
+    pytest.mark.bench,
+    pytest.mark.skipif(
+        not (ROOT / "models" / "target" / "model.safetensors").exists(), reason="bundled models are missing"
+    ),
+]
 
 
 @pytest.fixture(scope="module")

@@ -23,9 +23,13 @@ SCRIPT = ROOT / "scripts" / "bench_e2e.py"
 # PYTHONPATH: the script imports this checkout's node (node.bench), not an editable install's (git worktrees)
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
-pytestmark = pytest.mark.skipif(
-    not (ROOT / "models" / "target" / "model.safetensors").exists(), reason="bundled models are missing"
-)
+# a benchmark script run end to end (its own chain, nodes or decoding runs): not in `make test-fast`
+pytestmark = [
+    pytest.mark.bench,
+    pytest.mark.skipif(
+        not (ROOT / "models" / "target" / "model.safetensors").exists(), reason="bundled models are missing"
+    ),
+]
 
 
 def bench(*args: str, timeout: float) -> subprocess.CompletedProcess:

@@ -24,9 +24,13 @@ SCRIPT = ROOT / "scripts" / "bench_load.py"
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 TOKENS, JOBS = 12, 6
 
-pytestmark = pytest.mark.skipif(
-    not (ROOT / "models" / "target" / "model.safetensors").exists(), reason="bundled models are missing"
-)
+# a benchmark script run end to end (its own chain, nodes or decoding runs): not in `make test-fast`
+pytestmark = [
+    pytest.mark.bench,
+    pytest.mark.skipif(
+        not (ROOT / "models" / "target" / "model.safetensors").exists(), reason="bundled models are missing"
+    ),
+]
 
 
 def bench(*args: str, timeout: float) -> subprocess.CompletedProcess:

@@ -18,6 +18,9 @@ import pytest
 from node import security_math as sm
 from node.chain.params import DEFAULT_PARAMS, WAD
 
+# a benchmark script run end to end (its own chain and nodes): not in `make test-fast`
+pytestmark = pytest.mark.bench
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "bench_security.py"
 # PYTHONPATH: the script imports this checkout's node (node.bench), not an editable install's (git worktrees)

@@ -20,9 +20,13 @@ SCRIPT = ROOT / "scripts" / "bench_watchdog.py"
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 MISBEHAVIOURS = ("biased+collude", "sparse-biased+collude", "shade", "lazy")
 
-pytestmark = pytest.mark.skipif(
-    not (ROOT / "models" / "target" / "model.safetensors").exists(), reason="bundled models are missing"
-)
+# a benchmark script run end to end (its own chain, nodes or decoding runs): not in `make test-fast`
+pytestmark = [
+    pytest.mark.bench,
+    pytest.mark.skipif(
+        not (ROOT / "models" / "target" / "model.safetensors").exists(), reason="bundled models are missing"
+    ),
+]
 
 
 @pytest.fixture(scope="module")

@@ -17,6 +17,9 @@ from web3 import Web3
 from node.chain.anvil import free_port
 from tests.test_cli import clean_error, cli, cli_process, ok
 
+# its own chains or scripts in OS processes, waited on (tens of seconds): not in `make test-fast`
+pytestmark = pytest.mark.long_run
+
 
 def up(home, *args):
     info = json.loads(ok(cli_process("chain", "up", "--port", free_port(), "--json", *args, home=home, timeout=120)))
@@ -27,6 +30,20 @@ def blocks_over(w3: Web3, seconds: float) -> int:
     start = w3.eth.block_number
     time.sleep(seconds)
     return w3.eth.block_number - start
+
+
+def assert_a_block_a_second(w3: Web3, seconds: float) -> None:
+    """Over a wait of about `seconds`, with no transaction sent, about one block a second came: the count is judged
+    against the time that passed (a loaded machine oversleeps), within 1.5 blocks for the two eth_blockNumber round
+    trips and the phase of the block timer."""
+    before = time.monotonic()
+    start = w3.eth.block_number
+    after_first = time.monotonic()
+    time.sleep(seconds)
+    before_last = time.monotonic()
+    blocks = w3.eth.block_number - start
+    shortest, longest = before_last - after_first, time.monotonic() - before
+    assert shortest - 1.5 <= blocks <= longest + 1.5, (blocks, shortest, longest)
 
 
 def send_and_time(w3: Web3) -> float:
@@ -45,7 +62,7 @@ def test_blocks_advance_on_their_own_every_n_seconds(tmp_path, client):
     try:
         assert info["block_time_s"] == 1 and info["client"] == client
         assert w3.eth.get_code(info["addresses"]["InferenceMarket"])  # deployed before interval mining began
-        assert 3 <= blocks_over(w3, 4.2) <= 5  # ~one a second, with no transaction sent
+        assert_a_block_a_second(w3, 4.2)  # 3 to 5 blocks on an idle machine
         # a transaction waits for the next block: on average half a block time, never much more than one
         waits = [send_and_time(w3) for _ in range(3)]
         assert max(waits) < 1.6 and sum(waits) / len(waits) > 0.1, waits
@@ -85,7 +102,7 @@ def test_set_block_time_switches_a_running_chain_both_ways(client):
     with (running_anvil if client == "anvil" else running_hardhat)() as chain:
         w3 = Web3(Web3.HTTPProvider(chain.rpc_url))
         set_block_time(chain.rpc_url, 1)
-        assert 1 <= blocks_over(w3, 2.2) <= 3
+        assert_a_block_a_second(w3, 2.2)  # 1 to 3 blocks on an idle machine
         set_block_time(chain.rpc_url, 0)  # back to a block per transaction: none on their own, each tx at once
         assert blocks_over(w3, 1.2) == 0
         assert max(send_and_time(w3) for _ in range(2)) < 0.5

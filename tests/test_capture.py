@@ -37,6 +37,7 @@ def test_the_table_has_every_panel_and_share():
     assert "| 3 | 1 | 7 |" in capture.format_table(rows)
 
 
+@pytest.mark.statistical
 def test_one_point_against_real_stake_weighted_draws(w3, chain):
     """s = 30 %, a panel of 3: the coalition's seat fraction is s and its majority rate the binomial tail."""
     world = deploy_world(w3, referees=0)  # requester and challenger are referees too: parties, never drawn

@@ -529,6 +529,7 @@ def _dispute_draft(home: Path, job_id: int, check, *options: str):
     )
 
 
+@pytest.mark.node_processes
 def test_end_to_end_through_the_cli_with_node_processes(home, w3, deployment):
     """register → serve (6 processes) → submit → status → dispute → (nodes stopped) finalize → withdraw."""
     from node.requester.client import Requester
@@ -739,6 +740,7 @@ def test_demo_refuses_a_bad_block_time_before_it_starts_anything(tmp_path):
     assert not (tmp_path / "demo").exists()
 
 
+@pytest.mark.node_processes
 def test_demo_stops_everything_on_ctrl_c(tmp_path):
     home = tmp_path / "demo"
     code, output = _run_demo(home, stop_after="node processes up", timeout=300)
@@ -746,6 +748,7 @@ def test_demo_stops_everything_on_ctrl_c(tmp_path):
     _assert_all_stopped(home, output)
 
 
+@pytest.mark.node_processes
 def test_demo_end_to_end(tmp_path):
     """The demo on 1 s blocks shows what it claims: the honest job's stream is its settlement, the watchdog's rule
     challenge slashed both colluders and refunded the requester, the pulled cycle's dispute convicted the biased

@@ -129,6 +129,7 @@ def first_pairs(engine, prompt, samples: int, residual=None) -> list[tuple[int, 
         ('    """', dict(gamma=2, temperature=0.7, top_k=20, top_p=0.9)),
     ],
 )
+@pytest.mark.statistical
 def test_first_two_tokens_are_jointly_distributed_as_the_target(decoder, text, settings):
     prompt = decoder.tokenizer(text)["input_ids"]
     engine = with_settings(decoder, **settings)
@@ -136,6 +137,7 @@ def test_first_two_tokens_are_jointly_distributed_as_the_target(decoder, text, s
     assert chi_square_on_pairs(first_pairs(engine, prompt, 1500), joint) > SIGNIFICANCE
 
 
+@pytest.mark.statistical
 def test_the_joint_test_rejects_a_residual_replaced_by_p(decoder):
     prompt = decoder.tokenizer("class ")["input_ids"]
     engine = with_settings(decoder, gamma=3, top_k=10)
@@ -223,6 +225,7 @@ def test_separate_drafter_and_verifier_reproduce_generate(decoder, pair_paths, p
     assert tokens == expected.tokens and records == as_records(expected)
 
 
+@pytest.mark.long_run
 def test_a_drafter_in_another_os_process_reproduces_generate(decoder, pair_paths, prompt):
     expected = decoder.generate(prompt, 24, job_id=31, verifier_seed=seed_for(31))
     job = decoder.job(prompt, 24, job_id=31)
@@ -380,6 +383,7 @@ def test_a_mismatched_tokenizer_or_vocabulary_fails_at_load(decoder, pair_paths,
         SpeculativeDecoder(decoder.target, small)
 
 
+@pytest.mark.long_run
 def test_the_pair_decodes_in_under_1gb_rss(pair_paths):
     """A fresh process (so nothing else inflates the peak) loads both models and decodes 400 tokens."""
     target_path, draft_path = map(str, pair_paths)

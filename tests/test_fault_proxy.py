@@ -132,7 +132,10 @@ def test_a_restart_refuses_connections_for_its_down_time_and_comes_back_on_the_s
     assert held.getresponse().read()
     restart = threading.Thread(target=proxy.restart, args=(1.0,))
     restart.start()
-    time.sleep(0.3)
+    deadline = time.monotonic() + 30  # (only bounds a hang)
+    while proxy.stats["restarts"] == 0:  # counted once the listener and every connection are closed
+        assert time.monotonic() < deadline, "the proxy did not close"
+        time.sleep(0.01)
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection(("127.0.0.1", port), timeout=1).close()
     restart.join()

@@ -24,6 +24,11 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
+# forge's invariant campaign (40 x 256 calls): not in `make test-fast`
+pytestmark = pytest.mark.campaign
+
 ROOT = Path(__file__).resolve().parents[1]
 FORGE = ROOT / "node_modules" / ".bin" / "forge"
 SOLC = ROOT / "scripts" / "solc"

@@ -8,6 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+# its own chains or scripts in OS processes, waited on (tens of seconds): not in `make test-fast`
+pytestmark = pytest.mark.long_run
+
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "gas_report.py"
 
 

@@ -227,6 +227,7 @@ def _txs_from(w3, sender: str, from_block: int) -> list:
     ]
 
 
+@pytest.mark.node_processes
 def test_job_and_dispute_end_to_end_on_hardhat(tmp_path):
     """chain up --client hardhat → register → serve (6 processes) → submit → dispute --wait → resolve →
     finalize (a serving node finalized first) → SIGTERM → chain down."""

@@ -74,7 +74,14 @@ def test_the_endpoint_total_cap_holds_whatever_the_host_and_a_hello_timeout_free
         for ws in silent:
             await first_frame(ws)
         over = await refusal(uri)
-        await asyncio.sleep(1.5)  # past the hello timeout: the endpoint closed both
+
+        async def freed():  # the endpoint closes both at the hello timeout and frees their places
+            for ws in silent:
+                await ws.wait_closed()
+            while server.open_connections.total():
+                await asyncio.sleep(0.01)
+
+        await asyncio.wait_for(freed(), 30)  # (waited on, not slept: the 30 s only bound a hang)
         closed = [ws.close_code for ws in silent]
         late = await connect(uri)
         after_timeout = await first_frame(late)

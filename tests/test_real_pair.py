@@ -35,6 +35,9 @@ from node.jobs.models import load_model, load_tokenizer, model_id
 from node.jobs.sessions import prompt_tokens
 from node.roles import DrafterNode, VerifierNode
 
+# the real SmolLM2 pair on CPU (minutes): not in `make test-fast`
+pytestmark = pytest.mark.real_pair
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "fetch_model.py"
 WAD = 10**18

@@ -7,11 +7,16 @@ the last round is final at once, the failed appeal's bond is burnt, nobody hones
 
 from __future__ import annotations
 
+import pytest
+
 from node.chain.enums import DisputeKind, DisputeStatus, JobStatus, Outcome, Role
 from node.chain.keys import dev_account
 from node.decoding.loading import vocab_size
 from node.roles.referee.node import RefereeNode
 from tests.test_roles import DRAFT, TARGET, deployed, drive, ids, resolve_all, rpc, world  # noqa: F401  (fixtures)
+
+# in-process nodes run whole jobs on a chain (models, many blocks): not in `make test-fast`
+pytestmark = pytest.mark.node_jobs
 
 BURN = "0x000000000000000000000000000000000000dEaD"
 

@@ -39,6 +39,9 @@ from tests.test_roles import (  # noqa: F401 (fixtures)
     world,
 )
 
+# in-process nodes run whole jobs on a chain (models, many blocks): not in `make test-fast`
+pytestmark = pytest.mark.node_jobs
+
 MAX_TOKENS = 16
 
 

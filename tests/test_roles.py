@@ -36,6 +36,9 @@ from node.roles import DrafterNode, RefereeNode, VerifierNode
 from node.roles.schedule import DISPUTE
 from node.roles.watchdog.audit import replay_target
 
+# in-process nodes run whole jobs on a chain (models, many blocks): not in `make test-fast`
+pytestmark = pytest.mark.node_jobs
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 TARGET, DRAFT = ROOT / "models" / "target", ROOT / "models" / "draft"
 WAD = protocol.WAD
@@ -204,17 +207,28 @@ def check_fast_decoding(world):
     return checked
 
 
-def drive(nodes, until, max_rounds=300, settle=True):
-    """Step every node in turn until `until()` holds, then (`settle`) until the nodes are quiet."""
-    for _ in range(max_rounds):
-        for node in nodes:
-            node.step()
+def drive(nodes, until, timeout=300.0, settle=True):
+    """Step every node in turn until `until()` holds, then (`settle`) until the nodes are quiet: a round with
+    nothing to do, and no transaction of theirs in flight (each one's log or receipt seen). Only then are the
+    blocks behind a view the condition read published: anvil shows a mined block's state to eth_call a moment
+    before its logs and receipts (tests/transcript_nodes.py `job_logged`), so a test that reads the logs of the
+    transaction that made `until()` hold needs the settling. A round with nothing to do waits a little (anvil
+    mines a sent transaction on its own time); `timeout` only bounds a hang."""
+    deadline = time.monotonic() + timeout
+    while True:  # (a step first: a condition may read what the nodes store at their first step)
+        did = sum(node.step() for node in nodes)
         if until():
-            for _ in range(10 if settle else 0):
-                if sum(node.step() for node in nodes) == 0:
-                    return
-            return
-    raise AssertionError(f"not done after {max_rounds} rounds of steps")
+            break
+        if not did:
+            time.sleep(0.02)
+        assert time.monotonic() < deadline, f"not done within {timeout:.0f}s"
+    for _ in range(10 if settle else 0):
+        if sum(node.step() for node in nodes) == 0:
+            break
+    while settle and any(node.txs._inflight for node in nodes):
+        if sum(node.step() for node in nodes) == 0:
+            time.sleep(0.02)  # a receipt is polled `receipt_grace_s` after its send, if no log came first
+        assert time.monotonic() < deadline, f"a transaction still in flight after {timeout:.0f}s"
 
 
 @pytest.fixture(scope="module")
@@ -459,7 +473,13 @@ def test_drafter_claims_the_timeout_of_a_silent_verifier(world):
     stake = world.stake(world.verifier_address)
     drafter.recheck_interval = 0  # look at the job on every step (deadlines are noticed by rechecks)
     world.advance(DEFAULT_PARAMS.commit_timeout + DEFAULT_PARAMS.verify_timeout + 5)
-    drive([drafter], lambda: world.status(job_id) == JobStatus.Finished, max_rounds=5)
+    # it claims at its next look (within 5 steps); the claim is mined on anvil's own time
+    cycle = chaindata.job_view(world.market, job_id)["cycle"]
+    claim = f"job:{job_id}:timeout:{cycle}:1"  # (phase 1: awaiting the verification)
+    for _ in range(5):
+        drafter.step()
+    assert drafter.store.sent_tx(claim) is not None, "the drafter did not claim the timeout within 5 steps"
+    drive([drafter], lambda: world.status(job_id) == JobStatus.Finished)  # (settled: the claim's log is readable)
     [finished] = world.market.events.JobFinished().get_logs(argument_filters={"jobId": job_id}, from_block=world.start)
     assert (finished["args"]["reason"], finished["args"]["party"]) == (
         FinishReason.VerifyTimeout,

@@ -294,6 +294,7 @@ def report(name: str, outcome: dict) -> None:
     )
 
 
+@pytest.mark.node_jobs
 def test_clean(fresh, proxy):
     outcome = run_jobs(fresh, proxy, {})
     report("clean", outcome)
@@ -312,6 +313,7 @@ FAULTS = {
 
 
 @pytest.mark.parametrize("kind", list(FAULTS))
+@pytest.mark.node_jobs
 def test_nodes_ride_out(fresh, proxy, kind):
     outcome = run_jobs(fresh, proxy, FAULTS[kind])
     report(kind, outcome)
@@ -319,6 +321,7 @@ def test_nodes_ride_out(fresh, proxy, kind):
     assert outcome["retried"].total() > 0
 
 
+@pytest.mark.node_jobs
 def test_nodes_ride_out_restarts(fresh, proxy):
     def restarts(p):
         # each restart once the nodes' requests flow (on a loaded machine a fixed delay may fall in a stretch where

@@ -43,7 +43,10 @@ from node.roles.verifier.node import VerifierNode
 from node.store import TX_MINED
 from tests.test_roles import DRAFT, TARGET
 from tests.test_rpc_faults import PATIENT, REQUEST_TIMEOUT, fresh, sent_records, world  # noqa: F401 (fixtures)
-from tests.transcript_nodes import job_logs, submit_party_job
+from tests.transcript_nodes import job_logged, job_logs, submit_party_job
+
+# in-process nodes run whole jobs on a chain (models, many blocks): not in `make test-fast`
+pytestmark = pytest.mark.node_jobs
 
 DRAFTER, VERIFIER, REFEREES = 2, 3, (4, 5, 6)
 # Every fault class at once, ~30% of requests in all.
@@ -210,7 +213,9 @@ def test_a_drafter_down_past_its_commit_deadline_is_timed_out_and_sends_nothing_
 
             # past the deadline the verifier claims the draft timeout: the drafter, who committed before, is slashed
             world.advance(params.commit_timeout + 5)
-            step_until([verifier], lambda: world.status(job_id) != JobStatus.Running, 60)
+            # (waiting on the log, not on the job's status: a view may show the claim before its log can be read)
+            step_until([verifier], job_logged(world.market.events.JobFinished, job_id), 60)
+            assert world.status(job_id) == JobStatus.Finished
             [finished] = job_logs(world.market.events.JobFinished, job_id)
             args = finished["args"]
             assert (args["reason"], args["party"], args["slashed"]) == (
@@ -224,7 +229,7 @@ def test_a_drafter_down_past_its_commit_deadline_is_timed_out_and_sends_nothing_
             assert world.stake(v_addr) == stakes[v_addr]
             # after the challenge window the verifier finalizes: the verified cycles paid, the rest refunded
             world.advance(params.challenge_window + 1)
-            step_until([verifier], lambda: world.status(job_id) == JobStatus.Finalized, 60)
+            step_until([verifier], job_logged(world.market.events.JobFinalized, job_id), 60)
             [final] = job_logs(world.market.events.JobFinalized, job_id)
             job = chaindata.job_view(world.market, job_id)
             cycles = [c for c in chaindata.cycles(world.system, job_id, from_block=world.start) if c.verified]

@@ -66,11 +66,13 @@ def chi_square_pvalue(counts, probs) -> float:
     return chisquare(counts[support], probs[support] * counts.sum()).pvalue
 
 
+@pytest.mark.statistical
 def test_single_position_emitted_token_is_distributed_as_p():
     counts = first_token_counts(P_TOY, Q_TOY, samples=20_000)
     assert chi_square_pvalue(counts, P_TOY) > SIGNIFICANCE
 
 
+@pytest.mark.statistical
 def test_single_position_test_rejects_a_sampler_whose_residual_is_p():
     def residual_is_p(p_wad, q_wad, u):
         return protocol.invcdf(p_wad, u)

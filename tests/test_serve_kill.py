@@ -42,6 +42,9 @@ from test_cli import (
     ok,
 )
 
+# `verispec serve` node processes (20-40 s a start on a busy machine): not in `make test-fast`
+pytestmark = pytest.mark.node_processes
+
 # 64 tokens: at least 22 cycles, room for a drafter kill at cycle 1-4 and a verifier kill 2-4 cycles later with 6
 # cycles left, even when load makes the drafter's kill land up to ~10 cycles late (CI once saw it land too late for
 # 40 tokens' 14 cycles, seed 3368329429, which then passed alone); a longer job only repeats cycles already run.

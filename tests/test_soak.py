@@ -18,9 +18,13 @@ SCRIPT = ROOT / "scripts" / "soak.py"
 # PYTHONPATH: the script imports this checkout's node (node.bench), not an editable install's (git worktrees)
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
-pytestmark = pytest.mark.skipif(
-    not (ROOT / "models" / "target" / "model.safetensors").exists(), reason="bundled models are missing"
-)
+# the soak: many nodes and jobs for minutes: not in `make test-fast`
+pytestmark = [
+    pytest.mark.campaign,
+    pytest.mark.skipif(
+        not (ROOT / "models" / "target" / "model.safetensors").exists(), reason="bundled models are missing"
+    ),
+]
 
 
 def test_the_ledger_counts_gas_and_catches_eth_that_leaves_the_holders():

@@ -90,6 +90,7 @@ def test_bounds(w3, tree):
         f.sub(1, 6).call()  # below zero: checked arithmetic reverts
 
 
+@pytest.mark.long_run
 def test_updates_and_lookups_are_logarithmic(w3, tree):
     """Gas of an update and a lookup grows with log2(size), not with size (64 vs 512 slots)."""
     f = tree.functions

@@ -99,6 +99,9 @@ from node.chain.anvil import running_anvil
 from node.chain.deploy import deploy_system
 from node.chain.params import BURN_ADDRESS, DEFAULT_PARAMS, ETHER
 
+# hypothesis' stateful campaign against the contracts (minutes): not in `make test-fast`
+pytestmark = pytest.mark.campaign
+
 WAD = P.WAD
 # α windows fill after 8 jobs. Referee panels of 1 and (after the one appeal) 3 seats: with the four referees of
 # the cast (and those that register later) a run draws full panels, panels with a choice, and short draws that

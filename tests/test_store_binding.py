@@ -99,6 +99,7 @@ def _status(home: Path, job_id: int) -> str:
 # ---------------------------------------------------------------- a restarted chain in the same home
 
 
+@pytest.mark.node_processes
 def test_a_chain_restarted_in_the_same_home_serves_its_job_1_with_fresh_stores(tmp_path):
     home = tmp_path / "home"
     nodes: list = []
@@ -169,6 +170,7 @@ def home(tmp_path_factory):
         cli("chain", "down", home=home)
 
 
+@pytest.mark.node_processes
 def test_a_verifier_restarted_with_the_right_models_takes_the_job_it_refused(home):
     log = home / f"verifier-{VERIFIER}.log"
     nodes = [

@@ -6,6 +6,8 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from node.chain.compile import SOLC_VERSION, SOLC_WRAPPER
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,6 +40,7 @@ def test_wrapper_refuses_unsupported_modes():
     assert done.returncode == 2 and "only --version and --standard-json" in done.stderr
 
 
+@pytest.mark.long_run
 def test_forge_compiles_the_project_with_the_wrapper(tmp_path):
     done = subprocess.run(
         [

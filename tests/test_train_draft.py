@@ -62,6 +62,7 @@ def test_a_draft_equal_to_the_target_has_no_rejection_and_the_term_pulls_q_towar
     assert train_draft.distillation_loss(stepped, values, indices, 50.0) < before
 
 
+@pytest.mark.long_run
 def test_bad_flags_are_one_line_before_any_model_loads(tmp_path):
     def run(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run(

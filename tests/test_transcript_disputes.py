@@ -26,7 +26,10 @@ from node.roles.watchdog.audit import replay_draft
 from node.roles.watchdog.node import WatchdogNode
 from tests.test_cli import clean_error, cli, ok
 from tests.test_roles import DRAFT, TARGET, resolve_all
-from tests.transcript_nodes import party_world, submit_party_job
+from tests.transcript_nodes import job_logged, party_world, submit_party_job
+
+# in-process nodes run whole jobs on a chain (models, many blocks): not in `make test-fast`
+pytestmark = pytest.mark.node_jobs
 
 WATCHDOG = 7
 DRAFTERS = {"honest": 2, "biased": 8, "cosign": 9}
@@ -108,7 +111,9 @@ def contract_refutes(world, job_id: int, cycle: int) -> bool:
 
 
 def finished(world, job_id: int):
-    return lambda: world.status(job_id) == JobStatus.Finished
+    """The job ended: its JobFinished log is found (a wait on its status alone may end before the block's logs,
+    the settlement's included, can be read: tests/transcript_nodes.py `job_logged`)."""
+    return job_logged(world.market.events.JobFinished, job_id)
 
 
 def watchdog(world, job_ids, **options) -> WatchdogNode:

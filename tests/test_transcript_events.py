@@ -27,6 +27,9 @@ from node.store import NodeStore
 from tests.test_roles import DRAFT, TARGET
 from tests.transcript_nodes import job_logs, party_world, submit_party_job
 
+# in-process nodes run whole jobs on a chain (models, many blocks): not in `make test-fast`
+pytestmark = pytest.mark.node_jobs
+
 DRAFTER, VERIFIER = 2, 3
 TOKENS = 64  # ~16 cycles: the signwrong verifier meets a cycle the rule cuts short early
 PROMPTS = ("def fibonacci(n):\n", "import numpy as np\n")

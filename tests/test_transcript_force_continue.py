@@ -7,6 +7,8 @@ answer that ends the job with no Settlement signed, both parties silent after th
 
 from __future__ import annotations
 
+import pytest
+
 from chainutil import (  # noqa: F401  (env is a fixture)
     SALT,
     STATUS_FINALIZED,
@@ -350,6 +352,7 @@ def test_the_drafter_node_refuses_an_answer_that_its_own_draft_does_not_bear_out
 # ---------------------------------------------------------------- the serving nodes (real processes, models, link)
 
 
+@pytest.mark.node_processes
 def test_a_signwrong_verifier_node_is_forced_again_by_the_drafter_node_on_the_attested_state(tmp_path):
     """`serve verifier --behavior signwrong`: it signs a wrong Verification, the honest drafter node refuses it and
     forces, the verifier answers on chain by the rule and goes silent. The drafter node takes the answer in from

@@ -34,6 +34,9 @@ from node.link.verifier import LinkServer
 from node.store import NodeStore
 from tests.chainutil import VOCAB, advance, env, escrow_for, events, job_request, submit_job, transact  # noqa: F401
 
+# in-process nodes run whole jobs on a chain (models, many blocks): not in `make test-fast`
+pytestmark = pytest.mark.node_jobs
+
 DRAFTER_KEY = "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d"  # anvil's accounts 1 and 2
 VERIFIER_KEY = "0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdee365a"
 OTHER_KEY = "0x7c852118294e51e653712a81e05800f419141751be58f605c371e15141b007a6"
@@ -622,6 +625,7 @@ def _salt(path) -> int:
 # ------------------------------------------------------------------ the CLI
 
 
+@pytest.mark.node_processes
 def test_cli_serve_verifier_listen_publishes_its_endpoint_and_bad_link_options_get_one_line(tmp_path):
     from node.chain.anvil import free_port
     from tests.test_cli import (
@@ -693,6 +697,7 @@ def _party(role: str, config: Path) -> subprocess.Popen:
     )
 
 
+@pytest.mark.node_processes
 def test_kill_9_of_either_party_mid_job_resumes_from_the_last_cosigned_state(models, tmp_path):
     from tests.transcript_nodes import link_rows, wait_for  # (not at the top: the party processes import this file)
 

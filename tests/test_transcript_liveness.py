@@ -31,6 +31,9 @@ from tests.transcript_nodes import (  # noqa: F401  (served_chain, fresh_chain: 
     wait_for,
 )
 
+# `verispec serve` node processes (20-40 s a start on a busy machine): not in `make test-fast`
+pytestmark = pytest.mark.node_processes
+
 SILENCE = "3"  # --link-silence of the nodes here (s)
 RECHECK = 1.0  # wall-clock seconds in which a node's loop looks at a job again (a few polls)
 TOKENS = 64  # a job's maxTokens: ~16 cycles, so a node stopped after 2 or 3 of them is stopped mid-job

@@ -31,6 +31,9 @@ from tests.transcript_nodes import (  # noqa: F401  (served_chain, fresh_chain: 
     wait_for,
 )
 
+# `verispec serve` node processes (20-40 s a start on a busy machine): not in `make test-fast`
+pytestmark = pytest.mark.node_processes
+
 
 def _log(home: Path, role: str, dev: int) -> str:
     path = home / f"{role}-{dev}.log"

@@ -48,6 +48,9 @@ from tests.test_cli import (
 from tests.test_roles import DRAFT, STAKE, TARGET, VOCAB, WAD, World, drive, resolve_all
 from tests.transcript_nodes import submit_party_job
 
+# in-process nodes run whole jobs on a chain (models, many blocks): not in `make test-fast`
+pytestmark = pytest.mark.node_jobs
+
 WATCHDOG = 7
 DRAFTERS = {"honest": 2, "biased": 8, "lazy": 9}
 VERIFIERS = {"honest": 3, "collude": 10, "shade": 11, "retaliate": 12}
@@ -316,6 +319,7 @@ def test_serve_watchdog_refuses_bad_options_in_one_line(tmp_path):
     clean_error(cli(*verifier, "--job", "4", home=tmp_path), "--job is a watchdog's option")
 
 
+@pytest.mark.node_processes
 def test_serve_watchdog_survives_kill_9_without_a_second_dispute_and_stops_on_sigterm(tmp_path_factory):
     biased_dev, verifier_dev = 8, 3
     with chain_with_drafter_and_verifier(tmp_path_factory.mktemp("watchdog-kill")) as home:

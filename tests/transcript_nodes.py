@@ -80,6 +80,16 @@ def job_logs(event, job_id: int) -> list:
     return event.get_logs(from_block=0, argument_filters={"jobId": job_id})
 
 
+def job_logged(event, job_id: int):
+    """A wait condition: job `job_id` has an `event` log. A test that goes on to read a transaction's logs (or its
+    receipt) waits on them, not on a view the transaction changed: anvil writes a mined block's state before it
+    publishes the block (its number, logs and receipts: foundry 1.7 `Backend::do_mine_block` releases the state
+    lock, then updates `best_number`), and an eth_call that waited on that lock is answered in between, so a view
+    can show a transaction's effect while eth_getLogs does not yet find its block. A loaded machine widens that
+    window (a CI run met it). The other way round holds: once a block's logs are found, every view shows its state."""
+    return lambda: bool(job_logs(event, job_id))
+
+
 # ------------------------------------------------------------------ one chain per module, reverted per test
 
 
