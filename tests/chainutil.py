@@ -22,6 +22,9 @@ from node.chain.enums import FinishReason, JobStatus, Phase, Role
 from node.chain.params import DEFAULT_PARAMS, ETHER, WAD, DeploymentParams
 from node.jobs.chaindata import unpack_draft, unpack_output  # noqa: F401 (the packed event bytes, shared with the nodes)
 
+# How long a test lets a script or node process run before it calls it hung: it bounds a hang and never decides a
+# pass (a loaded 2-core machine stretched a 90 s benchmark run past 90 s; none needs minutes idle).
+HANG_S = 900
 DRAFT_MODEL = keccak(b"verispec.test.draft-model")
 TARGET_MODEL = keccak(b"verispec.test.target-model")
 OTHER_MODEL = keccak(b"verispec.test.other-model")

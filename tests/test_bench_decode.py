@@ -15,6 +15,7 @@ import sys
 import pytest
 
 from node import protocol
+from tests.chainutil import HANG_S
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "bench_decode.py"
@@ -49,7 +50,7 @@ def report(tmp_path_factory) -> dict:
         ],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=HANG_S,
         cwd=str(ROOT),
     )
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -18,6 +18,8 @@ import sys
 
 import pytest
 
+from tests.chainutil import HANG_S
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "bench_e2e.py"
 # PYTHONPATH: the script imports this checkout's node (node.bench), not an editable install's (git worktrees)
@@ -38,7 +40,7 @@ def bench(*args: str, timeout: float) -> subprocess.CompletedProcess:
     )
 
 
-def run_bench(*args: str, timeout: float = 80) -> dict:
+def run_bench(*args: str, timeout: float = HANG_S) -> dict:
     """The benchmark's JSON report on the tiny pair (named: the script's default is the real pair)."""
     proc = bench("--json", "--pair", "tiny", *args, timeout=timeout)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -46,7 +48,7 @@ def run_bench(*args: str, timeout: float = 80) -> dict:
 
 
 def test_a_bad_pair_is_one_line_before_anything_starts():
-    proc = bench("--pair", "large", "--json", timeout=60)
+    proc = bench("--pair", "large", "--json", timeout=HANG_S)
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert lines[-1].endswith("error: unknown model pair 'large': choose one of tiny, smol"), lines
@@ -133,7 +135,7 @@ def test_the_report_has_every_figure(report):
 def test_nodes_as_separate_processes_give_the_engine_output_too():
     report = run_bench(
         "--mode", "onchain", "--block-time", "0", "--tokens", "6", "--repeats", "1", "--engine-runs", "1",
-        "--no-dispute", timeout=85,
+        "--no-dispute", timeout=HANG_S,
     )  # fmt: skip
     assert report["config"]["nodes"] == "processes"
     assert report["summary"]["all_identical_to_engine"] and report["dispute"] is None
@@ -143,7 +145,7 @@ def test_nodes_as_separate_processes_give_the_engine_output_too():
 def test_modes_side_by_side_at_two_block_times_and_concurrent_transcript_jobs():
     m = run_bench(
         "--mode", "both", "--block-time", "0,1", "--tokens", "5", "--repeats", "1", "--engine-runs", "1",
-        "--nodes", "threads", "--no-dispute", "--concurrent", "4", timeout=90,
+        "--nodes", "threads", "--no-dispute", "--concurrent", "4", timeout=HANG_S,
     )  # fmt: skip
     rows = {(r["mode"], r["block_time_s"]): r for r in m["rows"]}
     assert set(rows) == {("transcript", 0), ("onchain", 0), ("transcript", 1), ("onchain", 1)}

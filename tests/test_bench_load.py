@@ -18,6 +18,8 @@ import sys
 
 import pytest
 
+from tests.chainutil import HANG_S
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "bench_load.py"
 # PYTHONPATH: the script imports this checkout's node (node.bench), not an editable install's (git worktrees)
@@ -40,10 +42,10 @@ def bench(*args: str, timeout: float) -> subprocess.CompletedProcess:
 
 
 def test_bad_input_is_one_line_before_anything_starts():
-    proc = bench("--jobs", "0", "--pair", "tiny", timeout=60)
+    proc = bench("--jobs", "0", "--pair", "tiny", timeout=HANG_S)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert proc.stderr.strip().splitlines()[-1].endswith("--referees not negative"), proc.stderr
-    proc = bench("--pair", "large", timeout=60)
+    proc = bench("--pair", "large", timeout=HANG_S)
     assert proc.returncode == 2 and "unknown model pair 'large'" in proc.stderr.strip().splitlines()[-1]
 
 
@@ -51,7 +53,7 @@ def test_bad_input_is_one_line_before_anything_starts():
 def report() -> dict:
     proc = bench(
         "--json", "--pair", "tiny", "--mode", "both", "--jobs", str(JOBS), "--tokens", str(TOKENS),
-        "--drafters", "2", "--verifiers", "2", "--referees", "1", timeout=600,
+        "--drafters", "2", "--verifiers", "2", "--referees", "1", timeout=HANG_S,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout)

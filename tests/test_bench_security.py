@@ -17,6 +17,7 @@ import pytest
 
 from node import security_math as sm
 from node.chain.params import DEFAULT_PARAMS, WAD
+from tests.chainutil import HANG_S
 
 # a benchmark script run end to end (its own chain and nodes): not in `make test-fast`
 pytestmark = pytest.mark.bench
@@ -112,12 +113,12 @@ def run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("security")
     out, traces = tmp / "report.json", tmp / "traces.json"
     cmd = [sys.executable, str(SCRIPT), "--quick", "--traces", str(traces), "--json-out", str(out)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240, cwd=str(ROOT), env=ENV)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=HANG_S, cwd=str(ROOT), env=ENV)
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(out.read_text())
     # a second run reuses the cached traces and decodes nothing
     again = subprocess.run(
-        cmd + ["--json", "--no-gas"], capture_output=True, text=True, timeout=240, cwd=str(ROOT), env=ENV
+        cmd + ["--json", "--no-gas"], capture_output=True, text=True, timeout=HANG_S, cwd=str(ROOT), env=ENV
     )
     assert again.returncode == 0, again.stderr[-3000:]
     return report, proc.stdout, json.loads(again.stdout), json.loads(traces.read_text())

@@ -13,6 +13,7 @@ import sys
 import pytest
 
 from node import audit_sampling as A
+from tests.chainutil import HANG_S
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "bench_watchdog.py"
@@ -34,7 +35,7 @@ def report(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("watchdog")
     png = tmp / "curve.png"
     cmd = [sys.executable, str(SCRIPT), "--quick", "--json", "--traces", str(tmp / "traces.json"), "--plot", str(png)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=str(ROOT), env=ENV)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=HANG_S, cwd=str(ROOT), env=ENV)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     return json.loads(proc.stdout)

@@ -46,13 +46,14 @@ def assert_a_block_a_second(w3: Web3, seconds: float) -> None:
     assert shortest - 1.5 <= blocks <= longest + 1.5, (blocks, shortest, longest)
 
 
-def send_and_time(w3: Web3) -> float:
-    """Seconds from sending a plain transfer to its receipt."""
+def send_and_time(w3: Web3) -> tuple[float, int]:
+    """Seconds from sending a plain transfer to its receipt, and how many blocks later than the head before the send
+    it was mined (1: the next block). Blocks, not seconds, say how mining went: a loaded machine stretches seconds."""
     accounts = w3.eth.accounts
-    start = time.monotonic()
+    head, start = w3.eth.block_number, time.monotonic()
     tx = w3.eth.send_transaction({"from": accounts[1], "to": accounts[2], "value": 1})
-    w3.eth.wait_for_transaction_receipt(tx, timeout=30, poll_latency=0.02)
-    return time.monotonic() - start
+    receipt = w3.eth.wait_for_transaction_receipt(tx, timeout=120, poll_latency=0.02)
+    return time.monotonic() - start, receipt["blockNumber"] - head
 
 
 @pytest.mark.parametrize("client", ["anvil", "hardhat"])
@@ -63,9 +64,11 @@ def test_blocks_advance_on_their_own_every_n_seconds(tmp_path, client):
         assert info["block_time_s"] == 1 and info["client"] == client
         assert w3.eth.get_code(info["addresses"]["InferenceMarket"])  # deployed before interval mining began
         assert_a_block_a_second(w3, 4.2)  # 3 to 5 blocks on an idle machine
-        # a transaction waits for the next block: on average half a block time, never much more than one
-        waits = [send_and_time(w3) for _ in range(3)]
-        assert max(waits) < 1.6 and sum(waits) / len(waits) > 0.1, waits
+        # a transaction waits for the next block mined after it arrives: it is not mined at once (on average half a
+        # block time), and it lands within the blocks that the time it took allows (a block a second, and the next one)
+        sent = [send_and_time(w3) for _ in range(3)]
+        assert sum(s for s, _ in sent) / len(sent) > 0.1, sent
+        assert all(1 <= blocks <= seconds + 2 for seconds, blocks in sent), sent
         stamps = [w3.eth.get_block(n)["timestamp"] for n in range(w3.eth.block_number - 3, w3.eth.block_number + 1)]
         assert all(b - a in (0, 1, 2) for a, b in itertools.pairwise(stamps)) and stamps[-1] - stamps[0] >= 2, stamps
     finally:
@@ -79,8 +82,9 @@ def test_instant_mining_is_the_default(tmp_path):
         assert info["block_time_s"] == 0
         assert blocks_over(w3, 1.5) == 0  # no block without a transaction
         before = w3.eth.block_number
-        waits = [send_and_time(w3) for _ in range(3)]
-        assert w3.eth.block_number == before + 3 and max(waits) < 0.5, waits  # one block per transaction, at once
+        sent = [send_and_time(w3) for _ in range(3)]
+        # one block per transaction, mined as it arrives: each in the very next block, and no timer's block between
+        assert w3.eth.block_number == before + 3 and all(blocks == 1 for _, blocks in sent), sent
     finally:
         ok(cli("chain", "down", home=home))
 
@@ -105,6 +109,7 @@ def test_set_block_time_switches_a_running_chain_both_ways(client):
         assert_a_block_a_second(w3, 2.2)  # 1 to 3 blocks on an idle machine
         set_block_time(chain.rpc_url, 0)  # back to a block per transaction: none on their own, each tx at once
         assert blocks_over(w3, 1.2) == 0
-        assert max(send_and_time(w3) for _ in range(2)) < 0.5
+        before = w3.eth.block_number
+        assert all(send_and_time(w3)[1] == 1 for _ in range(2)) and w3.eth.block_number == before + 2
         with pytest.raises(ValueError, match="whole seconds"):
             set_block_time(chain.rpc_url, -1)

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.chainutil import HANG_S
+
 # its own chains or scripts in OS processes, waited on (tens of seconds): not in `make test-fast`
 pytestmark = pytest.mark.long_run
 
@@ -20,7 +22,11 @@ def test_gas_report_json():
     # PYTHONPATH: the script measures this checkout's contracts, not an editable install's (CONTRIBUTING.md)
     env = {**os.environ, "PYTHONPATH": str(SCRIPT.parents[1])}
     done = subprocess.run(
-        [sys.executable, str(SCRIPT), "--json", "--cycles", "4"], capture_output=True, text=True, timeout=120, env=env
+        [sys.executable, str(SCRIPT), "--json", "--cycles", "4"],
+        capture_output=True,
+        text=True,
+        timeout=HANG_S,
+        env=env,
     )
     assert done.returncode == 0, done.stderr[-2000:]
     report = json.loads(done.stdout)

@@ -44,6 +44,7 @@ from node.link import settled
 from node.roles.drafter.node import DrafterNode
 from node.roles.verifier.node import VerifierNode
 from node.store import TX_MINED, NodeStore
+from tests.chainutil import HANG_S
 from tests.test_roles import DRAFT, TARGET
 from tests.transcript_nodes import job_logs, party_world, submit_party_job
 
@@ -174,8 +175,8 @@ def run_jobs(world, proxy: FaultProxy, faults: dict, during=None, timeout: float
     parties = {"d": world.accounts[DRAFTER], "v": world.accounts[VERIFIER]}
     try:
         url = start_link(verifier, ("127.0.0.1", 0))
-        step_until(nodes, lambda: world.system.registry.functions.endpointOf(parties["v"]).call() == url, 60)
-        step_until(nodes, lambda: not any(node.txs._inflight for node in nodes), 30)
+        step_until(nodes, lambda: world.system.registry.functions.endpointOf(parties["v"]).call() == url, HANG_S)
+        step_until(nodes, lambda: not any(node.txs._inflight for node in nodes), HANG_S)
         nonces = {role: world.nonce(a) for role, a in parties.items()}
         stakes = {role: world.stake(a) for role, a in parties.items()}
         records_before = {role: len(sent_records(node)) for role, node in zip(parties, nodes)}
@@ -192,9 +193,9 @@ def run_jobs(world, proxy: FaultProxy, faults: dict, during=None, timeout: float
         finished = lambda: all(world.status(j) == JobStatus.Finished for j in jobs.values())  # noqa: E731
         step_until(nodes, finished, timeout)
         if thread:
-            thread.join(timeout=30)
+            thread.join(timeout=HANG_S)
         proxy.set_faults()
-        step_until(nodes, lambda: not any(node.txs._inflight for node in nodes), 30)  # every receipt is in
+        step_until(nodes, lambda: not any(node.txs._inflight for node in nodes), HANG_S)  # every receipt is in
         for node in nodes:
             node.flush()
 

@@ -41,6 +41,7 @@ from node.roles.drafter.node import DrafterNode
 from node.roles.schedule import DISPUTE
 from node.roles.verifier.node import VerifierNode
 from node.store import TX_MINED
+from tests.chainutil import HANG_S
 from tests.test_roles import DRAFT, TARGET
 from tests.test_rpc_faults import PATIENT, REQUEST_TIMEOUT, fresh, sent_records, world  # noqa: F401 (fixtures)
 from tests.transcript_nodes import job_logged, job_logs, submit_party_job
@@ -121,12 +122,12 @@ def test_a_biased_drafter_is_convicted_through_faulty_endpoints(fresh):
             # the drafter holds its answer back until the verifier has drawn the panel (as tests/test_roles.py's
             # dispute test: one draw, the challenger's)
             answer_later, drafter.work_dispute = drafter.work_dispute, lambda dispute_id: 0
-            step_until([drafter, verifier], lambda: world.dm.functions.disputeCount().call() == 1, 150)
-            step_until([drafter, verifier], lambda: world.dispute(1)["drawn"] > 0, 60)
+            step_until([drafter, verifier], lambda: world.dm.functions.disputeCount().call() == 1, HANG_S)
+            step_until([drafter, verifier], lambda: world.dispute(1)["drawn"] > 0, HANG_S)
             drafter.work_dispute = answer_later
             drafter.schedule.mark_dirty(DISPUTE, 1)
             decided = (DisputeStatus.Appealable, DisputeStatus.Resolved)
-            step_until(nodes, lambda: world.dispute(1)["status"] in decided, 150)
+            step_until(nodes, lambda: world.dispute(1)["status"] in decided, HANG_S)
             world.advance(world.system.params.appeal_period + 1)  # nobody appeals
             for node in nodes:
                 node.schedule.mark_dirty(DISPUTE, 1)
@@ -135,13 +136,13 @@ def test_a_biased_drafter_is_convicted_through_faulty_endpoints(fresh):
                 resolved = world.dispute(1)["status"] == DisputeStatus.Resolved
                 return resolved and world.status(job_id) != JobStatus.Running
 
-            step_until(nodes, done, 120)
+            step_until(nodes, done, HANG_S)
             proxy.set_faults()
 
             def stored_done():  # the accused's and every referee's store closed the dispute
                 return all(getattr(n.store.dispute(1, n.role), "status", None) == "done" for n in (drafter, *referees))
 
-            step_until(nodes, stored_done, 30)
+            step_until(nodes, stored_done, HANG_S)
             quiet(nodes)
 
             d = world.dispute(1)
@@ -194,7 +195,7 @@ def test_a_drafter_down_past_its_commit_deadline_is_timed_out_and_sends_nothing_
             owed = world.market.functions.owed(requester).call()
             job_id = world.submit(max_tokens=48)
             view = lambda: chaindata.job_view(world.market, job_id)  # noqa: E731
-            step_until(nodes, lambda: view()["cycle"] >= 2, 120)
+            step_until(nodes, lambda: view()["cycle"] >= 2, HANG_S)
 
             # the drafter's broadcasts stop arriving (429, not forwarded): it signs and records its next draft, then
             # its endpoint goes down altogether
@@ -203,7 +204,7 @@ def test_a_drafter_down_past_its_commit_deadline_is_timed_out_and_sends_nothing_
             def stranded():
                 return [r for r in sent_records(drafter) if r.key.endswith(":commit") and not on_chain(world, r)]
 
-            step_until(nodes, lambda: stranded() and view()["phase"] == 0, 120, down=[drafter])
+            step_until(nodes, lambda: stranded() and view()["phase"] == 0, HANG_S, down=[drafter])
             [record] = stranded()
             cycle = view()["cycle"]
             assert record.key == f"job:{job_id}:cycle:{cycle}:commit"
@@ -214,7 +215,7 @@ def test_a_drafter_down_past_its_commit_deadline_is_timed_out_and_sends_nothing_
             # past the deadline the verifier claims the draft timeout: the drafter, who committed before, is slashed
             world.advance(params.commit_timeout + 5)
             # (waiting on the log, not on the job's status: a view may show the claim before its log can be read)
-            step_until([verifier], job_logged(world.market.events.JobFinished, job_id), 60)
+            step_until([verifier], job_logged(world.market.events.JobFinished, job_id), HANG_S)
             assert world.status(job_id) == JobStatus.Finished
             [finished] = job_logs(world.market.events.JobFinished, job_id)
             args = finished["args"]
@@ -229,7 +230,7 @@ def test_a_drafter_down_past_its_commit_deadline_is_timed_out_and_sends_nothing_
             assert world.stake(v_addr) == stakes[v_addr]
             # after the challenge window the verifier finalizes: the verified cycles paid, the rest refunded
             world.advance(params.challenge_window + 1)
-            step_until([verifier], job_logged(world.market.events.JobFinalized, job_id), 60)
+            step_until([verifier], job_logged(world.market.events.JobFinalized, job_id), HANG_S)
             [final] = job_logs(world.market.events.JobFinalized, job_id)
             job = chaindata.job_view(world.market, job_id)
             cycles = [c for c in chaindata.cycles(world.system, job_id, from_block=world.start) if c.verified]
@@ -254,7 +255,7 @@ def test_a_drafter_down_past_its_commit_deadline_is_timed_out_and_sends_nothing_
             drafter = world.drafter(account=DRAFTER, w3=node_w3(d_proxy))
             nodes = [drafter, verifier]
             ended = lambda: getattr(drafter.store.job(job_id, "drafter"), "status", None) == "done"  # noqa: E731
-            step_until([drafter], ended, 30)  # it saw the job finalized and retired it
+            step_until([drafter], ended, HANG_S)  # it saw the job finalized and retired it
             for _ in range(10):
                 drafter.step()
             quiet(nodes)
@@ -312,7 +313,7 @@ def test_a_transcript_drafter_down_at_its_settlement_past_the_timeouts_settles_i
         nodes = [drafter, verifier]
         try:
             link = start_link(verifier, ("127.0.0.1", 0))
-            step_until(nodes, lambda: world.system.registry.functions.endpointOf(v_addr).call() == link, 60)
+            step_until(nodes, lambda: world.system.registry.functions.endpointOf(v_addr).call() == link, HANG_S)
             quiet(nodes)
             stakes = {a: world.stake(a) for a in (d_addr, v_addr)}
             nonces = {a: world.nonce(a) for a in (d_addr, v_addr)}
@@ -324,7 +325,7 @@ def test_a_transcript_drafter_down_at_its_settlement_past_the_timeouts_settles_i
                 record = drafter.store.sent_tx(key)
                 return record is not None and not on_chain(world, record)
 
-            step_until(nodes, stranded, 120, down=[drafter])
+            step_until(nodes, stranded, HANG_S, down=[drafter])
             record = drafter.store.sent_tx(key)
             d_proxy.stop()
             world.advance(params.commit_timeout + params.verify_timeout + 5)
@@ -336,7 +337,7 @@ def test_a_transcript_drafter_down_at_its_settlement_past_the_timeouts_settles_i
             assert world.nonce(v_addr) == nonces[v_addr] + 1  # its acceptance, nothing since
             d_proxy.set_faults()
             d_proxy.start()
-            step_until(nodes, lambda: world.status(job_id) == JobStatus.Finished, 60)
+            step_until(nodes, lambda: world.status(job_id) == JobStatus.Finished, HANG_S)
             quiet(nodes)
 
             [done] = job_logs(world.market.events.JobFinished, job_id)

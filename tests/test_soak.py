@@ -13,6 +13,8 @@ import sys
 
 import pytest
 
+from tests.chainutil import HANG_S
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "soak.py"
 # PYTHONPATH: the script imports this checkout's node (node.bench), not an editable install's (git worktrees)
@@ -52,7 +54,7 @@ def test_bad_input_is_one_line():
         [sys.executable, str(SCRIPT), "--minutes", "0"],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=HANG_S,
         cwd=str(ROOT),
         env=ENV,
     )
@@ -66,7 +68,7 @@ def report() -> dict:
         [sys.executable, str(SCRIPT), "--pair", "tiny", "--minutes", "0.5", "--seed", "1", "--json"],
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=HANG_S,
         cwd=str(ROOT),
         env=ENV,
     )
