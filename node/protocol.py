@@ -319,9 +319,25 @@ def binds(index: int, accepted: int, gamma: int) -> bool:
     return index <= accepted or index == gamma
 
 
+def rejection_sample(p_wad: Sequence[int], q_wad: Sequence[int], u: int) -> int:
+    """The outToken after a rejection: the residual sample, or p's own sample where the residual is empty.
+
+    An empty residual (p <= q everywhere: p equals q) means the two distributions did not reject there; a proposal
+    outside the vocabulary, a q claimed above the draft's or a p posted below the target's did. The token still owed
+    is then a sample of p itself (what the target would emit: the output stays distributed as p). The verifier emits
+    it and the referees judge it by this one function (docs/protocol.md §6 "Residual with no mass")."""
+    try:
+        return residual_sample(p_wad, q_wad, u)
+    except ValueError:
+        if len(p_wad) != len(q_wad) or int(np.maximum(np.asarray(p_wad) - np.asarray(q_wad), 0).sum()) != 0:
+            raise  # a malformed row, not an empty residual
+        return invcdf(p_wad, u)
+
+
 def emitted_token(p_next: Sequence[int], q_next: Sequence[int] | None, u: int) -> int:
-    """The verifier's outToken: the residual sample after a rejection, else the bonus sample from p."""
-    return invcdf(p_next, u) if q_next is None else residual_sample(p_next, q_next, u)
+    """The verifier's outToken: the rejection sample (`rejection_sample`) after a rejection, else the bonus sample
+    from p."""
+    return invcdf(p_next, u) if q_next is None else rejection_sample(p_next, q_next, u)
 
 
 # ---------------------------------------------------------------- speedup model

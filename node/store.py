@@ -268,7 +268,10 @@ class NodeStore(BlockMemory):
                 for step in range(version, SCHEMA_VERSION):
                     for statement in _MIGRATIONS[step]:
                         if callable(statement):  # a step SQL cannot do exactly (store_schema.py)
-                            statement(self._db)
+                            try:
+                                statement(self._db)
+                            except ValueError as exc:  # the transaction rolls back: the store stays as it was
+                                raise StoreError(f"{self.path}: cannot migrate from v{version}: {exc}") from None
                         else:
                             self._db.execute(statement)
                 self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")

@@ -146,6 +146,8 @@ def _salts_out_of_top_k(db) -> None:
         if not isinstance(extra, dict) or "salt" not in extra:
             continue
         salt = int(extra.pop("salt"))
+        if not 0 <= salt < 2**64:  # the contract's uint64: a store holding another value was not written by a node
+            raise ValueError(f"job {job_id}: the stored salt {salt} is not a uint64")
         db.execute("INSERT INTO job_salts VALUES (?, ?, ?, ?)", (job_id, role, str(salt), updated_at))
         db.execute(
             "UPDATE cycles SET top_k = ? WHERE job_id = ? AND role = ? AND cycle = 0", (json.dumps(extra), job_id, role)

@@ -117,15 +117,15 @@ def test_a_retaliating_verifier_shades_exactly_its_positions_and_the_chain_rule_
 def test_behaviours_are_chosen_by_name_and_unknown_names_are_refused(decoder, job):
     assert type(draft_session("honest", decoder.draft, job)) is DraftSession
     assert type(draft_session("biased", decoder.draft, job)) is BiasedDraftSession
-    assert type(verify_session("honest", decoder.target, job, SEED)) is VerifySession
-    assert type(verify_session("retaliate", decoder.target, job, SEED)) is RetaliatingVerifySession
+    assert type(verify_session("honest", decoder.target, job, SEED, salt=0)) is VerifySession
+    assert type(verify_session("retaliate", decoder.target, job, SEED, salt=0)) is RetaliatingVerifySession
     assert type(draft_session("lazy", decoder.draft, job)) is LazyDraftSession
-    assert type(verify_session("shade", decoder.target, job, SEED)) is ShadingVerifySession
-    assert type(verify_session("collude", decoder.target, job, SEED)) is ColludingVerifySession
+    assert type(verify_session("shade", decoder.target, job, SEED, salt=0)) is ShadingVerifySession
+    assert type(verify_session("collude", decoder.target, job, SEED, salt=0)) is ColludingVerifySession
     with pytest.raises(ValueError, match="unknown drafter behavior 'retaliate'"):
         draft_session("retaliate", decoder.draft, job)
     with pytest.raises(ValueError, match="unknown verifier behavior 'biased'"):
-        verify_session("biased", decoder.target, job, SEED)
+        verify_session("biased", decoder.target, job, SEED, salt=0)
 
 
 STDLIB = pathlib.Path(sysconfig.get_paths()["stdlib"])
@@ -150,7 +150,7 @@ def run_job(decoder, prompt, job_id: int, drafter_behavior="honest", verifier_be
     seed = protocol.hash_chain(job_id.to_bytes(32, "big"), 1)
     drafter = draft_session(drafter_behavior, decoder.draft, job, lazy=policies.get("lazy"))
     verifier = verify_session(
-        verifier_behavior, decoder.target, job, seed, draft_model=decoder.draft, **policies.get("v", {})
+        verifier_behavior, decoder.target, job, seed, draft_model=decoder.draft, salt=0, **policies.get("v", {})
     )
     return job, verifier, run_cycles(drafter, verifier, 64)
 

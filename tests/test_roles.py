@@ -630,8 +630,8 @@ def test_a_wrong_guess_of_the_verifier_is_undone_exactly(tokenizer):
     job = DecodingJob(job_id=3, prompt=tuple(prompt_tokens(tokenizer, PROMPT.encode())), max_new_tokens=40, gamma=GAMMA)
     seed = bytes(range(32))
     for behavior, kind in (("honest", "lengths"), ("retaliate", "copy")):
-        plain = behaviors.verify_session(behavior, target, job, seed, draft_model=draft)
-        guessing = behaviors.verify_session(behavior, target, job, seed, draft_model=draft)
+        plain = behaviors.verify_session(behavior, target, job, seed, draft_model=draft, salt=0)
+        guessing = behaviors.verify_session(behavior, target, job, seed, draft_model=draft, salt=0)
         drafter = DraftSession(draft, job)
         for c in range(6):
             proposed = drafter.propose(c)

@@ -416,6 +416,24 @@ def test_a_v6_store_is_migrated_with_its_salts_out_of_the_transcripts(path):
     raw.close()
 
 
+def test_a_v6_store_with_a_salt_no_node_wrote_is_refused_and_left_as_it_was(path):
+    """A cycle-0 transcript whose "salt" is not a uint64 was not written by a node: opening the store is one
+    StoreError naming it, and the migration's transaction rolls back (still v6, the transcript untouched)."""
+    with NodeStore(path) as store:
+        store.save_cycle(7, "drafter", 0, proposals=[5], q=[700], top_k={"salt": 2**64})
+    raw = sqlite3.connect(path)
+    raw.execute("DROP TABLE job_salts")
+    raw.execute("PRAGMA user_version=6")
+    raw.commit()
+    raw.close()
+    with pytest.raises(StoreError, match=r"cannot migrate from v6: job 7: the stored salt 18446744073709551616"):
+        NodeStore(path)
+    raw = sqlite3.connect(path)
+    assert raw.execute("PRAGMA user_version").fetchone()[0] == 6
+    assert raw.execute("SELECT top_k FROM cycles WHERE job_id = 7").fetchone()[0] == '{"salt": 18446744073709551616}'
+    raw.close()
+
+
 def test_a_v2_store_is_migrated_and_bound_keeping_its_data(path):
     NodeStore(path).close()  # a current store taken back to v2 (no tables of v3 on)
     raw = sqlite3.connect(path)

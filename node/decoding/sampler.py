@@ -93,10 +93,5 @@ def decide(
     v = protocol.residual_uniform(reveal, root, salt)
     p_next = p_rows[accepted]
     q_next = None if accepted == k else q_rows(accepted) if callable(q_rows) else q_rows[accepted]
-    if q_next is not None and np.array_equal(p_next, q_next):
-        # an empty residual: p and q agree there, so the distributions did not reject; a token outside the vocabulary,
-        # a p posted below the row's or a q claimed above the draft's did. What is left to emit is p itself.
-        out_token = protocol.invcdf(p_next, v)
-    else:
-        out_token = protocol.emitted_token(p_next, q_next, v)
+    out_token = protocol.emitted_token(p_next, q_next, v)  # an empty residual emits p's own sample (rejection_sample)
     return Decision(root=root, p=p, accepted=accepted, out_token=out_token)

@@ -342,11 +342,12 @@ def verify_session(
     draft_model=None,
     policy: RetaliationPolicy | None = None,
     *,
+    salt: int | None,
     shade: ShadePolicy | None = None,
-    salt: int | None = 0,
 ) -> VerifySession:
-    """A verifier session of `behavior`, built with the job's drafter salt (0: the local engine's; None: not known,
-    its verify refuses); `policy` tunes `retaliate`, `shade` tunes `shade` (defaults otherwise)."""
+    """A verifier session of `behavior`, built with the job's drafter salt, which every caller names (0: the local
+    engine's; None: not known, its verify refuses): a forgotten salt would give wrong uniforms, not an error;
+    `policy` tunes `retaliate`, `shade` tunes `shade` (defaults otherwise)."""
     behavior = VerifierBehavior.parse(behavior)
     if behavior is VerifierBehavior.RETALIATE:
         return RetaliatingVerifySession(

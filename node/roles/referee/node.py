@@ -22,7 +22,9 @@ What counts as cheating (docs/protocol.md §6, docs/disputes.md), with tolerance
 * TargetReplay, i < K: |p_replay(x_i) − p_i| > tol;
 * TargetReplay, i == K (outToken): with n = accepted and v = residualUniform(reveal, root, salt), outToken
   outside the residual samples of norm(max(0, p_n − q_n)) at v ∓ tol (n < K), or outside the samples of
-  p_K at v ∓ tol (n == K). (An empty replayed residual means no honest rejection: cheated.)
+  p_K at v ∓ tol (n == K). Where the replayed residual is empty (p_n == q_n: a lying draft or an out-of-vocabulary
+  proposal caused the rejection, not the distributions), the residual sample is p_n's own (`protocol.rejection_sample`,
+  what the verifier emits too).
 
 A token outside the vocabulary has probability 0 (a committed proposal, or a claimed outToken: neither raises). A
 position whose context (the prompt, earlier outputs, the cycle's proposals before it) holds such a token cannot be
@@ -151,11 +153,8 @@ def judge_position(
     v = protocol.residual_uniform(cyc.reveal, cyc.draft_root, cyc.salt)
     if n < k:
         q_row = rows(draft_model, context)
-        try:
-            low, high = protocol.sample_window(lambda w: protocol.residual_sample(p_row, q_row, w), v, tol)
-        except ValueError:
-            return _verdict(True, f"the replayed residual at {n} is empty: no honest rejection there")
-        what = f"the residual sample at {n}"
+        low, high = protocol.sample_window(lambda w: protocol.rejection_sample(p_row, q_row, w), v, tol)
+        what = f"the rejection sample at {n}"
     else:
         low, high = protocol.sample_window(lambda w: protocol.invcdf(p_row, w), v, tol)
         what = "the bonus sample"

@@ -549,7 +549,7 @@ class VerifierNode(PartyNode):
         with the job's salt, so None while that is not known (it comes with the cycle-0 draft)."""
         if vj.salt is None:
             return None
-        s = vj.session
+        s = vj.session if vj.session is None or vj.session.salt == vj.salt else None  # a reorg may change the salt
         if s is not None and s.cycle == c and vj.verified_cycle is None:
             return s
         if any(k not in vj.outputs for k in range(c)):  # first, so that a session one cycle behind advances (drafter's)
