@@ -128,9 +128,12 @@ SHRINK = os.environ.get("VERISPEC_STATEFUL_SHRINK", "1") != "0"
 # the collection and with every new literal in node/ or scripts/ (seeds 0, then 1-3, missed "draw schedule (round 1)"
 # after changes elsewhere). Measured on this file as it is (2026-12-03): seed 4 reaches "draw schedule (round 1)" twice
 # and "outcome Void (escalation)" once; seed 5 reaches them 13 and 10 times, and every other rare outcome (195 s).
+# The contracts' interfaces (issue 24) changed their metadata hash, so the chain's block hashes and the draws: seed 5
+# then never succeeded at claimAnswerTimeout, seed 7 missed too, and seed 6 alone hits every function and every rare
+# outcome (2026-12-03, 202 s).
 # A run that misses a rare outcome is followed by the next seed's run, up to FALLBACK_RUNS more, and the rare outcomes
 # are counted over them all (each run checks every invariant and that every function succeeded).
-SEED = int(os.environ.get("VERISPEC_STATEFUL_SEED", 5))
+SEED = int(os.environ.get("VERISPEC_STATEFUL_SEED", 6))
 FALLBACK_RUNS = int(os.environ.get("VERISPEC_STATEFUL_FALLBACK_RUNS", 2))
 GENESIS_TIME = 1_767_225_600  # 2026-01-01: fixed, so the chain's block hashes are too
 N_ACTORS = 12
