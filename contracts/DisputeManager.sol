@@ -497,9 +497,10 @@ contract DisputeManager is IDisputeManager, ReentrancyGuard {
         }
         if (block.number <= drawBlock) revert DrawTooEarly(drawBlock);
         bytes32 seedHash = blockhash(drawBlock);
-        // The seed is public from the seed block on; a stake tree changed after it (a stake added, an unbond, a
-        // slash) could steer which referee holds which point, so such a draw takes a fresh seed instead.
-        if (seedHash == bytes32(0) || registry.stakeTreeChangedAt(d.modelId) > drawBlock) {
+        // The seed is public from the seed block on, so the draw reads the stake tree as it stood at the end of the
+        // block before it: no stake added, unbond or slash after the seed was known moves a point (a re-scheduled
+        // draw would hand whoever can move the tree a free re-roll). Only a seed too old to read takes a fresh one.
+        if (seedHash == bytes32(0)) {
             d.drawBlock = uint64(block.number);
             emit DrawRescheduled(disputeId, uint64(block.number));
             return false;
@@ -544,14 +545,15 @@ contract DisputeManager is IDisputeManager, ReentrancyGuard {
         returns (address[] memory chosen)
     {
         address[4] memory excluded = _parties(d);
-        uint256 total = registry.refereeStakeTotal(d.modelId);
+        uint256 snapshot = d.drawBlock - 1; // the tree before the seed block
+        uint256 total = registry.refereeStakeTotalAt(d.modelId, snapshot);
         chosen = new address[](seats);
         uint256 found = 0;
         if (total != 0) {
             uint256 tries = RefereeDraw.tries(seats);
             for (uint256 j = 0; j < tries && found < seats; ++j) {
-                address candidate = _holder(d.modelId, RefereeDraw.point(seed, j, total));
-                if (_eligible(disputeId, candidate, excluded, chosen, found, d)) chosen[found++] = candidate;
+                address candidate = _holder(d.modelId, RefereeDraw.point(seed, j, total), snapshot);
+                if (_eligible(disputeId, candidate, excluded, chosen, found)) chosen[found++] = candidate;
             }
         }
         // slither-disable-next-line assembly (shortens the memory array to the referees found)
@@ -566,21 +568,23 @@ contract DisputeManager is IDisputeManager, ReentrancyGuard {
         return [parties.requester, parties.drafter, parties.verifier, d.challenger];
     }
 
-    /// @dev The referee holding stake point `point` of `modelId`'s tree.
-    function _holder(bytes32 modelId, uint256 point) private view returns (address) {
+    /// @dev The referee holding stake point `point` of `modelId`'s tree as it stood at the end of block `snapshot`.
+    function _holder(bytes32 modelId, uint256 point, uint256 snapshot) private view returns (address) {
         // slither-disable-next-line calls-loop (the protocol's registry; ≤ 4 × MAX_REFEREES + 8 times)
-        return registry.refereeByStake(modelId, point);
+        return registry.refereeByStakeAt(modelId, point, snapshot);
     }
 
-    /// @dev Not zero, not on a panel of this dispute (earlier rounds, or this draw so far), not a party, and an
-    /// active referee for the disputed model registered no later than the seed block.
+    /// @dev Not zero, not on a panel of this dispute (earlier rounds, or this draw so far), not a party, and still
+    /// staked. Its weight in the tree before the seed block (> 0, or the point would not have found it) made it an
+    /// active referee of the model then; nothing it did since counts, so a drawn referee cannot leave the panel by
+    /// unbonding after it saw the seed (it is locked like any other, its stake is still there: withdrawing takes an
+    /// unbonding period longer than a dispute).
     function _eligible(
         uint256 disputeId,
         address candidate,
         address[4] memory parties,
         address[] memory chosen,
-        uint256 found,
-        Dispute storage d
+        uint256 found
     ) private view returns (bool) {
         if (candidate == address(0) || _ballots[disputeId][candidate].drawn) return false;
         for (uint256 i = 0; i < 4; ++i) {
@@ -590,16 +594,19 @@ contract DisputeManager is IDisputeManager, ReentrancyGuard {
             if (candidate == chosen[i]) return false;
         }
         // slither-disable-next-line calls-loop (the protocol's registry; ≤ 4 × MAX_REFEREES + 8 times)
-        return registry.isActiveSince(candidate, IStakingRegistry.Role.Referee, d.modelId, d.drawBlock);
+        return registry.stakeOf(candidate) != 0;
     }
 
-    /// @dev Too few eligible referees: a fresh draw after `escalationPeriod` (the answer deadline moves with it),
-    /// or, after `maxEscalations`, Void with every bond back and nobody penalized.
+    /// @dev Too few eligible referees: a fresh draw after `escalationPeriod` (the answer deadline moves with it).
+    /// After `maxEscalations`: an appeal round that cannot be staffed leaves the verdict it appealed in force (its
+    /// appellant's bond back: `_standUnstaffedAppeal`); a first round, which nobody ever decided, ends Void with every
+    /// bond back and nobody penalized.
     function _escalate(uint256 disputeId, Dispute storage d) private {
         uint8 escalations = d.escalations + 1;
         d.escalations = escalations;
         if (escalations > maxEscalations) {
-            _voidUnrefereed(disputeId, d);
+            if (d.round == 0) _voidUnrefereed(disputeId, d);
+            else _standUnstaffedAppeal(disputeId, d);
             return;
         }
         uint64 drawAfter = uint64(block.timestamp + escalationPeriod);
@@ -632,6 +639,27 @@ contract DisputeManager is IDisputeManager, ReentrancyGuard {
         }
         emit DisputeResolved(disputeId, Outcome.Void, 0, 0, 0);
         _release(disputeId, d, false);
+    }
+
+    /// @dev An appeal whose panel could not be staffed: as if it had not been filed. Its appellant's bond comes back,
+    /// the round is forgotten, and the dispute ends with the last decided round's result, its referees paid and
+    /// penalized as on a final round. (Void here would hand a convicted party that can appeal into a pool too small
+    /// for the larger panel its bond back and its conviction undone.)
+    function _standUnstaffedAppeal(uint256 disputeId, Dispute storage d) private {
+        uint8 round = d.round;
+        Round storage r = _rounds[disputeId][round];
+        address appellant = r.appellant;
+        uint256 refund = r.appealBond;
+        delete _rounds[disputeId][round];
+        d.round = round - 1;
+        d.panelSize = uint8(_panels[disputeId][round - 1].length);
+        Round storage decided = _rounds[disputeId][round - 1];
+        d.drawn = d.panelSize;
+        d.faithfulVotes = decided.faithfulVotes;
+        d.cheatedVotes = decided.cheatedVotes;
+        emit AppealUnstaffed(disputeId, round, appellant, refund);
+        _credit(disputeId, appellant, refund);
+        _finish(disputeId, d, d.roundResult);
     }
 
     function _votingOver(Dispute storage d) private view returns (bool) {

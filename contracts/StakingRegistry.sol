@@ -24,6 +24,9 @@ contract StakingRegistry is IStakingRegistry, ReentrancyGuardTransient {
     /// @notice Largest vocabulary size a model id can be registered with (token ids are uint32).
     uint256 public constant MAX_VOCAB = type(uint32).max;
 
+    /// @notice A referee stays in the draw pool down to minRefereeStake / REFEREE_FLOOR_DIVISOR of stake.
+    uint256 public constant REFEREE_FLOOR_DIVISOR = 4;
+
     /// @notice Longest endpoint (bytes) a verifier may publish with `setEndpoint`.
     uint256 public constant MAX_ENDPOINT = 256;
 
@@ -291,8 +294,9 @@ contract StakingRegistry is IStakingRegistry, ReentrancyGuardTransient {
     /// @inheritdoc IStakingRegistry
     function isActive(address account, Role role, bytes32 modelId) public view returns (bool) {
         Account storage acct = _accounts[account];
+        uint256 minimum = role == Role.Referee ? refereeFloor() : minStake(role);
         return role != Role.None && acct.role == role && acct.unbondingSince == 0 && _serves[account][modelId]
-            && acct.stake >= minStake(role);
+            && acct.stake >= minimum;
     }
 
     /// @inheritdoc IStakingRegistry
@@ -316,7 +320,13 @@ contract StakingRegistry is IStakingRegistry, ReentrancyGuardTransient {
         return _serves[account][modelId] ? _vocab[account][modelId] : 0;
     }
 
-    /// @notice The minimum stake of `role` (0 for Role.None).
+    /// @notice The stake below which a referee leaves the draw pool: a quarter of the registration minimum, so that
+    /// penalties lower a referee's weight long before they eject it (docs/disputes.md, "Referee draw").
+    function refereeFloor() public view returns (uint256) {
+        return minRefereeStake / REFEREE_FLOOR_DIVISOR;
+    }
+
+    /// @notice The minimum stake of `role` to register (0 for Role.None).
     function minStake(Role role) public view returns (uint256) {
         if (role == Role.Drafter) return minDrafterStake;
         if (role == Role.Verifier) return minVerifierStake;
@@ -361,12 +371,22 @@ contract StakingRegistry is IStakingRegistry, ReentrancyGuardTransient {
 
     /// @inheritdoc IStakingRegistry
     function refereeStakeTotal(bytes32 modelId) external view returns (uint256) {
-        return _stakeTrees[modelId].total;
+        return _stakeTrees[modelId].totalWeight();
+    }
+
+    /// @inheritdoc IStakingRegistry
+    function refereeStakeTotalAt(bytes32 modelId, uint256 atBlock) external view returns (uint256) {
+        return _stakeTrees[modelId].totalWeightAt(atBlock);
     }
 
     /// @inheritdoc IStakingRegistry
     function refereeByStake(bytes32 modelId, uint256 point) external view returns (address) {
         return _slotReferee[modelId][_stakeTrees[modelId].find(point)];
+    }
+
+    /// @inheritdoc IStakingRegistry
+    function refereeByStakeAt(bytes32 modelId, uint256 point, uint256 atBlock) external view returns (address) {
+        return _slotReferee[modelId][_stakeTrees[modelId].findAt(point, atBlock)];
     }
 
     /// @inheritdoc IStakingRegistry
@@ -382,17 +402,18 @@ contract StakingRegistry is IStakingRegistry, ReentrancyGuardTransient {
     /// @notice The stake-tree slot of `referee` for `modelId` (0 when it never registered for it) and the tree's
     /// slot count.
     function stakeTreeSlot(bytes32 modelId, address referee) external view returns (uint256 slot, uint256 size) {
-        return (_treeSlot[modelId][referee], _stakeTrees[modelId].size);
+        return (_treeSlot[modelId][referee], _stakeTrees[modelId].slotCount());
     }
 
     // ------------------------------------------------------------------ internals
 
     /// @dev Brings `account`'s weight in its models' stake trees to its active referee stake: the stake while it
-    /// is a referee, not unbonding and at or above the minimum; 0 otherwise.
+    /// is a referee, not unbonding and at or above the floor (a penalty lowers the weight; only stake below the floor,
+    /// a quarter of the registration minimum, leaves the pool); 0 otherwise.
     function _syncRefereeWeight(address account) private {
         Account storage acct = _accounts[account];
         uint256 stake = acct.stake;
-        bool active = acct.role == Role.Referee && acct.unbondingSince == 0 && stake >= minRefereeStake;
+        bool active = acct.role == Role.Referee && acct.unbondingSince == 0 && stake >= refereeFloor();
         _setRefereeWeight(account, active ? stake : 0);
     }
 

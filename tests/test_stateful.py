@@ -23,13 +23,14 @@ with `eth_call` (the error name) and then mined anyway, so the chain really exec
 sender's gas changed. Accept counts, record hashes, proofs, hash chains and vote commitments come from
 node/protocol.py.
 
-Disputes follow the v1.1 referee rules (docs/disputes.md). The model replays RefereeDraw's selection itself:
-the seed from the seed block's hash (read from the chain), the stake point of every try, the holder of each point
-in the modelled tree, the eligibility rules (no party, not on an earlier panel, not drawn twice, active since the
-seed block), so it predicts the exact panel in draw order
-(compared with `panelOf`), or an escalation (too few eligible: a fresh seed after escalationPeriod, Void with
-every bond back after maxEscalations), or a reschedule (the tree changed after the seed block, or the seed
-block left the 256-block window). A round is decided by `resolve` (strict majority of the drawn panel) and is
+Disputes follow the v1.1 referee rules with v1.2's frozen draws (docs/disputes.md). The model replays
+RefereeDraw's selection itself: the seed from the seed block's hash (read from the chain), the stake point of every
+try, the holder of each point in the modelled tree as it stood at the end of the block before the seed block (the
+model keeps every weight's history), the eligibility rules (no party, not on an earlier panel, not drawn twice,
+still staked), so it predicts the exact panel in draw order (compared with `panelOf`), or an escalation (too few
+eligible: a fresh seed after escalationPeriod; after maxEscalations Void with every bond back in round 0, and in an
+appeal round the appealed verdict stands with the appellant's bond back), or a reschedule (the seed block left the
+256-block window). A referee's weight is its stake down to a quarter of the registration minimum (the floor). A round is decided by `resolve` (strict majority of the drawn panel) and is
 Appealable for appealPeriod (bond × 2^k, a fresh panel of 2n + 1); `resolve` after the period, or on the last
 round at once, ends the dispute: penalties for every round's non-revealers and final-verdict dissenters and
 forfeited appeal bonds are credited to BURN, only the final round's majority is paid. The deployment here has
@@ -39,7 +40,7 @@ are real cheats), so that a run surely reaches them: every fourth dispute's firs
 lie, so an appeal overturns it: the first-round referee is penalized, the appeal bond refunded), every third
 dispute's appellant first sends the first bond again (WrongAppealBond); the losing side tries a late appeal
 before an Appealable round's final resolve, a drawer retries an escalated draw at once (EscalationPending), and
-`steer_draw` moves a referee's stake between seed and draw (the draw is rescheduled, an answer cannot draw).
+`steer_draw` moves a referee's stake between seed and draw (v1.2: the panel is the one the seed chose anyway).
 
 Invariants, checked after EVERY step against one batched read of the chain:
 * ETH conservation: registry balance = Σ stakes; market balance = Σ escrow of unfinalized jobs + Σ owed;
@@ -78,7 +79,7 @@ import contextlib
 import os
 import random
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 import pytest
@@ -156,6 +157,7 @@ DRAFT_REPLAY, TARGET_REPLAY = enums.DisputeKind
 FAITHFUL, CHEATED = list(enums.Verdict)[1:]
 FREE, OPEN_POS, PROVEN = enums.PositionState  # dispute position state
 
+REFEREE_FLOOR = PARAMS.min_referee_stake // 4  # StakingRegistry.refereeFloor: penalties lower, the floor ejects
 MIN_STAKE = {
     DRAFTER: PARAMS.min_drafter_stake,
     VERIFIER: PARAMS.min_verifier_stake,
@@ -502,6 +504,7 @@ class ProtocolMachine(RuleBasedStateMachine):
         self.slots: dict[bytes, list] = {m: [] for m in MODELS}
         self.weights: Counter = Counter()  # refereeWeight
         self.tree_changed: Counter = Counter()  # stakeTreeChangedAt
+        self.weight_log: dict = defaultdict(lambda: defaultdict(list))  # model -> referee -> [(block, weight)]
         # ETH conservation: the actors, the contracts and the burn address hold what they held, less all gas paid
         self.fees = 0
         self.holders = [*addrs, self.registry.address, self.market.address, self.dm.address, BURN]
@@ -710,7 +713,8 @@ class ProtocolMachine(RuleBasedStateMachine):
             self.resolve(d, 0)
 
     def active(self, a: Account, role: int, model: bytes) -> bool:
-        return a.role == role and a.unbonding_since == 0 and model in a.models and a.stake >= MIN_STAKE[role]
+        minimum = REFEREE_FLOOR if role == REFEREE else MIN_STAKE[role]
+        return a.role == role and a.unbonding_since == 0 and model in a.models and a.stake >= minimum
 
     def credit_market(self, who: str, amount: int):
         self.owed[who] += amount
@@ -732,8 +736,8 @@ class ProtocolMachine(RuleBasedStateMachine):
     # the registry's referee stake trees (StakingRegistry._syncRefereeWeight)
 
     def weight(self, a: Account) -> int:
-        """A referee's active stake: its stake while a referee, not unbonding and at or above the minimum."""
-        active = a.role == REFEREE and not a.unbonding_since and a.stake >= MIN_STAKE[REFEREE]
+        """A referee's active stake: its stake while a referee, not unbonding and at or above the floor."""
+        active = a.role == REFEREE and not a.unbonding_since and a.stake >= REFEREE_FLOOR
         return a.stake if active else 0
 
     def reweigh(self, a: Account):
@@ -748,10 +752,20 @@ class ProtocolMachine(RuleBasedStateMachine):
             self.weights[a.addr] = w
             for m in a.models:
                 self.tree_changed[m] = self.block
+                self.weight_log[m][a.addr].append((self.block, w))
 
     def tree(self, m: bytes) -> list:
         """The stake tree of model `m` as (referee, weight) per slot (a slot of a model it no longer serves is 0)."""
         return [(r, self.weights[r] if m in self.accts[r].models else 0) for r in self.slots[m]]
+
+    def tree_at(self, m: bytes, block: int) -> list:
+        """The stake tree of model `m` as it stood at the end of `block` (refereeByStakeAt's): each slot's last
+        weight written in that tree at or before it."""
+
+        def weight(r: str) -> int:
+            return next((w for b, w in reversed(self.weight_log[m][r]) if b <= block), 0)
+
+        return [(r, weight(r)) for r in self.slots[m]]
 
     def holder(self, tree: list, point: int) -> str:
         """refereeByStake: the slot whose cumulative weight first exceeds `point` (StakeTree.find)."""
@@ -770,18 +784,16 @@ class ProtocolMachine(RuleBasedStateMachine):
         if not d.draw_block:
             return ("pending" if self.t < d.draw_after else "schedule"), [], 0
         assert block > d.draw_block  # one transaction a block: DrawTooEarly cannot happen here
-        if d.draw_block < block - 256 or self.tree_changed[d.model] > d.draw_block:
+        if d.draw_block < block - 256:
             return "reschedule", [], 0
-        tree = self.tree(d.model)
+        tree = self.tree_at(d.model, d.draw_block - 1)  # frozen: nothing done after the seed moves a point
         total = sum(w for _, w in tree)
         j = d.job
         parties = {j.requester, j.drafter, j.verifier, d.challenger}
         earlier = {r for panel in d.panels for r in panel}
 
-        def eligible(r: str) -> bool:
-            a = self.accts[r]
-            since = a.registered_block <= d.draw_block  # isActiveSince(seed block)
-            return r not in parties and r not in earlier and self.active(a, REFEREE, d.model) and since
+        def eligible(r: str) -> bool:  # its weight before the seed made it active then; it must still be staked
+            return r not in parties and r not in earlier and self.accts[r].stake > 0
 
         chosen = []
         if total:
@@ -804,7 +816,10 @@ class ProtocolMachine(RuleBasedStateMachine):
         elif kind == "short":
             d.escalations += 1
             if d.escalations > PARAMS.max_escalations:
-                self.void_unrefereed(d)
+                if d.round == 0:
+                    self.void_unrefereed(d)
+                else:
+                    self.stand_unstaffed_appeal(d)
                 return
             d.draw_block, d.draw_after = 0, self.now + PARAMS.escalation_period
             if d.round == 0:
@@ -833,6 +848,17 @@ class ProtocolMachine(RuleBasedStateMachine):
         STATS["outcome Void (escalation)"] += 1
         STATS[f"void by escalation in round {d.round}"] += 1
         self.closed(d, accused_lost=False)
+
+    def stand_unstaffed_appeal(self, d: Dispute):
+        """An appeal round nobody could staff: undone (its appellant's bond back), and the dispute ends with the
+        appealed round's result as a final one (DisputeManager._standUnstaffedAppeal)."""
+        unstaffed = d.rounds.pop()
+        self.credit_disputes(unstaffed.appellant, unstaffed.bond)
+        d.round -= 1
+        d.panel_size = len(d.panels[d.round])
+        d.revealed = {r: d.past[r] for r in d.panels[d.round] if r in d.past}
+        STATS["appeal unstaffed: the verdict stands"] += 1
+        self.finish(d, d.round_result)
 
     def finish(self, d: Dispute, outcome: int):
         """DisputeManager._finish with the final outcome (the last round's result): every round's non-revealers and
@@ -1440,10 +1466,11 @@ class ProtocolMachine(RuleBasedStateMachine):
     @action(2, when=some("disputes", "seeded"), dispute=pick, who=pick)
     def steer_draw(self, dispute, who):
         """A referee of the disputed model moves its stake (1 wei) once the draw's seed block is public, as if to
-        steer the draw: the tree changed after the seed block, so the next draw is rescheduled (a fresh seed), and
-        an answer cannot draw until then (docs/disputes.md, "Referee draw")."""
+        steer the draw (v1.1 rescheduled it: a free re-roll): the draw reads the tree before the seed block, so the
+        panel is the one the seed chose anyway (docs/disputes.md, "Referee draw")."""
         d = self.choose(self.disputes, self.seeded, dispute)
         self.add_stake(self.someone(who, lambda a: self.weights[a.addr] and d.model in a.models), 1)
+        STATS["steered draws (a stake moved after the seed)"] += 1
 
     @action(2, when=some("disputes", "silent"), dispute=pick, caller=actor)
     def claim_answer_timeout(self, dispute, caller):
@@ -1830,7 +1857,7 @@ RARE_OUTCOMES = (
     "draws with a choice",
     "draw panel (round 0)",
     "draw panel (round 1)",
-    "draw reschedule (round 0)",
+    "steered draws (a stake moved after the seed)",
     "draw short (round 1)",
     "draw schedule (round 1)",
     "outcome Void (escalation)",

@@ -152,12 +152,16 @@ interface IDisputeManager {
     );
     /// @notice The referee panel of round `round` of `disputeId`.
     event RefereesDrawn(uint256 indexed disputeId, uint8 round, address[] referees);
-    /// @notice The seed block's hash was no longer available (over 256 blocks old), or the referees' stake tree
-    /// changed after it: the draw now waits for the hash of `drawBlock`, the block of this call.
+    /// @notice The seed block's hash was no longer available (over 256 blocks old): the draw now waits for the hash
+    /// of `drawBlock`, the block of this call. (A stake tree changed after the seed does not reschedule: draws read
+    /// the tree of the block before their seed.)
     event DrawRescheduled(uint256 indexed disputeId, uint64 drawBlock);
     /// @notice The draw of round `round` found fewer eligible referees than seats: escalation number `escalations`;
     /// a fresh draw may be scheduled from `drawAfter` on (the answer deadline moves with it).
     event DrawEscalated(uint256 indexed disputeId, uint8 round, uint8 escalations, uint64 drawAfter);
+    /// @notice Appeal round `round` could not be staffed after its last escalation: the appeal is undone, `appellant`
+    /// gets its `refund` (credited), and the dispute ends with the verdict of round `round` - 1.
+    event AppealUnstaffed(uint256 indexed disputeId, uint8 round, address indexed appellant, uint256 refund);
     /// @notice An escalated draw was scheduled: it is seeded by the hash of `drawBlock`, the block of this call.
     event DrawScheduled(uint256 indexed disputeId, uint8 round, uint64 drawBlock);
     /// @notice Round `round` was voted: `result` stands unless appealed by `appealDeadline` (0 when it is final).

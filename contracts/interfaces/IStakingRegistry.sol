@@ -138,10 +138,18 @@ interface IStakingRegistry {
     /// stake for `modelId`: a uniform point draws each referee with probability stake / total. O(log n).
     function refereeByStake(bytes32 modelId, uint256 point) external view returns (address);
 
+    /// @notice {refereeStakeTotal} as the tree stood at the end of block `atBlock` (before the current block).
+    function refereeStakeTotalAt(bytes32 modelId, uint256 atBlock) external view returns (uint256);
+
+    /// @notice {refereeByStake} on the tree as it stood at the end of block `atBlock` (before the current block):
+    /// the dispute manager draws on the tree of the block before the draw's seed block, which nothing done once the
+    /// seed is known can change.
+    function refereeByStakeAt(bytes32 modelId, uint256 point, uint256 atBlock) external view returns (address);
+
     /// @notice `referee`'s weight in the stake trees (its stake while an active referee, else 0).
     function refereeWeight(address referee) external view returns (uint256);
 
-    /// @notice The block in which the stake tree of `modelId` last changed: a draw seeded by an earlier block's
-    /// hash must not run on a tree changed after its seed was known.
+    /// @notice The block in which the stake tree of `modelId` last changed (informational: draws read the tree as of
+    /// the block before their seed, {refereeByStakeAt}, so a later change does not move them).
     function stakeTreeChangedAt(bytes32 modelId) external view returns (uint256);
 }

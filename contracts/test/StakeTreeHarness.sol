@@ -35,8 +35,18 @@ contract StakeTreeHarness {
         return _tree.find(point);
     }
 
+    /// @notice See {StakeTree-findAt}.
+    function findAt(uint256 point, uint256 atBlock) external view returns (uint256) {
+        return _tree.findAt(point, atBlock);
+    }
+
+    /// @notice See {StakeTree-totalWeightAt}.
+    function totalAt(uint256 atBlock) external view returns (uint256) {
+        return _tree.totalWeightAt(atBlock);
+    }
+
     /// @notice Slots and total weight.
     function sizeAndTotal() external view returns (uint256, uint256) {
-        return (_tree.size, _tree.total);
+        return (_tree.slotCount(), _tree.totalWeight());
     }
 }
