@@ -23,24 +23,25 @@ with `eth_call` (the error name) and then mined anyway, so the chain really exec
 sender's gas changed. Accept counts, record hashes, proofs, hash chains and vote commitments come from
 node/protocol.py.
 
-Disputes follow the v1.1 referee rules with v1.2's frozen draws (docs/disputes.md). The model replays
-RefereeDraw's selection itself: the seed from the seed block's hash (read from the chain), the stake point of every
-try, the holder of each point in the modelled tree as it stood at the end of the block before the seed block (the
-model keeps every weight's history), the eligibility rules (no party, not on an earlier panel, not drawn twice,
-still staked), so it predicts the exact panel in draw order (compared with `panelOf`), or an escalation (too few
-eligible: a fresh seed after escalationPeriod; after maxEscalations Void with every bond back in round 0, and in an
-appeal round the appealed verdict stands with the appellant's bond back), or a reschedule (the seed block left the
-256-block window). A referee's weight is its stake down to a quarter of the registration minimum (the floor). A round is decided by `resolve` (strict majority of the drawn panel) and is
-Appealable for appealPeriod (bond × 2^k, a fresh panel of 2n + 1); `resolve` after the period, or on the last
-round at once, ends the dispute: penalties for every round's non-revealers and final-verdict dissenters and
-forfeited appeal bonds are credited to BURN, only the final round's majority is paid. The deployment here has
-R = 1, one appeal (3 seats) and one escalation, so that with four to eight referees both full draws and short
-ones (escalations, Void) happen in a run. A few behaviours are tied to the dispute id, like its truth (odd ids
-are real cheats), so that a run surely reaches them: every fourth dispute's first panel is captured (votes the
-lie, so an appeal overturns it: the first-round referee is penalized, the appeal bond refunded), every third
-dispute's appellant first sends the first bond again (WrongAppealBond); the losing side tries a late appeal
-before an Appealable round's final resolve, a drawer retries an escalated draw at once (EscalationPending), and
-`steer_draw` moves a referee's stake between seed and draw (v1.2: the panel is the one the seed chose anyway).
+Disputes follow the v1.1 referee rules with v1.2's frozen draws (docs/disputes.md). The model replays RefereeDraw's
+selection itself: the seed from the seed block's hash (read from the chain), the stake point of every try, the
+holder of each point in the modelled tree as it stood at the end of the block before the seed block (the model keeps
+every weight's history), the eligibility rules (no party, not on an earlier panel, not drawn twice, still staked),
+so it predicts the exact panel in draw order (compared with `panelOf`), or an escalation (too few eligible: a fresh
+seed after escalationPeriod; after maxEscalations Void with every bond back in round 0, and in an appeal round the
+appealed verdict stands with the appellant's bond back), or a reschedule (the seed block left the 256-block window).
+A referee's weight is its stake down to a quarter of the registration minimum (the floor). A round is decided by
+`resolve` (strict majority of the drawn panel) and is Appealable for appealPeriod (bond × 2^k, a fresh panel of 2n +
+1); `resolve` after the period, or on the last round at once, ends the dispute: penalties for every round's
+non-revealers and final-verdict dissenters and forfeited appeal bonds are credited to BURN, only the final round's
+majority is paid. The deployment here has R = 1, one appeal (3 seats) and one escalation, so that with four to eight
+referees both full draws and short ones (escalations, Void) happen in a run. A few behaviours are tied to the
+dispute id, like its truth (odd ids are real cheats), so that a run surely reaches them: every fourth dispute's
+first panel is captured (votes the lie, so an appeal overturns it: the first-round referee is penalized, the appeal
+bond refunded), every third dispute's appellant first sends the first bond again (WrongAppealBond); the losing side
+tries a late appeal before an Appealable round's final resolve, a drawer retries an escalated draw at once
+(EscalationPending), and `steer_draw` moves a referee's stake between seed and draw (v1.2: the panel is the one the
+seed chose anyway).
 
 Invariants, checked after EVERY step against one batched read of the chain:
 * ETH conservation: registry balance = Σ stakes; market balance = Σ escrow of unfinalized jobs + Σ owed;
