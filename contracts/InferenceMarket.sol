@@ -85,8 +85,12 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
     uint256 public immutable verifyTimeout;
     /// @notice Seconds after a job finishes during which disputes can be opened; then `finalize`.
     uint256 public immutable challengeWindow;
-    /// @notice Stake (wei) slashed from a party that misses a deadline, credited to the requester.
+    /// @notice Stake (wei) slashed from a party that misses a deadline, burnt (credited to {BURN}).
     uint256 public immutable timeoutSlash;
+    /// @notice Where timeout slashes go: the burn address, whose key nobody holds (docs/protocol.md §7, "v1.2").
+    /// Never the requester, who chose both the slashed party and its counterparty, nor the treasury, which the
+    /// deployer picks (it may be anyone's).
+    address public constant BURN = 0x000000000000000000000000000000000000dEaD;
 
     /// @notice The dispute manager; zero until wired.
     address public disputeManager;
@@ -343,8 +347,8 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
     /// @notice Ends a job whose current deadline passed (callable by anyone). A verifier that never
     /// accepted is not slashed (the job is cancelled and refunded). A drafter that misses a draft
     /// deadline after having committed at least once, or a verifier that misses a verification deadline,
-    /// loses `timeoutSlash` of stake to the requester. The job then finishes (challenge window) or, when
-    /// no cycle was verified, settles at once.
+    /// loses `timeoutSlash` of stake, burnt (credited to {BURN}: never to the requester, who chose both parties).
+    /// The job then finishes (challenge window) or, when no cycle was verified, settles at once.
     function claimTimeout(uint256 jobId) external nonReentrant {
         Job storage job = _jobs[jobId];
         JobStatus status = _status(job);
@@ -375,7 +379,7 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         if (party != address(0) && timeoutSlash != 0) {
             // slither-disable-next-line reentrancy-benign (nonReentrant; the protocol's registry pays the slash in)
             taken = registry.slash(party, timeoutSlash);
-            owed[job.requester] += taken;
+            owed[BURN] += taken; // burnt: the requester chose both parties (v1.2)
         }
         emit JobFinished(jobId, reason, party, taken);
         // slither-disable-next-line reentrancy-no-eth (nonReentrant; the calls go only to the protocol's own registry)
@@ -464,7 +468,7 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         if (o.silent != address(0) && o.slash) {
             // slither-disable-next-line reentrancy-benign,reentrancy-no-eth (nonReentrant; the protocol's registry pays in)
             taken = registry.slash(o.silent, timeoutSlash);
-            owed[job.requester] += taken;
+            owed[BURN] += taken; // burnt: the requester chose both parties (v1.2)
         }
         emit JobFinished(jobId, o.reason, o.silent, taken);
         // slither-disable-next-line reentrancy-no-eth (nonReentrant; the calls go only to the protocol's own registry)

@@ -1307,7 +1307,7 @@ class ProtocolMachine(RuleBasedStateMachine):
             if party is not None and party == j.verifier:
                 j.eligible = False
             if party and PARAMS.timeout_slash:
-                self.credit_market(j.requester, self.slash(party, PARAMS.timeout_slash))
+                self.credit_market(BURN, self.slash(party, PARAMS.timeout_slash))  # burnt (v1.2)
             if j.cycle == 0:
                 self.settle(j)
 

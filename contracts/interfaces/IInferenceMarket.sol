@@ -243,7 +243,8 @@ interface IInferenceMarket {
 
     /// @notice Ends running transcript job `jobId` with outcome `o`: Finished with the v1 counts (so `finalize` pays
     /// exactly as a per-cycle job), the challenge window from now, the salt recorded; slashes `o.silent`
-    /// timeoutSlash to the requester when `o.slash`. A job with no cycle settles at once.
+    /// timeoutSlash when `o.slash`, burnt (credited to the market's BURN, never to the requester). A job with no
+    /// cycle settles at once.
     /// @dev Only the transcript settlement contract.
     function transcriptFinish(uint256 jobId, TranscriptOutcome calldata o) external;
 

@@ -338,7 +338,7 @@ contract JobHandler is HandlerBase {
         if (v.cycle == 0) _predictSettlement(v); // no cycle verified: it settles at once
         vm.prank(v.requester);
         market.claimTimeout(id);
-        if (taken != 0) ledger.marketCredit(v.requester, taken);
+        if (taken != 0) ledger.marketCredit(BURN, taken); // burnt, never the requester's (v1.2)
         _count(party == address(0) ? "job:timeout" : "job:timeout-slash");
         _prune();
     }
