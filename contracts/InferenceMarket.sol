@@ -72,6 +72,9 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
     uint256 private constant _HIGH_BITS = ~(_SALT_BITS | _PHASE_BIT);
     /// @notice Largest γ (proposals per cycle).
     uint256 public constant MAX_GAMMA = 16;
+    /// @notice Concurrent jobs (Open or Running) of a drafter that never called {setCapacity}: what one drafter node
+    /// serves at once on one device at the protocol's deadlines (docs/protocol.md "Soundness (v1.2)").
+    uint256 public constant DEFAULT_CAPACITY = 4;
 
     /// @notice The staking registry.
     IStakingRegistry public immutable registry;
@@ -103,6 +106,15 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
 
     mapping(uint256 jobId => Job) private _jobs;
     mapping(uint256 jobId => mapping(uint256 cycle => bytes32)) private _records;
+
+    /// @dev A drafter's load (one slot): its jobs that are Open or Running, and its declared capacity (0: never
+    /// declared, DEFAULT_CAPACITY; a declared capacity is ≥ 1).
+    struct DrafterLoad {
+        uint32 live;
+        uint32 capacity;
+    }
+
+    mapping(address drafter => DrafterLoad) private _loads;
 
     /// @param registry_ The staking registry.
     /// @param acceptTimeout_ Seconds the verifier has to accept a job.
@@ -167,6 +179,27 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         emit TranscriptSettlementSet(transcriptSettlement_);
     }
 
+    // ------------------------------------------------------------------ drafter capacity (v1.2)
+
+    /// @notice The calling drafter declares how many jobs it serves at once: `submitJob` and `submitTranscriptJob`
+    /// refuse a job that would give it more than `capacity` Open or Running jobs ({DrafterAtCapacity}). Jobs it has
+    /// already are kept when it lowers its capacity below them. Emits {CapacitySet}.
+    /// @param capacity Concurrent jobs, ≥ 1 (a drafter that takes no jobs unbonds).
+    function setCapacity(uint32 capacity) external {
+        if (registry.roleOf(msg.sender) != IStakingRegistry.Role.Drafter) revert NotRegisteredDrafter(msg.sender);
+        if (capacity == 0) revert BadCapacity();
+        _loads[msg.sender].capacity = capacity;
+        emit CapacitySet(msg.sender, capacity);
+    }
+
+    /// @notice `drafter`'s Open or Running jobs (`live`) and the most it accepts (`capacity`: its declared one, or
+    /// DEFAULT_CAPACITY); `submitJob` takes a job for it while live < capacity.
+    function drafterLoad(address drafter) external view returns (uint256 live, uint256 capacity) {
+        DrafterLoad storage load = _loads[drafter];
+        live = load.live;
+        capacity = load.capacity == 0 ? DEFAULT_CAPACITY : load.capacity;
+    }
+
     // ------------------------------------------------------------------ job lifecycle
 
     /// @notice Submits a job with escrow `msg.value` ≥ maxTokens × (pricePerAcceptedToken + pricePerPass);
@@ -209,6 +242,7 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
             revert VerifierNotActive(verifier);
         }
         uint256 vocab = _jobVocab(drafter, request.draftModel, verifier, request.targetModel);
+        _takeCapacity(drafter);
         uint256 required =
             uint256(request.maxTokens) * (uint256(request.pricePerAcceptedToken) + request.pricePerPass);
         if (msg.value < required) revert InsufficientEscrow(msg.value, required);
@@ -464,6 +498,7 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         // the salt where per-cycle jobs keep it (getJob.salt, SaltCommitted): referees replay pulled cycles with it
         job.commitment = bytes32((uint256(job.commitment) & _HIGH_BITS) | (uint256(o.salt) << _SALT_AT));
         emit SaltCommitted(jobId, o.salt);
+        _releaseCapacity(JobSlot.drafter(head));
         uint256 taken = 0;
         if (o.silent != address(0) && o.slash) {
             // slither-disable-next-line reentrancy-benign,reentrancy-no-eth (nonReentrant; the protocol's registry pays in)
@@ -729,7 +764,10 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         }
         // phase: AwaitDraft, the salt (from `info`, see submitVerification) kept
         job.commitment = bytes32((uint256(reveal) & _HIGH_BITS) | (uint256(uint64(info)) << _SALT_AT));
-        if (finished) emit JobFinished(jobId, FinishReason.Completed, address(0), 0); // α: at finalize
+        if (finished) {
+            _releaseCapacity(JobSlot.drafter(head));
+            emit JobFinished(jobId, FinishReason.Completed, address(0), 0); // α: at finalize
+        }
     }
 
     /// @dev Slot 0 after a verified cycle that emitted `count` tokens.
@@ -800,10 +838,27 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         }
     }
 
-    /// @dev Stops a running (or open) job: Finished, challenge window from now (its α counts wait for finalize).
+    /// @dev Stops a running (or open) job: Finished, challenge window from now (its α counts wait for finalize); the
+    /// drafter's capacity it held is free.
     function _stop(Job storage job) private {
         _setStatus(job, JobStatus.Finished);
         job.deadline = uint32(block.timestamp + challengeWindow);
+        _releaseCapacity(job.drafter);
+    }
+
+    /// @dev One more live job for `drafter`, or {DrafterAtCapacity}.
+    function _takeCapacity(address drafter) private {
+        DrafterLoad storage load = _loads[drafter];
+        uint256 live = load.live;
+        uint256 capacity = load.capacity == 0 ? DEFAULT_CAPACITY : load.capacity;
+        if (live >= capacity) revert DrafterAtCapacity(drafter, capacity);
+        load.live = uint32(live + 1);
+    }
+
+    /// @dev A job of `drafter` stopped being Open or Running (every such job leaves those statuses exactly once: to
+    /// Finished, through `_stop`, the finishing cycle or `transcriptFinish`).
+    function _releaseCapacity(address drafter) private {
+        --_loads[drafter].live;
     }
 
     /// @dev Feeds a settled job's `cycles` into its drafter's α window; on a breach slashes
