@@ -72,6 +72,9 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
     uint256 private constant _HIGH_BITS = ~(_SALT_BITS | _PHASE_BIT);
     /// @notice Largest γ (proposals per cycle).
     uint256 public constant MAX_GAMMA = 16;
+    /// @notice Concurrent jobs (Open or Running) of a drafter that never called {setCapacity}: what one drafter node
+    /// serves at once on one device at the protocol's deadlines (docs/protocol.md "Soundness (v1.2)").
+    uint256 public constant DEFAULT_CAPACITY = 4;
 
     /// @notice The staking registry.
     IStakingRegistry public immutable registry;
@@ -85,8 +88,12 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
     uint256 public immutable verifyTimeout;
     /// @notice Seconds after a job finishes during which disputes can be opened; then `finalize`.
     uint256 public immutable challengeWindow;
-    /// @notice Stake (wei) slashed from a party that misses a deadline, credited to the requester.
+    /// @notice Stake (wei) slashed from a party that misses a deadline, burnt (credited to {BURN}).
     uint256 public immutable timeoutSlash;
+    /// @notice Where timeout slashes go: the burn address, whose key nobody holds (docs/protocol.md §7, "v1.2").
+    /// Never the requester, who chose both the slashed party and its counterparty, nor the treasury, which the
+    /// deployer picks (it may be anyone's).
+    address public constant BURN = 0x000000000000000000000000000000000000dEaD;
 
     /// @notice The dispute manager; zero until wired.
     address public disputeManager;
@@ -99,6 +106,15 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
 
     mapping(uint256 jobId => Job) private _jobs;
     mapping(uint256 jobId => mapping(uint256 cycle => bytes32)) private _records;
+
+    /// @dev A drafter's load (one slot): its jobs that are Open or Running, and its declared capacity (0: never
+    /// declared, DEFAULT_CAPACITY; a declared capacity is ≥ 1).
+    struct DrafterLoad {
+        uint32 live;
+        uint32 capacity;
+    }
+
+    mapping(address drafter => DrafterLoad) private _loads;
 
     /// @param registry_ The staking registry.
     /// @param acceptTimeout_ Seconds the verifier has to accept a job.
@@ -163,6 +179,27 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         emit TranscriptSettlementSet(transcriptSettlement_);
     }
 
+    // ------------------------------------------------------------------ drafter capacity (v1.2)
+
+    /// @notice The calling drafter declares how many jobs it serves at once: `submitJob` and `submitTranscriptJob`
+    /// refuse a job that would give it more than `capacity` Open or Running jobs ({DrafterAtCapacity}). Jobs it has
+    /// already are kept when it lowers its capacity below them. Emits {CapacitySet}.
+    /// @param capacity Concurrent jobs, ≥ 1 (a drafter that takes no jobs unbonds).
+    function setCapacity(uint32 capacity) external {
+        if (registry.roleOf(msg.sender) != IStakingRegistry.Role.Drafter) revert NotRegisteredDrafter(msg.sender);
+        if (capacity == 0) revert BadCapacity();
+        _loads[msg.sender].capacity = capacity;
+        emit CapacitySet(msg.sender, capacity);
+    }
+
+    /// @notice `drafter`'s Open or Running jobs (`live`) and the most it accepts (`capacity`: its declared one, or
+    /// DEFAULT_CAPACITY); `submitJob` takes a job for it while live < capacity.
+    function drafterLoad(address drafter) external view returns (uint256 live, uint256 capacity) {
+        DrafterLoad storage load = _loads[drafter];
+        live = load.live;
+        capacity = load.capacity == 0 ? DEFAULT_CAPACITY : load.capacity;
+    }
+
     // ------------------------------------------------------------------ job lifecycle
 
     /// @notice Submits a job with escrow `msg.value` ≥ maxTokens × (pricePerAcceptedToken + pricePerPass);
@@ -205,6 +242,7 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
             revert VerifierNotActive(verifier);
         }
         uint256 vocab = _jobVocab(drafter, request.draftModel, verifier, request.targetModel);
+        _takeCapacity(drafter);
         uint256 required =
             uint256(request.maxTokens) * (uint256(request.pricePerAcceptedToken) + request.pricePerPass);
         if (msg.value < required) revert InsufficientEscrow(msg.value, required);
@@ -343,8 +381,8 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
     /// @notice Ends a job whose current deadline passed (callable by anyone). A verifier that never
     /// accepted is not slashed (the job is cancelled and refunded). A drafter that misses a draft
     /// deadline after having committed at least once, or a verifier that misses a verification deadline,
-    /// loses `timeoutSlash` of stake to the requester. The job then finishes (challenge window) or, when
-    /// no cycle was verified, settles at once.
+    /// loses `timeoutSlash` of stake, burnt (credited to {BURN}: never to the requester, who chose both parties).
+    /// The job then finishes (challenge window) or, when no cycle was verified, settles at once.
     function claimTimeout(uint256 jobId) external nonReentrant {
         Job storage job = _jobs[jobId];
         JobStatus status = _status(job);
@@ -375,7 +413,7 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         if (party != address(0) && timeoutSlash != 0) {
             // slither-disable-next-line reentrancy-benign (nonReentrant; the protocol's registry pays the slash in)
             taken = registry.slash(party, timeoutSlash);
-            owed[job.requester] += taken;
+            owed[BURN] += taken; // burnt: the requester chose both parties (v1.2)
         }
         emit JobFinished(jobId, reason, party, taken);
         // slither-disable-next-line reentrancy-no-eth (nonReentrant; the calls go only to the protocol's own registry)
@@ -460,11 +498,12 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         // the salt where per-cycle jobs keep it (getJob.salt, SaltCommitted): referees replay pulled cycles with it
         job.commitment = bytes32((uint256(job.commitment) & _HIGH_BITS) | (uint256(o.salt) << _SALT_AT));
         emit SaltCommitted(jobId, o.salt);
+        _releaseCapacity(JobSlot.drafter(head));
         uint256 taken = 0;
         if (o.silent != address(0) && o.slash) {
             // slither-disable-next-line reentrancy-benign,reentrancy-no-eth (nonReentrant; the protocol's registry pays in)
             taken = registry.slash(o.silent, timeoutSlash);
-            owed[job.requester] += taken;
+            owed[BURN] += taken; // burnt: the requester chose both parties (v1.2)
         }
         emit JobFinished(jobId, o.reason, o.silent, taken);
         // slither-disable-next-line reentrancy-no-eth (nonReentrant; the calls go only to the protocol's own registry)
@@ -725,7 +764,10 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         }
         // phase: AwaitDraft, the salt (from `info`, see submitVerification) kept
         job.commitment = bytes32((uint256(reveal) & _HIGH_BITS) | (uint256(uint64(info)) << _SALT_AT));
-        if (finished) emit JobFinished(jobId, FinishReason.Completed, address(0), 0); // α: at finalize
+        if (finished) {
+            _releaseCapacity(JobSlot.drafter(head));
+            emit JobFinished(jobId, FinishReason.Completed, address(0), 0); // α: at finalize
+        }
     }
 
     /// @dev Slot 0 after a verified cycle that emitted `count` tokens.
@@ -796,10 +838,27 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         }
     }
 
-    /// @dev Stops a running (or open) job: Finished, challenge window from now (its α counts wait for finalize).
+    /// @dev Stops a running (or open) job: Finished, challenge window from now (its α counts wait for finalize); the
+    /// drafter's capacity it held is free.
     function _stop(Job storage job) private {
         _setStatus(job, JobStatus.Finished);
         job.deadline = uint32(block.timestamp + challengeWindow);
+        _releaseCapacity(job.drafter);
+    }
+
+    /// @dev One more live job for `drafter`, or {DrafterAtCapacity}.
+    function _takeCapacity(address drafter) private {
+        DrafterLoad storage load = _loads[drafter];
+        uint256 live = load.live;
+        uint256 capacity = load.capacity == 0 ? DEFAULT_CAPACITY : load.capacity;
+        if (live >= capacity) revert DrafterAtCapacity(drafter, capacity);
+        load.live = uint32(live + 1);
+    }
+
+    /// @dev A job of `drafter` stopped being Open or Running (every such job leaves those statuses exactly once: to
+    /// Finished, through `_stop`, the finishing cycle or `transcriptFinish`).
+    function _releaseCapacity(address drafter) private {
+        --_loads[drafter].live;
     }
 
     /// @dev Feeds a settled job's `cycles` into its drafter's α window; on a breach slashes

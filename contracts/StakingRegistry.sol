@@ -344,6 +344,11 @@ contract StakingRegistry is IStakingRegistry, ReentrancyGuardTransient {
         return _endpoints[account];
     }
 
+    /// @inheritdoc IStakingRegistry
+    function roleOf(address account) external view returns (Role) {
+        return _accounts[account].role;
+    }
+
     /// @notice The whole registration of `account`.
     function accountOf(address account) external view returns (Account memory) {
         return _accounts[account];

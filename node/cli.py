@@ -104,6 +104,15 @@ def register(
     alpha: Annotated[
         float | None, typer.Option("--alpha", help="Drafters: claimed acceptance rate α* in [0,1] (default 0.6).")
     ] = None,
+    capacity: Annotated[
+        int | None,
+        typer.Option(
+            "--capacity",
+            help="Drafters: the most jobs it serves at once (Open or Running), declared on chain; the market refuses "
+            "a job past it (default: the market's DEFAULT_CAPACITY, 4).",
+            show_default=False,
+        ),
+    ] = None,
     pair: PairOpt = None,
     as_json: JsonOpt = False,
 ):
@@ -115,7 +124,7 @@ def register(
         model = {"drafter": [draft], "verifier": [target], "referee": [target, draft]}[role]
         target_model = target if role == "drafter" else target_model
     with closing(ctx.obj.requester()) as requester:
-        result = requester.register(role, list(model), parse_amount(stake, "eth"), alpha, target_model)
+        result = requester.register(role, list(model), parse_amount(stake, "eth"), alpha, target_model, capacity)
     if as_json:
         emit_json(result)
         return
@@ -133,6 +142,9 @@ def register(
         console.print(f"  {label:12s} {model_id}" + (f"  ({path})" if path else ""))
     if result.alpha_star is not None:
         console.print(f"  claimed α* = {result.alpha_star}")
+    if result.capacity is not None:
+        declared = f"declared, tx {result.capacity_tx.tx_hash}" if result.capacity_tx else "the market's default"
+        console.print(f"  capacity   {result.capacity} concurrent job(s) ({declared})")
 
 
 @app.command()

@@ -105,6 +105,15 @@ def serve(
             help="Drafter: decline jobs paying less than this per accepted token (wei; or e.g. 2gwei, 0.001eth).",
         ),
     ] = "0",
+    capacity: Annotated[
+        int | None,
+        typer.Option(
+            "--capacity",
+            help="Drafter: the most jobs it serves at once (Open or Running), declared on chain at start when it "
+            "differs; the market refuses a job past it (default: the capacity on chain, else the market's 4).",
+            show_default=False,
+        ),
+    ] = None,
     poll_interval: Annotated[float, typer.Option("--poll-interval", help="Seconds between chain polls.")] = 0.2,
     device: Annotated[str | None, typer.Option("--device", help="cpu | cuda (default: cuda if present).")] = None,
     threads: Annotated[int | None, typer.Option("--threads", help="torch CPU threads.")] = None,
@@ -174,6 +183,8 @@ def serve(
         raise CliError("--link-silence is a drafter's or verifier's option: a positive number of seconds")
     if min_price_wei and role != "drafter":
         raise CliError("--min-price is a drafter's option (its price per accepted token)")
+    if capacity is not None and (role != "drafter" or not 1 <= capacity < 2**32):
+        raise CliError("--capacity is a drafter's option: the number of jobs it serves at once, at least 1")
     if model is None:  # the pair's models; a path given for the other one wins
         draft, target = pair_models(pair, draft_model, target_model)
         model, draft_model, target_model = (draft, None, target) if role == "drafter" else (target, draft, None)
@@ -218,6 +229,7 @@ def serve(
     if role == "drafter":
         kwargs["min_price_wei"] = min_price_wei
         kwargs["link_silence_s"] = link_silence
+        kwargs["capacity"] = capacity
     try:
         node = node_class(
             w3,
@@ -237,6 +249,8 @@ def serve(
     link = f"; transcript link on {start_link(node, listen_at)}" if listen_at else ""
     stop = stop_on_signals()
     price = f", declining jobs below {min_price_wei} wei per accepted token" if min_price_wei else ""
+    if role == "drafter":
+        price += f", at most {node.capacity} job(s) at once"
     if role == "watchdog":
         behavior = (
             f"audit rate {audit_rate} ({watchdog['weighting']}), draft rate {draft_rate}, bond budget "

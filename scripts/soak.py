@@ -65,6 +65,7 @@ from node.bench.soak import (
     KINDS,
     SIGNWRONG_V,
     SILENCE_S,
+    SOAK_CAPACITY,
     STEPS,
     UNBONDER,
     WATCHDOG,
@@ -88,7 +89,8 @@ def run(args) -> dict:
     report: dict = {"config": {**{k: v for k, v in vars(args).items() if k != "json"}}, "steps": Counter()}
     started = time.monotonic()
     with running_anvil(accounts=20) as anvil, tempfile.TemporaryDirectory(prefix="soak-") as tmp:
-        world = World(anvil.rpc_url, pathlib.Path(tmp), COUNTS, artifacts, ids, bench_pair().vocab)
+        # its random schedule can pile up a drafter's jobs (silent verifiers' wait for their forces): room for them
+        world = World(anvil.rpc_url, pathlib.Path(tmp), COUNTS, artifacts, ids, bench_pair().vocab, SOAK_CAPACITY)
         world.register_all()
         world.register("verifier", UNBONDER)
         holders = [a.lower() for a in world.accounts] + [BURN_ADDRESS.lower()]

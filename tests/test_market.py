@@ -57,6 +57,7 @@ from chainutil import (  # noqa: F401  (env is a fixture)
 )
 from node import protocol as P
 from node.chain.contracts import deploy_contract
+from node.chain.params import BURN_ADDRESS
 
 
 def running_job(env, **overrides) -> JobRunner:
@@ -501,7 +502,8 @@ def test_draft_timeout_after_first_cycle_slashes_drafter(chain, env):
     (fin,) = events(m, receipt, "JobFinished")
     assert (fin.args.reason, fin.args.party, fin.args.slashed) == (REASON_DRAFT_TIMEOUT, a.drafter, p.timeout_slash)
     assert env.registry.functions.stakeOf(a.drafter).call() == stake - p.timeout_slash
-    assert m.functions.owed(a.requester).call() == p.timeout_slash
+    assert m.functions.owed(a.requester).call() == 0  # burnt, never the requester's (v1.2)
+    assert m.functions.owed(BURN_ADDRESS).call() == p.timeout_slash
     assert m.functions.jobStatus(runner.job_id).call() == STATUS_FINISHED
     expect_revert(
         env, m.functions.claimTimeout(runner.job_id), a.outsider, "JobWrongStatus", (runner.job_id, STATUS_FINISHED)
@@ -512,8 +514,9 @@ def test_draft_timeout_after_first_cycle_slashes_drafter(chain, env):
     fee = PRICE_PASS * p.alpha_fee_bps // 10_000  # a drafter timeout does not stop the job's cycles counting
     assert m.functions.owed(a.drafter).call() == 2 * PRICE_ACCEPTED
     assert m.functions.owed(a.verifier).call() == PRICE_PASS - fee
-    assert m.functions.owed(p.treasury).call() == fee
-    assert m.functions.owed(a.requester).call() == p.timeout_slash + escrow - 2 * PRICE_ACCEPTED - PRICE_PASS
+    assert p.treasury == BURN_ADDRESS  # the default treasury burns too: the α fee and the slash in one balance
+    assert m.functions.owed(p.treasury).call() == fee + p.timeout_slash
+    assert m.functions.owed(a.requester).call() == escrow - 2 * PRICE_ACCEPTED - PRICE_PASS
 
 
 def test_verify_timeout_slashes_verifier(chain, env):
@@ -529,9 +532,10 @@ def test_verify_timeout_slashes_verifier(chain, env):
     (fin,) = events(m, receipt, "JobFinished")
     assert (fin.args.reason, fin.args.party, fin.args.slashed) == (REASON_VERIFY_TIMEOUT, a.verifier, p.timeout_slash)
     assert env.registry.functions.stakeOf(a.verifier).call() == stake - p.timeout_slash
-    # No cycle was verified: the job settles at once, the requester gets escrow and slash.
+    # No cycle was verified: the job settles at once, the requester gets its escrow back and the slash is burnt.
     assert m.functions.jobStatus(runner.job_id).call() == STATUS_FINALIZED
-    assert m.functions.owed(a.requester).call() == p.timeout_slash + escrow_for(job_request(env))
+    assert m.functions.owed(a.requester).call() == escrow_for(job_request(env))
+    assert m.functions.owed(BURN_ADDRESS).call() == p.timeout_slash
     assert locks(env, a.verifier) == 0
 
 

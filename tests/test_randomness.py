@@ -71,6 +71,8 @@ def _drafter_salt(job_id: int) -> int:
 def test_attack_1_a_ground_seed_no_longer_decides_the_outcome(chain, env):
     expected = sum(n * p for n, p in enumerate([0.3 * 0.7**n for n in range(GAMMA)] + [0.7**GAMMA]))  # E[n] = 1.77
     predicted, actual, known_salt = [], [], []
+    # the JOBS jobs stay running side by side on the one drafter: it declares room for them (v1.2 capacity)
+    transact(env.w3, env.market.functions.setCapacity(JOBS), env.actors.drafter)
     for _ in range(JOBS):
         job_id = submit_job(env, gamma=GAMMA, maxTokens=40, eosToken=EOS)
         length = P.hash_chain_length(40)

@@ -242,7 +242,7 @@ def test_a_drafter_down_past_its_commit_deadline_is_timed_out_and_sends_nothing_
             assert final["args"]["verifierPay"] + fee == cycle * 3 * 10**12
             assert final["args"]["refund"] == escrow - drafter_tokens * 10**12 - cycle * 3 * 10**12
             credited = world.market.functions.owed(requester).call() - owed
-            assert credited == params.timeout_slash + final["args"]["refund"]
+            assert credited == final["args"]["refund"]  # the slash is burnt, never the requester's (v1.2)
             assert job["status"] == JobStatus.Finalized
 
             # the endpoint returns: the drafter sees the job ended and signs nothing new; restarted on its store,

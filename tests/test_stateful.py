@@ -145,6 +145,7 @@ DRAFT, TARGET, OTHER = (keccak(b"verispec.stateful." + n) for n in (b"draft", b"
 EOS = 2
 BOND = PARAMS.dispute_bond
 BURN = Web3.to_checksum_address(BURN_ADDRESS)  # DisputeManager.BURN (and the market's default treasury)
+DEFAULT_CAPACITY = 4  # InferenceMarket.DEFAULT_CAPACITY: no drafter here declares another (v1.2)
 MODELS = (DRAFT, TARGET, OTHER)  # every model id a referee can register for (each has a stake tree)
 CYCLE_VERIFIED = "0x" + keccak(b"CycleVerified(uint256,uint256,bytes32,uint256,uint32,bytes)").hex()
 
@@ -719,7 +720,8 @@ class ProtocolMachine(RuleBasedStateMachine):
 
     def credit_market(self, who: str, amount: int):
         self.owed[who] += amount
-        self.accts[who].credited["market"] += amount
+        if who != BURN:  # timeout slashes (v1.2) and, as the default treasury, α slashes and fees: nobody withdraws
+            self.accts[who].credited["market"] += amount
 
     def credit_disputes(self, who: str, amount: int):
         self.credits[who] += amount
@@ -910,6 +912,10 @@ class ProtocolMachine(RuleBasedStateMachine):
         if self.alpha[job.drafter].record(job.cycle, job.drafter_tokens, job.rejected):
             taken = self.slash(job.drafter, PARAMS.alpha_slash(self.accts[job.drafter].stake))
             self.owed[PARAMS.treasury] += taken
+
+    def live_jobs(self, drafter: str) -> int:
+        """The drafter's Open or Running jobs: what InferenceMarket.drafterLoad counts (v1.2)."""
+        return sum(1 for j in self.jobs if j.drafter == drafter and j.status in (OPEN, RUNNING))
 
     def stop(self, job: Job):
         """InferenceMarket._stop: Finished, challenge window from now (α waits for the settlement)."""
@@ -1110,6 +1116,7 @@ class ProtocolMachine(RuleBasedStateMachine):
             (len({req.addr, d.addr, v.addr}) < 3, "PartiesNotDistinct"),
             (not drafter_ok, "DrafterNotActive"),
             (not self.active(v, VERIFIER, target), "VerifierNotActive"),
+            (self.live_jobs(d.addr) >= DEFAULT_CAPACITY, "DrafterAtCapacity"),  # v1.2: nobody declares another
             (value < required, "InsufficientEscrow"),
         )
         request = (draft_model, target, d.addr, v.addr, gamma, temperature, 0, top_p, max_tokens, EOS, *prices)
@@ -1334,7 +1341,7 @@ class ProtocolMachine(RuleBasedStateMachine):
             if party is not None and party == j.verifier:
                 j.eligible = False
             if party and PARAMS.timeout_slash:
-                self.credit_market(j.requester, self.slash(party, PARAMS.timeout_slash))
+                self.credit_market(BURN, self.slash(party, PARAMS.timeout_slash))  # burnt (v1.2)
             if j.cycle == 0:
                 self.settle(j)
 
@@ -1665,6 +1672,7 @@ class ProtocolMachine(RuleBasedStateMachine):
         calls += [(self.registry, "stakeTreeSlot", m, a.addr) for m in MODELS for a in accts]
         # the burn address: never paid out (its credits only grow), its own balance never moves
         calls += [(self.dm, "credits", BURN)] + [("balance", h) for h in self.holders]
+        calls += [(self.market, "drafterLoad", a.addr) for a in accts]  # v1.2: Open or Running jobs, capacity
         out = iter(self.rpc.read(calls))
         balances = dict(zip(contracts, (next(out) for _ in contracts)))
         stakes = owed = credits = 0
@@ -1775,6 +1783,9 @@ class ProtocolMachine(RuleBasedStateMachine):
         credits += burnt
         holdings = dict(zip(self.holders, (next(out) for _ in self.holders)))
         assert holdings[BURN] == self.burn_balance, "the burn address's balance moved"
+        for a in accts:
+            load = tuple(next(out))
+            assert load == (self.live_jobs(a.addr), DEFAULT_CAPACITY), f"{a.addr} drafter load {load}"
         # ETH conservation: each contract holds exactly what it owes (per its own views, and per the model) ...
         model_escrow = sum(j.escrow for j in self.jobs if j.status != FINALIZED)
         model_bonds = sum(d.bonds for d in self.disputes if d.status != RESOLVED)

@@ -91,9 +91,9 @@ def test_a_verifier_that_answers_on_chain_then_goes_silent_is_forced_again_and_s
     read = TX.read_settlement(env.w3, env.system.transcript, job_id)
     assert read.cycles == t.cycles[:2] and read.reveals() == t.reveals[:2]
     (drafter_pay, verifier_pay, refund, _), _ = finalize(env, job_id)
-    # the drafter is paid for both cycles, the answered one included; the requester gets the rest and the slash
+    # the drafter is paid for both cycles, the answered one included; the requester gets the rest, the slash is burnt
     assert drafter_pay == (4 + 2) * PRICE_ACCEPTED and verifier_pay == 2 * PRICE_PASS
-    assert refund == view["escrow"] - drafter_pay - verifier_pay and owed(env, a.requester) == refund + p.timeout_slash
+    assert refund == view["escrow"] - drafter_pay - verifier_pay and owed(env, a.requester) == refund
 
 
 def test_only_the_attested_state_stands_in_for_the_verifiers_signature(chain, env):

@@ -38,7 +38,7 @@ from node.chain import transcript as TX
 from node.chain import transcript_messages as T
 from node.chain.enums import Verdict
 from node.chain.keys import dev_account
-from node.chain.params import WAD
+from node.chain.params import BURN_ADDRESS, WAD
 
 DRAFTER_KEY, VERIFIER_KEY, OUTSIDER_KEY = dev_account(2).key, dev_account(3).key, dev_account(7).key
 OUT = 777
@@ -407,7 +407,7 @@ def test_silent_verifier_is_slashed_and_the_job_settles_at_the_co_signed_state(c
     advance(env.w3, p.verify_timeout + 1)
     transact(env.w3, env.system.transcript.functions.claimForce(job_id), a.outsider)
     assert env.registry.functions.stakeOf(a.verifier).call() == stake - p.timeout_slash
-    assert owed(env, a.requester) == p.timeout_slash
+    assert owed(env, a.requester) == 0 and owed(env, BURN_ADDRESS) == p.timeout_slash  # burnt (v1.2)
     view = job_view(env, job_id)
     assert (view["cycle"], view["emitted"], view["status"]) == (2, 8, STATUS_FINISHED) and not view["alphaEligible"]
     read = TX.read_settlement(env.w3, env.system.transcript, job_id)

@@ -137,6 +137,8 @@ interface IInferenceMarket {
     event AlphaSlashed(uint256 indexed jobId, address indexed drafter, uint256 amount);
     /// @notice `account` withdrew `amount` wei.
     event Withdrawn(address indexed account, uint256 amount);
+    /// @notice Drafter `drafter` declared it serves at most `capacity` jobs at once (Open or Running).
+    event CapacitySet(address indexed drafter, uint256 capacity);
 
     /// @dev Only the deployer may wire the dispute manager.
     error MarketNotDeployer(address caller);
@@ -207,6 +209,12 @@ interface IInferenceMarket {
     error NothingOwed();
     /// @dev Sending ETH to a withdrawing account failed.
     error MarketTransferFailed();
+    /// @dev The drafter already has `capacity` jobs Open or Running, the most it accepts (`setCapacity`).
+    error DrafterAtCapacity(address drafter, uint256 capacity);
+    /// @dev A capacity must be at least 1.
+    error BadCapacity();
+    /// @dev Only a registered drafter declares a capacity.
+    error NotRegisteredDrafter(address account);
 
     /// @notice Status of `jobId`.
     function jobStatus(uint256 jobId) external view returns (JobStatus);
@@ -243,7 +251,8 @@ interface IInferenceMarket {
 
     /// @notice Ends running transcript job `jobId` with outcome `o`: Finished with the v1 counts (so `finalize` pays
     /// exactly as a per-cycle job), the challenge window from now, the salt recorded; slashes `o.silent`
-    /// timeoutSlash to the requester when `o.slash`. A job with no cycle settles at once.
+    /// timeoutSlash when `o.slash`, burnt (credited to the market's BURN, never to the requester). A job with no
+    /// cycle settles at once.
     /// @dev Only the transcript settlement contract.
     function transcriptFinish(uint256 jobId, TranscriptOutcome calldata o) external;
 

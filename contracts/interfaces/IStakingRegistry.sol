@@ -111,6 +111,10 @@ interface IStakingRegistry {
     /// @notice Current stake of `account` (wei), slashes already deducted.
     function stakeOf(address account) external view returns (uint256);
 
+    /// @notice The role `account` registered in (None when not registered); the market reads it for drafters'
+    /// capacities (v1.2).
+    function roleOf(address account) external view returns (Role);
+
     /// @notice Adds one open obligation (job or dispute) to `account`; while any is open its stake cannot leave.
     /// @dev Only the protocol's own contracts.
     function lock(address account) external;

@@ -17,6 +17,7 @@ from node.chain.params import ETHER, WAD
 GAMMAS = (1, 4, 8, 16)
 COUNTS = ("referees", "appealReferees")  # dispute entries that count seats, not gas
 REFEREES = 16  # registered referees: round 0 takes R = 3, an appeal 2R + 1 = 7 fresh ones (draws skip earlier panels)
+REPORT_CAPACITY = 1000  # concurrent jobs the report's drafter declares (it never finishes most of them)
 ALPHAS = (0.6, 0.8)
 GOAL_GAMMA, GOAL_GAS = 4, 110_000
 DRAFT_MODEL = keccak(b"verispec.gas-report.draft-model")
@@ -63,6 +64,9 @@ class Chain:
         registry = self.system.registry.functions
         self.send(registry.registerDrafter(DRAFT_MODEL, TARGET_MODEL, WAD // 2, VOCAB), self.drafter, 5 * ETHER)
         self.send(registry.register(ROLE_VERIFIER, [TARGET_MODEL], [VOCAB]), self.verifier, 5 * ETHER)
+        # the report keeps many of its measured jobs open at once on its one drafter: it declares room for them
+        # (v1.2 capacity; a declared capacity also keeps the drafter's load slot non-zero between jobs)
+        self.send(self.market.functions.setCapacity(REPORT_CAPACITY), self.drafter)
         self.referees = []
         for i in range(REFEREES):
             referee = w3.to_checksum_address(keccak(b"verispec.gas-report.referee" + bytes([i]))[:20])

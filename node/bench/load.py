@@ -175,7 +175,8 @@ def run_load(args) -> dict:
     }
     accounts = FIRST_NODE_ACCOUNT + sum(counts.values())
     with running_anvil(accounts=max(20, accounts)) as anvil, tempfile.TemporaryDirectory(prefix="bench-load-") as tmp:
-        world = World(anvil.rpc_url, pathlib.Path(tmp), counts, artifacts, ids, bench_pair().vocab)
+        per_drafter = -(-max(args.jobs, 1) // max(counts["drafter"], 1))  # run_phase deals the jobs round robin
+        world = World(anvil.rpc_url, pathlib.Path(tmp), counts, artifacts, ids, bench_pair().vocab, per_drafter)
         world.register_all()
         decoder.generate(prompt_ids, min(args.tokens, 8), job_id=10**9, verifier_seed=bytes(32))  # warm-up
         started = time.monotonic()

@@ -16,6 +16,7 @@ from node.bench.world import World
 from node.chain.enums import DisputeKind, DisputeStatus, JobStatus
 
 COUNTS = {"drafter": 2, "verifier": 3, "referee": 3, "watchdog": 1}  # dev accounts 2..10 (node.bench.world.World)
+SOAK_CAPACITY = 8  # each drafter's `serve --capacity`: a job step that finds its drafter full is skipped
 HONEST_D, BIASED_D = 2, 3
 HONEST_V, RETALIATE_V, SIGNWRONG_V = 4, 5, 6
 WATCHDOG, CHALLENGER, UNBONDER = 10, 11, 12
@@ -175,7 +176,12 @@ class Soak:
 
     def step(self, name: str) -> str:
         if name == "job":
-            return f"job {self.submit(self.rng.choice(list(KINDS)))}"
+            kind = self.rng.choice(list(KINDS))
+            live, capacity = self.market.functions.drafterLoad(self.acc[KINDS[kind][1]]).call()
+            if live >= capacity:  # as a requester's client does: never submit to a full drafter (DrafterAtCapacity)
+                self.counts["job:drafter-full"] += 1
+                return f"job {kind}: its drafter is at capacity ({live}/{capacity}), skipped"
+            return f"job {self.submit(kind)}"
         return getattr(self, f"step_{name}")()
 
     # ------------------------------------------------------------ the end: every window passed, everything out

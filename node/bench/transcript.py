@@ -113,6 +113,8 @@ def run_transcript(args, concurrent: int = 0) -> dict:
         reg = system.registry.functions
         rpc.send(reg.registerDrafter(ids["draft"], ids["target"], WAD // 2, vocab), accounts[DRAFTER], STAKE)
         rpc.send(reg.register(Role.Verifier, [ids["target"]], [vocab]), accounts[VERIFIER], STAKE)
+        # --concurrent K runs K jobs at once on the one drafter: it declares room for them (v1.2 capacity)
+        rpc.send(market.functions.setCapacity(max(n_jobs, 1)), accounts[DRAFTER])
         deployment = Deployment.of_system(w3, system, rpc_url, start_block)
         deployment_path = deployment.save(tmp / "deployment.json")
         first_job = market.functions.jobCount().call() + 1

@@ -21,12 +21,24 @@ class World:
     """A deployed anvil with registered parties served by `verispec serve` processes (`rpc_for` lets a caller put
     something between the nodes and the chain, e.g. the soak's fault proxy)."""
 
-    def __init__(self, anvil_url: str, tmp: pathlib.Path, counts: dict[str, int], artifacts, ids, vocab: int):
+    def __init__(
+        self,
+        anvil_url: str,
+        tmp: pathlib.Path,
+        counts: dict[str, int],
+        artifacts,
+        ids,
+        vocab: int,
+        drafter_capacity: int | None = None,
+    ):
         from node.chain.deploy import deploy_system
         from node.chain.deployment import Deployment
         from node.chain.rpc import connect
 
         self.url, self.tmp, self.ids, self.vocab = anvil_url, tmp, ids, vocab
+        # each drafter's `serve --capacity` (None: the market's default): a run that gives one drafter more jobs at
+        # once declares room for them, as an operator would (the market refuses a job past it: DrafterAtCapacity)
+        self.drafter_capacity = drafter_capacity
         self.w3, self.rpc = connect(anvil_url), Rpc(anvil_url)
         self.accounts = self.w3.eth.accounts
         self.start_block = self.w3.eth.block_number + 1
@@ -73,6 +85,8 @@ class World:
             args += ["--rpc", rpc_url]
         if role == "verifier":
             args += ["--listen", f"127.0.0.1:{free_port()}"]
+        if role == "drafter" and self.drafter_capacity is not None:
+            args += ["--capacity", self.drafter_capacity]
         if behavior and behavior != "honest":
             args += ["--behavior", behavior]
         return args

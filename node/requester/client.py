@@ -161,8 +161,13 @@ class Requester(JobReader, DisputeClient):
         stake_wei: int,
         alpha: float | None = None,
         target_model_path: Path | None = None,
+        capacity: int | None = None,
     ) -> Registration:
         role = _staked_role(role)
+        if capacity is not None and role != Role.Drafter:
+            raise RequesterError("--capacity is a drafter's option (the jobs it serves at once)")
+        if capacity is not None and not 1 <= capacity < 2**32:
+            raise RequesterError(f"--capacity must be in 1..{2**32 - 1}, got {capacity}")
         if not model_paths:
             raise RequesterError("give the model to serve: --model PATH")
         current = self.account_state()
@@ -198,6 +203,11 @@ class Requester(JobReader, DisputeClient):
                 value=stake_wei,
             )
             ids = [draft.model_id, target.model_id]
+            capacity_tx = self.set_capacity(capacity) if capacity is not None else None
+            capacity = self.drafter_load()[1]
+            result = Registration(self.address, role.label, stake_wei, ["0x" + i.hex() for i in ids], alpha, tx)
+            result.capacity, result.capacity_tx = capacity, capacity_tx
+            return result
         else:
             if alpha is not None:
                 raise RequesterError("--alpha is a drafter's claim; verifiers and referees have none")
@@ -213,6 +223,21 @@ class Requester(JobReader, DisputeClient):
             call = self.registry.functions.register(role, ids, [vocabs[i] for i in ids])
             tx, _ = self._send("register", call, value=stake_wei)
         return Registration(self.address, role.label, stake_wei, ["0x" + i.hex() for i in ids], alpha, tx)
+
+    def set_capacity(self, capacity: int) -> TxResult:
+        """Declare, as a registered drafter, how many jobs it serves at once (`setCapacity`; docs/protocol.md
+        "Soundness (v1.2)")."""
+        if not 1 <= capacity < 2**32:
+            raise RequesterError(f"--capacity must be in 1..{2**32 - 1}, got {capacity}")
+        if self.account_state()["role"] != "drafter":
+            raise RequesterError(f"{self.address} is not registered as a drafter: only a drafter declares a capacity")
+        tx, _ = self._send("setCapacity", self.market.functions.setCapacity(capacity))
+        return tx
+
+    def drafter_load(self, drafter: str | None = None) -> tuple[int, int]:
+        """(Open or Running jobs, most it accepts) of `drafter` (default: this account), from the market."""
+        live, capacity = self.market.functions.drafterLoad(drafter or self.address).call()
+        return int(live), int(capacity)
 
     def unbond(self) -> UnbondResult:
         """requestUnbond; when already unbonding and due (and no locks), withdrawUnbonded."""
@@ -341,8 +366,7 @@ class Requester(JobReader, DisputeClient):
         check_fits(len(tokens), max_tokens, gamma, min(limits) if limits else None)
 
         registry = self.registry.functions
-        drafter = self._pick(
-            "drafter",
+        drafter = self._pick_drafter(
             drafter,
             self.active_drafters(draft.model_id, target.model_id),
             lambda a: registry.isActiveDrafter(a, draft.model_id, target.model_id).call(),
@@ -390,6 +414,35 @@ class Requester(JobReader, DisputeClient):
         tx, receipt = self._send(fn, getattr(self.market.functions, fn)(request, prompt.encode("utf-8")), value=escrow)
         (event,) = self.market.events.JobSubmitted().process_receipt(receipt, errors=DISCARD)
         return SubmitResult(event["args"]["jobId"], drafter, verifier, escrow, len(tokens), tx)
+
+    def _pick_drafter(
+        self, given: str | None, candidates: list[str], is_active: Callable[[str], bool], what: str
+    ) -> str:
+        """`_pick` among the drafters with a free slot (`drafterLoad`: live < capacity; the market refuses a job past
+        it, DrafterAtCapacity): a given drafter that is full, or no free one, is a clear error before anything is
+        sent."""
+        if given:
+            address = self._pick("drafter", given, candidates, is_active, what)
+            live, capacity = self.drafter_load(address)
+            if live >= capacity:
+                raise RequesterError(
+                    f"drafter {address} is at capacity: {live} of its {capacity} job(s) Open or Running "
+                    "(submit again once one finishes, or name another --drafter)"
+                )
+            return address
+
+        def has_room(a: str) -> bool:
+            live, capacity = self.drafter_load(a)
+            return live < capacity
+
+        # (the requester itself stays a candidate: `_pick` says why it cannot be its own drafter)
+        free = [a for a in candidates if a == self.address or has_room(a)]
+        if candidates and not free:
+            raise RequesterError(
+                f"every active drafter for {what} is at capacity ({len(candidates)} of them): submit again once one "
+                "of their jobs finishes"
+            )
+        return self._pick("drafter", None, free, is_active, what)
 
     def _pick(
         self, role: str, given: str | None, candidates: list[str], is_active: Callable[[str], bool], what: str

@@ -25,6 +25,8 @@ class Registration:
     model_ids: list[str]
     alpha_star: float | None
     tx: TxResult
+    capacity: int | None = None  # drafters: the concurrent jobs it accepts (`setCapacity`, or the market's default)
+    capacity_tx: TxResult | None = None
 
 
 @dataclass

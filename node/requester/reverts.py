@@ -79,6 +79,12 @@ def explain_revert(exc: TransactionReverted, now: int | None = None) -> str:
         "BadGamma": lambda: "gamma must be in 1..16",
         "BadTopP": lambda: "top-p must be in (0, 1]",
         "AlphaAboveWad": lambda: "alpha must be at most 1",
+        "DrafterAtCapacity": lambda: (
+            f"drafter {args['drafter']} already has {args['capacity']} job(s) Open or Running, the most it accepts: "
+            "submit again once one finishes, or to another drafter"
+        ),
+        "BadCapacity": lambda: "a capacity must be at least 1 concurrent job",
+        "NotRegisteredDrafter": lambda: f"{args['account']} is not registered as a drafter",
     }
     hint = hints.get(name)
     try:

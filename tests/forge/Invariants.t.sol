@@ -149,6 +149,7 @@ contract ProtocolInvariants is CampaignBase {
         check_walletsMatchTheLedger();
         check_nobodyPaidTwice();
         check_locksEqualOpenObligations();
+        check_drafterLoadsAreTheirLiveJobs();
         check_alphaWindowsMatchTheModel();
     }
 
@@ -271,6 +272,26 @@ contract ProtocolInvariants is CampaignBase {
         }
         for (uint256 i = 0; i < ACTORS; ++i) {
             require(registry.accountOf(actor(i)).locks == expected[i], "locks != open jobs + disputes");
+        }
+    }
+
+    /// @notice Each drafter's load (`drafterLoad`) counts exactly its Open or Running jobs, and never exceeds its
+    /// capacity (v1.2; nobody lowers a capacity below its load in the campaign).
+    function check_drafterLoadsAreTheirLiveJobs() internal view {
+        uint256[ACTORS] memory expected;
+        uint256 n = jobHandler.openCount();
+        for (uint256 k = 0; k < n; ++k) {
+            uint256 id = jobHandler.openAt(k);
+            IInferenceMarket.JobStatus s = market.jobStatus(id);
+            if (s == IInferenceMarket.JobStatus.Open || s == IInferenceMarket.JobStatus.Running) {
+                expected[_index(jobHandler.metaOf(id).drafter)] += 1;
+            }
+        }
+        for (uint256 i = 0; i < DRAFTERS; ++i) {
+            address d = drafterAt(i);
+            (uint256 live, uint256 capacity) = market.drafterLoad(d);
+            require(live == expected[_index(d)], "drafter load != its Open or Running jobs");
+            require(live <= capacity, "a drafter holds more jobs than its capacity");
         }
     }
 

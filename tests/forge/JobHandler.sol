@@ -338,7 +338,7 @@ contract JobHandler is HandlerBase {
         if (v.cycle == 0) _predictSettlement(v); // no cycle verified: it settles at once
         vm.prank(v.requester);
         market.claimTimeout(id);
-        if (taken != 0) ledger.marketCredit(v.requester, taken);
+        if (taken != 0) ledger.marketCredit(BURN, taken); // burnt, never the requester's (v1.2)
         _count(party == address(0) ? "job:timeout" : "job:timeout-slash");
         _prune();
     }
@@ -398,7 +398,9 @@ contract JobHandler is HandlerBase {
     function _parties(uint256 seed) internal view returns (address d, address v) {
         for (uint256 k = 0; k < DRAFTERS; ++k) {
             address c = drafterAt(seed % DRAFTERS + k);
-            if (registry.isActiveDrafter(c, DRAFT, TARGET)) {
+            (uint256 live, uint256 capacity) = market.drafterLoad(c);
+            // a requester (the client) never names a drafter at capacity: the market would refuse it (v1.2)
+            if (registry.isActiveDrafter(c, DRAFT, TARGET) && live < capacity) {
                 d = c;
                 break;
             }

@@ -14,10 +14,18 @@ accepted token is below `min_price_wei` (`serve drafter --min-price`), whose γ 
 is not its model's, saying why in the log and the store; a verified cycle's output that does not decode, is not
 its accepted proposals then outToken, or holds a token outside the vocabulary is logged and rebuilt or sanitized,
 and the node keeps drafting: it never crashes on it and never misses a deadline because of it.
+
+Capacity (docs/protocol.md "Soundness (v1.2)"): the node serves at most `capacity` jobs at once (Open or Running on
+chain). `capacity` given (`serve drafter --capacity N`) is declared on chain at start (`setCapacity`) when the
+market holds another; none given: the market's (its declaration, or DEFAULT_CAPACITY). The market refuses a job
+past it, and the node declines one it would have to serve beside `capacity` others of its own anyway (a lower
+capacity given, a declaration that came after the job): it never commits to it, so its silence is no timeout of
+its (the first commit is the drafter's consent).
 """
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,12 +77,15 @@ class DrafterNode(PartyNode):
         bias_policy: behaviors.BiasPolicy | None = None,
         min_price_wei: int = 0,
         link_silence_s: float = 120.0,
+        capacity: int | None = None,
         **options,
     ):
         self.behavior = DrafterBehavior.parse(behavior)
         if int(min_price_wei) < 0:
             raise ValueError(f"min_price_wei must be >= 0, got {min_price_wei}")
         self.min_price_wei = int(min_price_wei)  # least pricePerAcceptedToken (wei) of a job it serves
+        if capacity is not None and not 1 <= int(capacity) < 2**32:
+            raise ValueError(f"capacity must be in 1..{2**32 - 1}, got {capacity}")
         self.link_silence_s = float(link_silence_s)  # a transcript job's verifier silent that long is forced
         self.bias_policy = bias_policy or behaviors.BiasPolicy()
         self.load_models(target_model_path, draft_model_path, device, with_target=False)
@@ -82,6 +93,8 @@ class DrafterNode(PartyNode):
         self.vocab_size = vocab_size(self.draft_model)
         super().__init__(w3, deployment, account, store_path, poll_interval, **options)
         self.jobs: dict[int, DrafterJobState] = {}
+        self._ended: set[int] = set()  # jobs of mine seen past Running: they hold no capacity any more
+        self.capacity = self._declare_capacity(None if capacity is None else int(capacity))
         self.restore()
         self.log_start("draft")
 
@@ -90,7 +103,7 @@ class DrafterNode(PartyNode):
     def serve_taken(self, record: chaindata.ChainJob, job: DecodingJob) -> None:
         reason = chain_checks.job_refusal(
             record.request, self.min_price_wei, self.vocab_size, self._chain_vocab(record)
-        )
+        ) or self._capacity_refusal(record.job_id)
         if reason is not None:
             self.refuse(record.job_id, reason, "declined")
             return
@@ -98,10 +111,47 @@ class DrafterNode(PartyNode):
         self.log.info("job %d: assigned (γ=%d, maxTokens=%d)", record.job_id, job.gamma, job.max_new_tokens)
 
     def transcript_refusal(self, record: chaindata.ChainJob) -> str | None:
-        return chain_checks.job_refusal(record.request, self.min_price_wei, self.vocab_size, self._chain_vocab(record))
+        vocab = self._chain_vocab(record)
+        reason = chain_checks.job_refusal(record.request, self.min_price_wei, self.vocab_size, vocab)
+        return reason or self._capacity_refusal(record.job_id)
 
     def refusal_config(self) -> dict[str, Any]:
-        return {**super().refusal_config(), "min_price_wei": self.min_price_wei, "max_gamma": chain_checks.MAX_GAMMA}
+        return {
+            **super().refusal_config(),
+            "min_price_wei": self.min_price_wei,
+            "max_gamma": chain_checks.MAX_GAMMA,
+            "capacity": self.capacity,
+        }
+
+    # ------------------------------------------------------------------ capacity
+
+    def _declare_capacity(self, capacity: int | None) -> int:
+        """The capacity the node serves with: `capacity`, declared on chain first when the market holds another
+        (`setCapacity`, sent and waited for), or the market's when None."""
+        _, held = (int(x) for x in self.market.functions.drafterLoad(self.address).call())
+        if capacity is None or capacity == held:
+            return held
+        key = f"drafter:capacity:{capacity}:{uuid.uuid4().hex}"  # a declaration per start that changes it
+        self.sender.send_call(key, self.market.functions.setCapacity(capacity))
+        self.log.info("declared capacity %d on chain (was %d)", capacity, held)
+        return capacity
+
+    def _capacity_refusal(self, job_id: int) -> str | None:
+        """Why the node declines job `job_id` for capacity: it already serves `capacity` other jobs that are Open or
+        Running (None: it has room)."""
+        live = [j.job_id for j in self.store.jobs(role=JOB_ROLE, status="active") if j.job_id != job_id]
+        live = [j for j in live if self._holds_capacity(j)]
+        if len(live) < self.capacity:
+            return None
+        return f"at capacity: {len(live)} job(s) of mine Open or Running ({sorted(live)}), my capacity {self.capacity}"
+
+    def _holds_capacity(self, job_id: int) -> bool:
+        if job_id in self._ended:
+            return False
+        if self.market.functions.jobStatus(job_id).call() in (JobStatus.Open, JobStatus.Running):
+            return True
+        self._ended.add(job_id)  # a job never returns to Open or Running
+        return False
 
     def _chain_vocab(self, record: chaindata.ChainJob) -> int | None:
         """The job's vocabulary as the market records it (`getJob().vocabSize`), where the market has one."""
