@@ -3,6 +3,7 @@ pragma solidity 0.8.28;
 
 import {ReentrancyGuardTransient} from "@openzeppelin/contracts/utils/ReentrancyGuardTransient.sol";
 import {Hashes} from "@openzeppelin/contracts/utils/cryptography/Hashes.sol";
+import {IProbeScheduler} from "./interfaces/IProbeScheduler.sol";
 import {IInferenceMarket} from "./interfaces/IInferenceMarket.sol";
 import {IStakingRegistry} from "./interfaces/IStakingRegistry.sol";
 import {CycleRecord} from "./lib/CycleRecord.sol";
@@ -99,6 +100,9 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
     address public disputeManager;
     /// @notice The transcript-mode settlement contract (TranscriptSettlement); zero until wired.
     address public transcriptSettlement;
+    /// @notice The probe scheduler (docs/protocol.md "Soundness (v1.2)"): the only requester whose jobs enter the
+    /// drafters' α windows; 0 until wired.
+    address public probeScheduler;
     /// @notice Id of the last job submitted (ids start at 1).
     uint256 public jobCount;
     /// @notice Wei each account can `withdraw`.
@@ -112,6 +116,10 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
     struct DrafterLoad {
         uint32 live;
         uint32 capacity;
+        // α of its regular (non-probe) jobs at the reference settings: a statistic, never the window (v1.2)
+        uint64 observedCycles;
+        uint64 observedAccepted;
+        uint64 observedRejected;
     }
 
     mapping(address drafter => DrafterLoad) private _loads;
@@ -179,6 +187,26 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         emit TranscriptSettlementSet(transcriptSettlement_);
     }
 
+    /// @notice Wires the probe scheduler; callable once, by the deployer. From then on only its jobs (probes) move
+    /// the drafters' α windows; every other job's α is published as a statistic ({AlphaObserved}). A deployment
+    /// that never wires one keeps v1.1's window (every α-eligible job counts).
+    /// @param probeScheduler_ The ProbeScheduler that opens probe jobs.
+    function setProbeScheduler(address probeScheduler_) external {
+        if (msg.sender != deployer) revert MarketNotDeployer(msg.sender);
+        if (probeScheduler != address(0)) revert MarketAlreadyWired();
+        if (probeScheduler_ == address(0)) revert BadParams();
+        probeScheduler = probeScheduler_;
+        emit ProbeSchedulerSet(probeScheduler_);
+    }
+
+    /// @notice The α of `drafter`'s regular jobs at the reference settings, summed over every settled one: cycles,
+    /// accepted proposals emitted and cycles with a rejection (α̂ = accepted / (accepted + rejected)). A statistic
+    /// requesters may rank by; the α window (and its slash) counts probes only.
+    function alphaObservedOf(address drafter) external view returns (uint256 cycles, uint256 accepted, uint256 rejected) {
+        DrafterLoad storage load = _loads[drafter];
+        return (load.observedCycles, load.observedAccepted, load.observedRejected);
+    }
+
     // ------------------------------------------------------------------ drafter capacity (v1.2)
 
     /// @notice The calling drafter declares how many jobs it serves at once: `submitJob` and `submitTranscriptJob`
@@ -242,7 +270,7 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
             revert VerifierNotActive(verifier);
         }
         uint256 vocab = _jobVocab(drafter, request.draftModel, verifier, request.targetModel);
-        _takeCapacity(drafter);
+        _takeCapacity(drafter, msg.sender == probeScheduler);
         uint256 required =
             uint256(request.maxTokens) * (uint256(request.pricePerAcceptedToken) + request.pricePerPass);
         if (msg.value < required) revert InsufficientEscrow(msg.value, required);
@@ -418,6 +446,20 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         emit JobFinished(jobId, reason, party, taken);
         // slither-disable-next-line reentrancy-no-eth (nonReentrant; the calls go only to the protocol's own registry)
         if (job.cycle == 0) _settle(jobId, job);
+        if (job.requester == probeScheduler) _probeTimedOut(jobId, job, reason);
+    }
+
+    /// @dev A probe timed out. The drafter's silence (before its first commit too: declining a probe whose prompt it
+    /// dislikes must not pay) enters its window at α = 0: every token still owed as a cycle with nothing accepted. A
+    /// verifier's abort (its slash is burnt) sends the probe back to the scheduler, which draws another verifier.
+    function _probeTimedOut(uint256 jobId, Job storage job, FinishReason reason) private {
+        if (reason == FinishReason.DraftTimeout) {
+            uint256 owedTokens = uint256(job.maxTokens) - job.emitted;
+            _recordAlpha(jobId, job.drafter, owedTokens, 0, owedTokens);
+        } else {
+            // slither-disable-next-line reentrancy-no-eth,reentrancy-events (nonReentrant; the protocol's own scheduler)
+            IProbeScheduler(probeScheduler).probeAborted(jobId, job.verifier);
+        }
     }
 
     /// @notice Settles a finished job once its challenge window has passed with no open dispute: credits
@@ -847,11 +889,13 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
     }
 
     /// @dev One more live job for `drafter`, or {DrafterAtCapacity}.
-    function _takeCapacity(address drafter) private {
+    /// @dev A probe counts but is never refused: a drafter keeping itself at capacity with self-dealt jobs must not
+    /// dodge its probes.
+    function _takeCapacity(address drafter, bool probe) private {
         DrafterLoad storage load = _loads[drafter];
         uint256 live = load.live;
         uint256 capacity = load.capacity == 0 ? DEFAULT_CAPACITY : load.capacity;
-        if (live >= capacity) revert DrafterAtCapacity(drafter, capacity);
+        if (live >= capacity && !probe) revert DrafterAtCapacity(drafter, capacity);
         load.live = uint32(live + 1);
     }
 
@@ -874,10 +918,20 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         }
     }
 
+    /// @dev Adds a regular job's α to `drafter`'s published statistic.
+    function _observeAlpha(uint256 jobId, address drafter, uint256 cycles, uint256 accepted, uint256 rejected) private {
+        DrafterLoad storage load = _loads[drafter];
+        load.observedCycles += uint64(cycles);
+        load.observedAccepted += uint64(accepted);
+        load.observedRejected += uint64(rejected);
+        emit AlphaObserved(jobId, drafter, cycles, accepted, rejected);
+    }
+
     /// @dev Reverts when the treasury would be a party of a job (the requester is the caller).
     function _checkNotTreasury(address drafter, address verifier) private view {
         address t = treasury;
-        if (msg.sender == t || drafter == t || verifier == t) revert TreasuryIsParty(t);
+        // the probe scheduler, the treasury of a probing deployment, requests probes (it chooses nothing: a seed does)
+        if ((msg.sender == t && t != probeScheduler) || drafter == t || verifier == t) revert TreasuryIsParty(t);
     }
 
     function _drafterTokens(Job storage job) private view returns (uint256) {
@@ -896,8 +950,15 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         address drafter = JobSlot.drafter(head);
         if (counts) {
             // The accepted proposals emitted; a last cycle cut by EOS / maxTokens counts only its emitted ones
-            // (and its rejection only when the outToken was emitted: _nextSlot0), an unbiased truncation.
-            _recordAlpha(jobId, drafter, JobSlot.cycle(head), tokens, JobSlot.rejected(head));
+            // (and its rejection only when the outToken was emitted: _nextSlot0), an unbiased truncation. Once a
+            // probe scheduler is wired only a probe (prompt and verifier drawn from a seed, nobody's choice) moves
+            // the window, and any other job's α is a published statistic; before, every counted job moves it (v1.1).
+            address probes = probeScheduler;
+            if (probes == address(0) || job.requester == probes) {
+                _recordAlpha(jobId, drafter, JobSlot.cycle(head), tokens, JobSlot.rejected(head));
+            } else {
+                _observeAlpha(jobId, drafter, JobSlot.cycle(head), tokens, JobSlot.rejected(head));
+            }
         }
         registry.unlock(drafter);
         registry.unlock(job.verifier);

@@ -24,6 +24,8 @@ contract StakingRegistry is IStakingRegistry, ReentrancyGuardTransient {
     /// @notice Largest vocabulary size a model id can be registered with (token ids are uint32).
     uint256 public constant MAX_VOCAB = type(uint32).max;
 
+    /// @notice Tag of the verifiers' stake trees (`_treeId`).
+    bytes32 internal constant VERIFIER_TREE_TAG = keccak256("verispec.verifier-tree");
     /// @notice A referee stays in the draw pool down to minRefereeStake / REFEREE_FLOOR_DIVISOR of stake.
     uint256 public constant REFEREE_FLOOR_DIVISOR = 4;
 
@@ -166,15 +168,16 @@ contract StakingRegistry is IStakingRegistry, ReentrancyGuardTransient {
             if (role == Role.Referee) {
                 _referees[modelId].push(msg.sender);
                 _refereeIndexPlusOne[modelId][msg.sender] = _referees[modelId].length;
-                if (_treeSlot[modelId][msg.sender] == 0) {
-                    uint256 slot = _stakeTrees[modelId].push(0);
-                    _treeSlot[modelId][msg.sender] = slot;
-                    _slotReferee[modelId][slot] = msg.sender;
-                }
+            }
+            bytes32 treeId = _treeId(role, modelId);
+            if (_treeSlot[treeId][msg.sender] == 0) {
+                uint256 slot = _stakeTrees[treeId].push(0);
+                _treeSlot[treeId][msg.sender] = slot;
+                _slotReferee[treeId][slot] = msg.sender;
             }
         }
         emit Registered(msg.sender, role, msg.value, modelIds);
-        if (role == Role.Referee) _syncRefereeWeight(msg.sender);
+        _syncRefereeWeight(msg.sender);
     }
 
     /// @notice Adds `msg.value` to the caller's stake (not while unbonding).
@@ -226,8 +229,8 @@ contract StakingRegistry is IStakingRegistry, ReentrancyGuardTransient {
             for (uint256 i = 0; i < count; ++i) {
                 _removeReferee(models[i], msg.sender);
             }
-            _syncRefereeWeight(msg.sender);
         }
+        _syncRefereeWeight(msg.sender);
         emit UnbondRequested(msg.sender, block.timestamp + unbondingPeriod);
     }
 
@@ -349,6 +352,13 @@ contract StakingRegistry is IStakingRegistry, ReentrancyGuardTransient {
         return _accounts[account].role;
     }
 
+    /// @inheritdoc IStakingRegistry
+    function drafterPairOf(address drafter) external view returns (bytes32 draftModel, bytes32 targetModel) {
+        Account storage account = _accounts[drafter];
+        if (account.role != Role.Drafter) return (bytes32(0), bytes32(0));
+        return (_models[drafter][0], account.targetModel);
+    }
+
     /// @notice The whole registration of `account`.
     function accountOf(address account) external view returns (Account memory) {
         return _accounts[account];
@@ -395,6 +405,17 @@ contract StakingRegistry is IStakingRegistry, ReentrancyGuardTransient {
     }
 
     /// @inheritdoc IStakingRegistry
+    function verifierStakeTotalAt(bytes32 modelId, uint256 atBlock) external view returns (uint256) {
+        return _stakeTrees[_treeId(Role.Verifier, modelId)].totalWeightAt(atBlock);
+    }
+
+    /// @inheritdoc IStakingRegistry
+    function verifierByStakeAt(bytes32 modelId, uint256 point, uint256 atBlock) external view returns (address) {
+        bytes32 treeId = _treeId(Role.Verifier, modelId);
+        return _slotReferee[treeId][_stakeTrees[treeId].findAt(point, atBlock)];
+    }
+
+    /// @inheritdoc IStakingRegistry
     function refereeWeight(address referee) external view returns (uint256) {
         return _treeWeight[referee];
     }
@@ -412,32 +433,44 @@ contract StakingRegistry is IStakingRegistry, ReentrancyGuardTransient {
 
     // ------------------------------------------------------------------ internals
 
-    /// @dev Brings `account`'s weight in its models' stake trees to its active referee stake: the stake while it
-    /// is a referee, not unbonding and at or above the floor (a penalty lowers the weight; only stake below the floor,
-    /// a quarter of the registration minimum, leaves the pool); 0 otherwise.
+    /// @dev Brings `account`'s weight in its models' stake trees to its active stake. A referee: its stake while not
+    /// unbonding and at or above the floor (a penalty lowers the weight; only stake below the floor, a quarter of the
+    /// registration minimum, leaves the pool). A verifier (the probe draw, docs/protocol.md "Soundness (v1.2)"): its
+    /// stake while active. 0 otherwise.
     function _syncRefereeWeight(address account) private {
         Account storage acct = _accounts[account];
         uint256 stake = acct.stake;
-        bool active = acct.role == Role.Referee && acct.unbondingSince == 0 && stake >= refereeFloor();
+        Role role = acct.role;
+        uint256 minimum = role == Role.Referee ? refereeFloor() : minVerifierStake;
+        bool active = (role == Role.Referee || role == Role.Verifier) && acct.unbondingSince == 0 && stake >= minimum;
         _setRefereeWeight(account, active ? stake : 0);
     }
 
-    /// @dev Sets `account`'s weight in the trees of every model it serves (≤ MAX_MODELS trees, O(log n) each).
+    /// @dev Sets `account`'s weight in the trees of its role for every model it serves (≤ MAX_MODELS trees,
+    /// O(log n) each).
     function _setRefereeWeight(address account, uint256 weight) private {
         uint256 current = _treeWeight[account];
         if (current == weight) return;
         _treeWeight[account] = weight;
+        Role role = _accounts[account].role;
         bytes32[] storage models = _models[account];
         uint256 count = models.length; // <= MAX_MODELS
         for (uint256 i = 0; i < count; ++i) {
-            bytes32 modelId = models[i];
-            uint256 slot = _treeSlot[modelId][account];
-            if (slot == 0) continue; // not a referee model (never happens for a referee)
-            if (weight > current) _stakeTrees[modelId].add(slot, weight - current);
-            else _stakeTrees[modelId].sub(slot, current - weight);
-            _treeChangedAt[modelId] = block.number;
+            bytes32 treeId = _treeId(role, models[i]);
+            uint256 slot = _treeSlot[treeId][account];
+            if (slot == 0) continue; // a drafter's model: no tree
+            if (weight > current) _stakeTrees[treeId].add(slot, weight - current);
+            else _stakeTrees[treeId].sub(slot, current - weight);
+            _treeChangedAt[treeId] = block.number;
         }
         emit RefereeWeightSet(account, weight);
+    }
+
+    /// @dev The stake tree of `role` for `modelId`: referees' trees keep the model id itself (their views take it);
+    /// verifiers' trees are keyed apart, so one model id can hold both.
+    function _treeId(Role role, bytes32 modelId) private pure returns (bytes32) {
+        // slither-disable-next-line incorrect-equality (an enum, not a balance)
+        return role == Role.Verifier ? keccak256(abi.encode(VERIFIER_TREE_TAG, modelId)) : modelId;
     }
 
     function _register(Role role, uint256 minimum) private {

@@ -533,3 +533,27 @@ def cycle_proof(leaves: Sequence[bytes], cycle: int) -> list[bytes]:
     if not 0 <= cycle < len(leaves):
         raise ValueError(f"cycle {cycle} out of range 0..{len(leaves) - 1}")
     return proof(leaves, cycle)
+
+
+# ------------------------------------------------------------------ probes (v1.2): the corpus commitment
+
+
+def probe_leaf(index: int, prompt: bytes) -> bytes:
+    """ProbeScheduler's corpus leaf of prompt `index`: keccak256(bytes.concat(keccak256(abi.encode(index,
+    keccak256(prompt))))), double-hashed as OpenZeppelin's MerkleProof expects of a leaf."""
+    _check_range("index", index, UINT32_MAX)
+    return keccak(keccak(_word(index) + keccak(bytes(prompt))))
+
+
+def probe_corpus_root(prompts: Sequence[bytes]) -> bytes:
+    """The corpus root a deployment commits per target model (`ProbeScheduler.setCorpus`)."""
+    if not prompts:
+        raise ValueError("a probe corpus needs at least one prompt")
+    return root([probe_leaf(i, p) for i, p in enumerate(prompts)])
+
+
+def probe_proof(prompts: Sequence[bytes], index: int) -> list[bytes]:
+    """Proof of prompt `index` against `probe_corpus_root(prompts)`, for `startProbe`."""
+    if not 0 <= index < len(prompts):
+        raise ValueError(f"prompt {index} out of range 0..{len(prompts) - 1}")
+    return proof([probe_leaf(i, p) for i, p in enumerate(prompts)], index)

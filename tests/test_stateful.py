@@ -739,8 +739,10 @@ class ProtocolMachine(RuleBasedStateMachine):
     # the registry's referee stake trees (StakingRegistry._syncRefereeWeight)
 
     def weight(self, a: Account) -> int:
-        """A referee's active stake: its stake while a referee, not unbonding and at or above the floor."""
-        active = a.role == REFEREE and not a.unbonding_since and a.stake >= REFEREE_FLOOR
+        """refereeWeight: a referee's active stake (its stake while not unbonding and at or above the floor) or a
+        verifier's (while active: the probe draw's tree, v1.2); 0 otherwise."""
+        minimum = {REFEREE: REFEREE_FLOOR, VERIFIER: MIN_STAKE[VERIFIER]}.get(a.role)
+        active = minimum is not None and not a.unbonding_since and a.stake >= minimum
         return a.stake if active else 0
 
     def reweigh(self, a: Account):
@@ -753,13 +755,14 @@ class ProtocolMachine(RuleBasedStateMachine):
         w = self.weight(a)
         if w != self.weights[a.addr]:
             self.weights[a.addr] = w
-            for m in a.models:
+            for m in a.models if a.role == REFEREE else ():  # a verifier's weight is in trees of its own
                 self.tree_changed[m] = self.block
                 self.weight_log[m][a.addr].append((self.block, w))
 
     def tree(self, m: bytes) -> list:
         """The stake tree of model `m` as (referee, weight) per slot (a slot of a model it no longer serves is 0)."""
-        return [(r, self.weights[r] if m in self.accts[r].models else 0) for r in self.slots[m]]
+        a = self.accts
+        return [(r, self.weights[r] if m in a[r].models and a[r].role == REFEREE else 0) for r in self.slots[m]]
 
     def tree_at(self, m: bytes, block: int) -> list:
         """The stake tree of model `m` as it stood at the end of `block` (refereeByStakeAt's): each slot's last
@@ -1477,7 +1480,9 @@ class ProtocolMachine(RuleBasedStateMachine):
         steer the draw (v1.1 rescheduled it: a free re-roll): the draw reads the tree before the seed block, so the
         panel is the one the seed chose anyway (docs/disputes.md, "Referee draw")."""
         d = self.choose(self.disputes, self.seeded, dispute)
-        self.add_stake(self.someone(who, lambda a: self.weights[a.addr] and d.model in a.models), 1)
+        self.add_stake(
+            self.someone(who, lambda a: a.role == REFEREE and self.weights[a.addr] and d.model in a.models), 1
+        )
         STATS["steered draws (a stake moved after the seed)"] += 1
 
     @action(2, when=some("disputes", "silent"), dispute=pick, caller=actor)

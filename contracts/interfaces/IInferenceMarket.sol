@@ -99,6 +99,10 @@ interface IInferenceMarket {
     event DisputeManagerSet(address indexed disputeManager);
     /// @notice The deployer wired the transcript settlement contract.
     event TranscriptSettlementSet(address indexed transcriptSettlement);
+    /// @notice The deployer wired the probe scheduler: from now on only its jobs move α windows.
+    event ProbeSchedulerSet(address indexed probeScheduler);
+    /// @notice A regular job's α at the reference settings, published as a statistic (it never moves the window).
+    event AlphaObserved(uint256 indexed jobId, address indexed drafter, uint256 cycles, uint256 accepted, uint256 rejected);
     /// @notice `jobId` (just submitted, see JobSubmitted) runs in transcript mode.
     event TranscriptJobSubmitted(uint256 indexed jobId);
     /// @notice A pulled cycle of transcript job `jobId`: its record hash is now what `cycleRecordHash` serves.
@@ -218,6 +222,12 @@ interface IInferenceMarket {
 
     /// @notice Status of `jobId`.
     function jobStatus(uint256 jobId) external view returns (JobStatus);
+
+    /// @notice Submits a per-cycle job (see the market's NatSpec); the probe scheduler submits probes through it.
+    function submitJob(JobRequest calldata request, bytes calldata prompt) external payable returns (uint256 jobId);
+
+    /// @notice Pays out everything owed to the caller.
+    function withdraw() external;
 
     /// @notice Who takes part in `jobId` and which models it runs.
     function jobParties(uint256 jobId) external view returns (JobParties memory);

@@ -115,6 +115,10 @@ interface IStakingRegistry {
     /// capacities (v1.2).
     function roleOf(address account) external view returns (Role);
 
+    /// @notice A registered drafter's draft and target model ids (zeros for any other account); the probe scheduler
+    /// reads them to build a probe.
+    function drafterPairOf(address drafter) external view returns (bytes32 draftModel, bytes32 targetModel);
+
     /// @notice Adds one open obligation (job or dispute) to `account`; while any is open its stake cannot leave.
     /// @dev Only the protocol's own contracts.
     function lock(address account) external;
@@ -150,7 +154,14 @@ interface IStakingRegistry {
     /// seed is known can change.
     function refereeByStakeAt(bytes32 modelId, uint256 point, uint256 atBlock) external view returns (address);
 
-    /// @notice `referee`'s weight in the stake trees (its stake while an active referee, else 0).
+    /// @notice The active verifier stake of `modelId` (a target model) as it stood at the end of block `atBlock`
+    /// (before the current block): the tree a probe draws its verifier from (docs/protocol.md "Soundness (v1.2)").
+    function verifierStakeTotalAt(bytes32 modelId, uint256 atBlock) external view returns (uint256);
+
+    /// @notice The verifier of `modelId` whose stake held point `point` at the end of block `atBlock`.
+    function verifierByStakeAt(bytes32 modelId, uint256 point, uint256 atBlock) external view returns (address);
+
+    /// @notice `referee`'s weight in the stake trees (its stake while an active referee or verifier, else 0).
     function refereeWeight(address referee) external view returns (uint256);
 
     /// @notice The block in which the stake tree of `modelId` last changed (informational: draws read the tree as of

@@ -14,6 +14,8 @@ MINUTE = 60
 HOUR = 3600
 DAY = 86400
 BURN_ADDRESS = "0x000000000000000000000000000000000000dEaD"
+# `treasury` value meaning "the deployment's ProbeScheduler" (deploy_system puts its address in its place)
+PROBE_TREASURY = "probes"
 
 
 @dataclass(frozen=True)
@@ -46,8 +48,18 @@ class DeploymentParams:
     # self-dealt jobs burns ≥ floor × fee = 3e11 wei per cycle).
     alpha_price_floor: int = 3 * 10**12
     alpha_fee_bps: int = 1_000
-    # Receives α slashes and fees, never a party of a job: the burn address by default.
+    # Receives α slashes and fees, never a party of a job: the burn address by default. PROBE_TREASURY: the
+    # deployment's ProbeScheduler, which pays probes and keeper tips with them (docs/protocol.md "Soundness
+    # (v1.2)"; only with probe corpora at deployment, deploy_system's `corpora`).
     treasury: str = BURN_ADDRESS
+    # Probes (ProbeScheduler): the only jobs that move α windows. One per drafter per probe_interval, anyone may
+    # open a due one (keeper_tip from the treasury); probe_tokens tokens at γ = probe_gamma, paid probe_price per
+    # pass and per accepted token (at least the α price floor).
+    probe_interval: int = 1 * HOUR
+    probe_tokens: int = 32
+    probe_gamma: int = 4
+    probe_price: int = 3 * 10**12
+    keeper_tip: int = 10**13
     # DisputeManager (deployed only when its artifact exists)
     dispute_bond: int = ETHER // 10
     answer_period: int = 1 * HOUR
@@ -102,8 +114,12 @@ class DeploymentParams:
             raise ValueError("alpha_fee_bps and alpha_slash_bps must be in 0..10000")
         if not 0 <= self.rule_reward_bps < 10_000:
             raise ValueError("rule_reward_bps must be in 0..9999 (a challenger allied with a signer must not profit)")
-        if int(self.treasury, 16) == 0:
+        if self.treasury != PROBE_TREASURY and int(self.treasury, 16) == 0:
             raise ValueError("treasury must not be the zero address (the burn address 0x…dEaD burns)")
+        if not 0 < self.probe_interval <= 365 * DAY or not 0 < self.probe_tokens < 2**16:
+            raise ValueError("probe_interval must be in 1 s..365 days and probe_tokens in 1..65535")
+        if not 1 <= self.probe_gamma <= 16 or self.probe_price < self.alpha_price_floor:
+            raise ValueError("probe_gamma must be in 1..16 and probe_price at least alpha_price_floor")
 
     def registry_args(self) -> tuple[int, ...]:
         """StakingRegistry's constructor arguments."""
@@ -142,6 +158,10 @@ class DeploymentParams:
                 self.max_escalations,
             ),
         )
+
+    def probe_args(self) -> tuple[int, ...]:
+        """ProbeScheduler's constructor arguments after the registry address."""
+        return (self.probe_interval, self.probe_tokens, self.probe_gamma, self.probe_price, self.keeper_tip)
 
     def transcript_args(self) -> tuple[int, int]:
         """TranscriptSettlement's constructor arguments after the market address."""
