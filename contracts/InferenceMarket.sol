@@ -911,8 +911,12 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         private
     {
         if (_recordCycles(drafter, cycles, accepted, rejected)) {
+            uint256 stake = registry.stakeOf(drafter);
+            // Probes leave nobody a choice that steers the window, so the slash bites: alphaSlashBps of the stake.
+            // Without probes the window counts requester traffic and the slash stays capped (alphaSlashAmount).
+            uint256 amount = probeScheduler != address(0) ? stake * alphaSlashBps / 10_000 : alphaSlashAmount(stake);
             // slither-disable-next-line reentrancy-benign,reentrancy-events (the protocol's registry paying a slash in)
-            uint256 taken = registry.slash(drafter, alphaSlashAmount(registry.stakeOf(drafter)));
+            uint256 taken = registry.slash(drafter, amount);
             owed[treasury] += taken;
             emit AlphaSlashed(jobId, drafter, taken);
         }

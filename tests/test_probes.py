@@ -233,3 +233,23 @@ def test_a_drafter_at_capacity_still_gets_its_probe(env):
     started, _, _ = env.start(probe_id)
     assert m.functions.drafterLoad(env.drafter).call() == [2, 1]
     assert Web3.to_checksum_address(m.functions.getJob(started.jobId).call()[0]) == env.probes.address
+
+
+def test_a_probed_window_in_breach_slashes_a_real_fraction_of_stake(env):
+    """With probes wired nobody steers the window, so the α slash is alphaSlashBps of the stake, uncapped (v1.1
+    capped it at N × floor × fee, 1.5e14 wei at the defaults, because requesters could farm it). Eight declined
+    probes fill the window (8 buckets, one per settled job) at α = 0 against a claim of 0.5."""
+    w3, m = env.w3, env.market
+    stake = env.registry.functions.stakeOf(env.drafter).call()
+    slashed = []
+    for _ in range(8):
+        probe_id, _ = env.open()
+        started, _, verifier = env.start(probe_id)
+        env.accept(started.jobId, verifier)
+        advance(w3, m.functions.commitTimeout().call() + 1)
+        receipt = send(w3, m.functions.claimTimeout(started.jobId), env.keeper)
+        slashed += m.events.AlphaSlashed().process_receipt(receipt)
+        advance(w3, PARAMS.probe_interval + 1)
+    (slash,) = slashed
+    assert slash.args.amount == stake * PARAMS.alpha_slash_bps // 10_000 > PARAMS.alpha_slash_cap
+    assert env.registry.functions.stakeOf(env.drafter).call() == stake - slash.args.amount
