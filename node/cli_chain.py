@@ -28,13 +28,36 @@ def _parse_params(items: list[str]):
         name = name.strip().replace("-", "_")
         if not sep or name not in names:
             raise CliError(f"--param wants NAME=VALUE with NAME one of: {', '.join(sorted(names))}")
-        changes[name] = parse_amount(value.strip())
+        changes[name] = _param_value(name, value.strip(), parse_amount)
     params = DEFAULT_PARAMS.with_(**changes)
     try:
         params.validate()
     except ValueError as exc:
         raise CliError(f"bad deployment parameters: {exc}") from None
     return params
+
+
+def _param_value(name: str, text: str, parse_amount):
+    """A deployment parameter's value in its own unit: seconds, basis points, a count, an address or wei."""
+    from node.requester.errors import RequesterError
+
+    if name == "treasury":
+        return text
+    if name.endswith("_bps"):
+        unit = "basis points"
+    elif name.endswith(("_period", "_window", "_timeout", "_interval")):
+        unit = "seconds"
+    elif any(word in name for word in ("stake", "slash", "bond", "price", "tip", "penalty", "floor")):
+        try:
+            return parse_amount(text)
+        except RequesterError as exc:
+            raise CliError(f"--param {name}={text}: {exc}") from None
+    else:
+        unit = "a whole number"
+    if not text.isdigit():
+        what = unit if unit == "a whole number" else f"a whole number of {unit}"
+        raise CliError(f"--param {name}={text}: {name} is {what}, 0 or more")
+    return int(text)
 
 
 @chain_app.command("up")

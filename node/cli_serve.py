@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -218,52 +219,62 @@ def serve(
     node_class = getattr(roles, NODE_CLASSES[role])  # torch and the node code load here
     _quiet_model_loading()
     w3, deployment, home = ctx.obj.connect()
-    if role != "watchdog":  # a watchdog stakes nothing: its bonds are checked per dispute
-        _check_registration(w3, deployment, account.address, role, models)
-    store = store or home / "nodes" / f"{role}-{account.address.lower()}.db"
-    if threads:
-        import torch
+    from node.processes import NodeLockError, node_lock
 
-        torch.set_num_threads(threads)
-    kwargs = {"behavior": behavior} if role not in ("referee", "watchdog") else watchdog  # one way of working
-    if role == "drafter":
-        kwargs["min_price_wei"] = min_price_wei
-        kwargs["link_silence_s"] = link_silence
-        kwargs["capacity"] = capacity
-    try:
-        node = node_class(
-            w3,
-            deployment,
-            account,
-            store,
-            *models.values(),
-            poll_interval=poll_interval,
-            device=device,
-            confirmations=confirmations,
-            **kwargs,
-        )
-    except ValueError as exc:  # e.g. a bond budget below one bond, a deployment without disputes
+    lock = contextlib.ExitStack()
+    try:  # before anything is sent or signed: one node per key and deployment on this machine
+        market = deployment.addresses["InferenceMarket"]
+        chain = f"chain {deployment.chain_id} at {deployment.rpc_url}"
+        lock.enter_context(node_lock(chain, market, account.address, role))
+    except NodeLockError as exc:
         raise CliError(str(exc)) from None
-    if role == "verifier":
-        node.link_silence_s = link_silence  # its drafters' silence on the link (node/roles/transcript_jobs.py)
-    link = f"; transcript link on {start_link(node, listen_at)}" if listen_at else ""
-    stop = stop_on_signals()
-    price = f", declining jobs below {min_price_wei} wei per accepted token" if min_price_wei else ""
-    if role == "drafter":
-        price += f", at most {node.capacity} job(s) at once"
-    if role == "watchdog":
-        behavior = (
-            f"audit rate {audit_rate} ({watchdog['weighting']}), draft rate {draft_rate}, bond budget "
-            f"{watchdog['bond_budget_wei']} wei, {'jobs ' + str(jobs) if jobs else 'every job'}"
+    with lock:  # released on every way out, an error included (tests run `serve` in-process too)
+        if role != "watchdog":  # a watchdog stakes nothing: its bonds are checked per dispute
+            _check_registration(w3, deployment, account.address, role, models)
+        store = store or home / "nodes" / f"{role}-{account.address.lower()}.db"
+        if threads:
+            import torch
+
+            torch.set_num_threads(threads)
+        kwargs = {"behavior": behavior} if role not in ("referee", "watchdog") else watchdog  # one way of working
+        if role == "drafter":
+            kwargs["min_price_wei"] = min_price_wei
+            kwargs["link_silence_s"] = link_silence
+            kwargs["capacity"] = capacity
+        try:
+            node = node_class(
+                w3,
+                deployment,
+                account,
+                store,
+                *models.values(),
+                poll_interval=poll_interval,
+                device=device,
+                confirmations=confirmations,
+                **kwargs,
+            )
+        except ValueError as exc:  # e.g. a bond budget below one bond, a deployment without disputes
+            raise CliError(str(exc)) from None
+        if role == "verifier":
+            node.link_silence_s = link_silence  # its drafters' silence on the link (node/roles/transcript_jobs.py)
+        link = f"; transcript link on {start_link(node, listen_at)}" if listen_at else ""
+        stop = stop_on_signals()
+        price = f", declining jobs below {min_price_wei} wei per accepted token" if min_price_wei else ""
+        if role == "drafter":
+            price += f", at most {node.capacity} job(s) at once"
+        if role == "watchdog":
+            behavior = (
+                f"audit rate {audit_rate} ({watchdog['weighting']}), draft rate {draft_rate}, bond budget "
+                f"{watchdog['bond_budget_wei']} wei, {'jobs ' + str(jobs) if jobs else 'every job'}"
+            )
+        err.print(
+            f"{role} node {account.address} ({behavior}{price}) serving on {deployment.rpc_url}{link}; store {store}. "
+            "Ctrl-C to stop."
         )
-    err.print(
-        f"{role} node {account.address} ({behavior}{price}) serving on {deployment.rpc_url}{link}; store {store}. "
-        "Ctrl-C to stop."
-    )
-    try:
-        node.run(stop)
-    finally:
-        node.close()
+        try:
+            node.run(stop)
+        finally:
+            node.close()
     err.print(f"{role} node {account.address} stopped")
     global _NODE_CLOSED
     _NODE_CLOSED = True

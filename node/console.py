@@ -353,7 +353,7 @@ def wait_for_transcript(
     if tokens and not quiet:
         console.print()
     waited = time.monotonic() - start  # the accept timeout counts from the submission, not again from here
-    reason = requester.wait(job_id, **{**kwargs, "accept_timeout": max(accept_timeout - waited, 0.0)})
+    reason = requester.wait(job_id, **{**kwargs, "accept_timeout": accept_timeout, "waited": waited})
     settled = requester.report(job_id, with_gas=False).tokens
     if tokens and not quiet:
         same = "equal to" if settled == tokens else "NOT EQUAL to"

@@ -29,6 +29,46 @@ def stop_on_signals(stop: threading.Event | None = None) -> threading.Event:
     return stop
 
 
+class NodeLockError(RuntimeError):
+    """Another node process serves the same account on the same deployment."""
+
+
+@contextlib.contextmanager
+def node_lock(chain: str, market: str, account: str, role: str, lock_dir: Path | None = None):
+    """Hold the machine-wide lock of (chain, market, account) for the life of a node: two nodes on one key send
+    conflicting transactions (reverted commits, burnt gas) and, in transcript mode, could sign conflicting states.
+    `chain` names the chain as this machine reaches it (the caller's RPC URL and chain id: two local dev chains
+    share chain id and contract addresses). The lock lives outside any home or store (the temp directory), so it
+    holds whichever store each node uses; the kernel releases it when the process dies, so a crash leaves nothing
+    to clean up. Not covered: one chain reached through two different URLs, or nodes on two machines."""
+    import fcntl
+    import hashlib
+    import tempfile
+
+    folder = lock_dir or Path(tempfile.gettempdir()) / "verispec-locks"
+    folder.mkdir(parents=True, exist_ok=True)
+    key = hashlib.sha256(f"{chain}|{market.lower()}|{account.lower()}".encode()).hexdigest()[:32]
+    path = folder / f"{key}.lock"
+    handle = open(path, "a+")  # noqa: SIM115 (held open for the node's life)
+    try:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            raise NodeLockError(
+                f"{holder} already serves account {account} on {chain} (market {market}): two nodes on one key "
+                "send conflicting transactions; stop it first"
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"a {role} node (pid {os.getpid()})")
+        handle.flush()
+        yield path
+    finally:
+        handle.close()
+
+
 class NodeProcessError(RuntimeError):
     """A node process exited early or did not get ready in time."""
 

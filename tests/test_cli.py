@@ -29,6 +29,7 @@ from node.chain.anvil import free_port
 from node.chain.deployment import Deployment
 from node.chain.keys import dev_account
 from node.cli import app
+from tests.chainutil import HANG_S
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET = ROOT / "models" / "target"
@@ -405,6 +406,24 @@ def test_serve_checks_min_price(tmp_path):
     clean_error(cli(*verifier, "--min-price", "1gwei", home=tmp_path), "--min-price is a drafter's option")
 
 
+@pytest.mark.node_processes
+def test_a_second_node_on_one_key_refuses_to_start_whatever_its_store(home, tmp_path):
+    """Issue 27: with separate stores two drafters on one key both committed every cycle (reverted transactions,
+    burnt gas, no warning). The second `serve` now stops before it sends or signs anything, with one line."""
+    first = _serve(home, "drafter", DRAFTER, "--store", tmp_path / "first.db")
+    try:
+        deadline = time.monotonic() + HANG_S  # bounds a hang only
+        while "serving on" not in (home / f"drafter-{DRAFTER}.log").read_text(errors="replace"):
+            assert first.poll() is None and time.monotonic() < deadline, _log_tail(home)
+            time.sleep(0.2)
+        serve = ("serve", "drafter", "--model", DRAFT, "--target-model", TARGET, "--dev-account", DRAFTER)
+        line = clean_error(cli(*serve, "--store", tmp_path / "second.db", home=home), "already serves account")
+        assert f"a drafter node (pid {first.pid})" in line and address(DRAFTER) in line, line
+        assert not (tmp_path / "second.db").exists()  # refused before its store was opened
+    finally:
+        assert _stop(first) == 0
+
+
 def test_status_and_finalize_of_unknown_jobs(home):
     clean_error(cli("status", "99", home=home), "no job 99")
     clean_error(cli("finalize", "99", "--dev-account", REQUESTER, home=home), "no job 99")
@@ -457,7 +476,7 @@ def test_unaccepted_job_times_out_and_is_refunded(home, w3, deployment, snapshot
         "--json",
         home=home,
     )
-    line = clean_error(result, "was not accepted", "verispec status")
+    line = clean_error(result, "was not accepted within 1s", "verispec status")
     job_id = int(line.split("job ", 1)[1].split()[0])
     assert json.loads(ok(cli("status", job_id, "--json", home=home)))["status"] == "Open"
     clean_error(cli("claim-timeout", job_id, "--dev-account", WATCHDOG, home=home), "DeadlineNotPassed")

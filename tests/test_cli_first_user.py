@@ -220,7 +220,7 @@ def test_an_open_job_its_countdowns_in_chain_time_and_claim_timeout(home, w3, de
     waited = cli("submit", "def g(x):", "--max-tokens", 4, "--accept-timeout", 1, "--dev-account", 1, home=home)
     line = waited.stderr.strip().splitlines()[-1]  # after the progress bar
     assert waited.exit_code == 1 and line.startswith("error:"), waited.stderr
-    assert "was not accepted" in line and "holds the escrow" in line and "claim-timeout" in line, line
+    assert "was not accepted within 1s" in line and "holds the escrow" in line and "claim-timeout" in line, line
     ok(cli("chain", "advance", "7m", home=home))  # the accept timeout is 10 minutes: ~3 minutes are left
     status = ok(cli("status", job, home=home))
     assert "settles at finalize" not in status and f"claim-timeout {job}" in status, status

@@ -216,9 +216,11 @@ class JobReader:
         accept_timeout: float = 120.0,
         timeout: float = 1800.0,
         poll: float = 0.25,
+        waited: float = 0.0,
     ) -> str:
-        """Block until `job_id` finishes (returns the finish reason), calling `on_cycle` per verified cycle."""
-        start = time.monotonic()
+        """Block until `job_id` finishes (returns the finish reason), calling `on_cycle` per verified cycle.
+        `waited`: seconds already spent on the job before this call (both timeouts count from the submission)."""
+        start = time.monotonic() - waited
         from_block = self.deployment.start_block
         drafts: dict[int, tuple[list[int], list[int]]] = {}
         tokens: list[int] = []

@@ -15,9 +15,16 @@ ETHER = 10**18
 GWEI = 10**9
 
 
+# examples that parse with each default unit (an error for "abc" must not suggest a value the same option refuses)
+_EXAMPLES = {"wei": "1000, 2gwei, 0.001eth", "gwei": "1.5, 20gwei, 0.001eth", "eth": "1.5, 0.1eth, 20gwei"}
+
+
 def parse_amount(text: str | int, default_unit: str = "wei") -> int:
-    """'1.5' (in default_unit), '1.5eth', '20 gwei', '1e12', '1000wei' -> wei. Exact (Decimal), never a float."""
+    """'1.5' (in default_unit), '1.5eth', '20 gwei', '1e12', '1000wei' -> wei. Exact (Decimal), never a float.
+    Errors name the unit a bare number is read in."""
     if isinstance(text, int):
+        if text < 0:
+            raise RequesterError(f"{text} is negative: an amount is 0 or more")
         return text
     raw = str(text).strip().lower().replace("_", "")
     units = {"eth": ETHER, "ether": ETHER, "gwei": GWEI, "wei": 1}
@@ -29,9 +36,15 @@ def parse_amount(text: str | int, default_unit: str = "wei") -> int:
     try:
         value = Decimal(raw) * units[unit]
     except (InvalidOperation, KeyError):
-        raise RequesterError(f"not an amount: {text!r} (examples: 1.5, 0.1eth, 20gwei, 1000wei)") from None
-    if value < 0 or value != value.to_integral_value():
-        raise RequesterError(f"{text!r} is not a whole number of wei")
+        raise RequesterError(f"not an amount: {text!r} (examples: {_EXAMPLES.get(default_unit, '1000wei')})") from None
+    if not value.is_finite():
+        raise RequesterError(f"not an amount: {text!r} (examples: {_EXAMPLES.get(default_unit, '1000wei')})")
+    if value < 0:
+        raise RequesterError(f"{text!r} is negative: an amount is 0 or more")
+    if value != value.to_integral_value():
+        bare = unit == default_unit and not str(text).strip().lower().endswith(default_unit)
+        hint = f" (a bare number here is in {default_unit}: did you mean {raw}gwei or {raw}eth?)" if bare else ""
+        raise RequesterError(f"{text!r} is not a whole number of wei{hint}")
     return int(value)
 
 
