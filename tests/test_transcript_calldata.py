@@ -25,6 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from web3._utils.abi import get_abi_input_types
 from web3.exceptions import ContractLogicError
+from web3.logs import DISCARD
 
 from chainutil import env  # noqa: F401  (env is a fixture)
 from node.chain import calldata as CD
@@ -238,3 +239,26 @@ def test_a_force_with_a_dirty_padding_byte_still_shows_its_draft(chain, env):
 def test_transcript_settlement_fits_eip_170(env):
     """anvil refuses a contract over 24,576 bytes at deployment; this says how close TranscriptSettlement is."""
     assert 0 < len(env.w3.eth.get_code(env.system.transcript.address)) <= 24_576
+
+
+def test_a_force_through_a_contract_wallet_is_read_from_its_log(chain, env):
+    """A drafter whose account is an EIP-7702 account (delegated to a batching wallet) forces through its code: the
+    transaction's input is the wallet's `run`, not `forceMove`. The verifier reads the forced Draft from the
+    ForceEvidence log the contract emitted."""
+    job_id = transcript_job(env)
+    t = Transcript(env, job_id)
+    data = bytearray(bytes.fromhex(_force_by_drafter(env, t, 1)._encode_transaction_data()[2:]))
+    data[-1] = 0x33  # and one dirty padding byte
+    w3, drafter = env.w3, env.actors.drafter
+    wallet = deploy_contract(w3, "CallBatch")
+    w3.provider.make_request("anvil_setCode", [drafter, "0xef0100" + wallet.address[2:].lower()])  # a 7702 delegation
+    to = env.system.transcript.address
+    run = wallet.functions.run([to], [bytes(data)], [False])._encode_transaction_data()
+    sent = w3.eth.send_transaction({"from": drafter, "to": drafter, "data": run})
+    receipt = w3.eth.wait_for_transaction_receipt(sent)
+    assert receipt.status == 1 and receipt.to == drafter
+    assert env.system.transcript.functions.forceOf(job_id).call()[9] == env.actors.verifier  # the drafter's force
+    (logged,) = env.system.transcript.events.ForceEvidence().process_receipt(receipt, errors=DISCARD)
+    assert bytes(logged.args.call) == bytes(data)  # the call as the contract read it, junk included
+    draft, sig = forced_draft(w3, env.system.transcript, job_id)
+    assert draft == t.drafts[1] and sig == t.sign(t.drafts[1], DRAFTER_KEY)

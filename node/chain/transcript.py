@@ -216,6 +216,27 @@ def decoded_call(w3: Web3, transcript: Contract, tx_hash, name: str | None = Non
     raise LookupError(f"transaction {Web3.to_hex(tx_hash)} made no successful {what} into {transcript.address}")
 
 
+def force_move_call(w3: Web3, transcript: Contract, tx_hash, job_id: int) -> dict:
+    """The arguments of the `forceMove` of `job_id` that transaction `tx_hash` made: from its ForceEvidence log (v2.1:
+    the call as the contract read it, whoever sent it), else (a deployment before v2.1) from its calldata or trace.
+    Decoded as Solidity decodes it."""
+    if any(e.get("type") == "event" and e.get("name") == "ForceEvidence" for e in transcript.abi):
+        topic = Web3.keccak(text="ForceEvidence(uint256,bytes)")
+        for log in w3.eth.get_transaction_receipt(tx_hash)["logs"]:
+            mine = Web3.to_checksum_address(log["address"]) == transcript.address
+            if not mine or not log["topics"] or bytes(log["topics"][0]) != topic:
+                continue
+            ev = transcript.events.ForceEvidence().process_log(log)
+            if int(ev.args["jobId"]) == job_id:
+                name, args = decode_call(transcript, bytes(ev.args["call"]))
+                if name == "forceMove" and int(args["jobId"]) == job_id:
+                    return args
+    name, args = decoded_call(w3, transcript, tx_hash, "forceMove", job_id)
+    if name != "forceMove":
+        raise LookupError(f"job {job_id}'s force came from {name}, not forceMove")
+    return args
+
+
 def _call_frames(w3: Web3, tx_hash, to):
     """Every successful CALL frame of the transaction, in execution order (a reverted frame's calls undone with it)."""
     reply = w3.provider.make_request("debug_traceTransaction", [Web3.to_hex(tx_hash), {"tracer": "callTracer"}])
@@ -272,7 +293,7 @@ def read_settlement(w3: Web3, transcript: Contract, job_id: int, from_block: int
     else:
         raise LookupError(f"job {job_id} has not been settled")
     try:
-        name, args = decoded_call(w3, transcript, source, "forceMove", job_id)
+        name, args = "forceMove", force_move_call(w3, transcript, source, job_id)
     except LookupError:  # through a contract, and no forceMove in it: an ended answer's completion
         name, args = decoded_call(w3, transcript, source, "completeAnswered", job_id)
     if name == "completeAnswered":  # the verifier's on-chain answer ended it: the cycles are all in the calldata

@@ -102,16 +102,14 @@ def settle_on_chain(node, ledger: Ledger) -> int:
 
 
 def force_evidence(w3, transcript, job_id: int, from_block: int = 0) -> tuple[dict, list[T.Cycle]]:
-    """The Evidence and the cycles of the job's latest force move, from its `forceMove` call: the transaction's own
-    calldata, or the call in its trace when it went through a contract (a smart wallet, an EIP-7702 account), read
-    as the contract reads it (node/chain/calldata.py: a dirty padding byte does not hide it)."""
+    """The Evidence and the cycles of the job's latest force move: its ForceEvidence log (the `forceMove` call as the
+    contract read it, whoever sent it: an account, a contract wallet, an EIP-7702 account), read as the contract
+    reads it (node/chain/calldata.py: a dirty padding byte does not hide it)."""
     moved = transcript.events.ForceMoved().get_logs(from_block=from_block, argument_filters={"jobId": job_id})
     if not moved:
         raise chaindata.ChainDataError(f"job {job_id} has no force move")
     try:
-        name, args = T.decoded_call(w3, transcript, moved[-1].transactionHash, "forceMove", job_id)
-        if name != "forceMove":
-            raise LookupError(f"job {job_id}'s ForceMoved came from {name}, not forceMove")
+        args = T.force_move_call(w3, transcript, moved[-1].transactionHash, job_id)
         return args["e"], T.unpack_cycles(args["cycles"])
     except (LookupError, ValueError, KeyError) as exc:
         raise chaindata.ChainDataError(f"job {job_id}: the force move does not read back: {exc}") from None
