@@ -197,6 +197,9 @@ contract TranscriptSettlement is ITranscriptSettlement, TranscriptSigner {
             f.silent = job.drafter;
             f.deadline = uint64(block.timestamp + market.commitTimeout());
         }
+        // the evidence the silent party must answer, in an event (v2.1): nodes read it from logs, never from this
+        // transaction's input, which a contract wallet or an EIP-7702 account hides
+        emit ForceEvidence(jobId, msg.data);
         f.state = t.state;
         if (k != 0) f.cyclesRoot = TranscriptTypes.cyclesRoot(leaves);
         f.cycles = uint16(k);

@@ -159,18 +159,25 @@ def endpoint_published(system, port: int):
 
 @contextlib.contextmanager
 def serving(
-    chain: ServedChain, tmp_path: Path, silence: str | None = None, drafter_silence: str | None = None, drafter=True
+    chain: ServedChain,
+    tmp_path: Path,
+    silence: str | None = None,
+    drafter_silence: str | None = None,
+    drafter=True,
+    verifier_args: tuple = (),
+    drafter_args: tuple = (),
 ):
     """A listening verifier and (`drafter`) a drafter on `chain`, with --link-silence `silence` when given (the
-    drafter's: `drafter_silence` when given), stores in `tmp_path` (v.db, d.db): a dict of the processes ("verifier",
-    "drafter") and the verifier's "port", once its endpoint is on chain. A test may replace a process in it; stopped
-    processes are continued and every node still running is stopped at the end."""
+    drafter's: `drafter_silence` when given) and each node's extra `serve` arguments (e.g. a `--behavior`), stores in
+    `tmp_path` (v.db, d.db): a dict of the processes ("verifier", "drafter") and the verifier's "port", once its
+    endpoint is on chain. A test may replace a process in it; stopped processes are continued and every node still
+    running is stopped at the end."""
     drafter_silence = drafter_silence or silence
     port = free_port()
-    extra = ("--link-silence", silence) if silence else ()
+    extra = (("--link-silence", silence) if silence else ()) + tuple(verifier_args)
     procs = {"port": port, "verifier": serve_verifier(chain.home, port, tmp_path / "v.db", *extra)}
     if drafter:
-        extra = ("--link-silence", drafter_silence) if drafter_silence else ()
+        extra = (("--link-silence", drafter_silence) if drafter_silence else ()) + tuple(drafter_args)
         procs["drafter"] = _serve(chain.home, "drafter", DRAFTER, "--store", tmp_path / "d.db", *extra)
     try:
         wait_for(endpoint_published(chain.system, port), 180, "the endpoint", [procs["verifier"]])

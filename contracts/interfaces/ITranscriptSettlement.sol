@@ -82,6 +82,11 @@ interface ITranscriptSettlement {
         uint256 indexed jobId, address indexed forcer, address indexed silent, uint256 cycles, uint256 deadline,
         bytes32 reveal
     );
+    /// @notice The calldata of a force move of `jobId` that opened a force (its `forceMove` call as this contract
+    /// read it, whoever sent it: an account, a contract wallet, an EIP-7702 account): the Draft or Verification the
+    /// silent party must answer, which nodes read from this log (decoded as Solidity decodes it) and never from a
+    /// transaction's input.
+    event ForceEvidence(uint256 indexed jobId, bytes call);
     /// @notice The verifier answered a force move of `jobId` with its verification of cycle `cycle`.
     event ForceAnsweredVerification(
         uint256 indexed jobId, uint32 cycle, uint64[] p, bytes32 reveal, uint32 accepted, uint32 outToken

@@ -16,6 +16,7 @@ from web3 import Web3
 from web3.contract import Contract
 
 from node import protocol as P
+from node.chain.calldata import decode_call
 from node.chain.transcript_messages import Draft, Settlement, Verification
 
 EMPTY_DRAFT = (0, 0, bytes(32), bytes(32), [], [], 0)
@@ -192,27 +193,48 @@ class SettledTranscript:
         return tokens
 
 
-def _decode(w3: Web3, transcript: Contract, tx_hash, name: str | None = None, job_id: int | None = None):
+def decoded_call(w3: Web3, transcript: Contract, tx_hash, name: str | None = None, job_id: int | None = None):
     """(function name, arguments) of the call into `transcript` that transaction `tx_hash` made: its own calldata
     when it was sent to the contract, else, for a transaction through a contract (a smart wallet, a forwarder, a
     batch), the first successful call of `name` about `job_id` found in its call trace. Without that second way a
     pair could settle through a wrapper and leave its records unreadable to every watchdog that parses top-level
-    calldata only."""
+    calldata only. Both are read as the contract reads them (node/chain/calldata.py): a padding byte that Solidity
+    ignores must not blind the reader."""
     tx = w3.eth.get_transaction(tx_hash)
     if tx["to"] is not None and Web3.to_checksum_address(tx["to"]) == transcript.address:
-        fn, args = transcript.decode_function_input(tx["input"])
-        return fn.fn_name, args
+        return decode_call(transcript, tx["input"])
     for frame in _call_frames(w3, tx_hash, tx["to"]):
         if Web3.to_checksum_address(frame.get("to") or "0x" + "00" * 20) != transcript.address:
             continue
         try:
-            fn, args = transcript.decode_function_input(frame.get("input", "0x"))
+            fn_name, args = decode_call(transcript, Web3.to_bytes(hexstr=frame.get("input", "0x")))
         except ValueError:
             continue
-        if (name is None or fn.fn_name == name) and (job_id is None or _call_job(fn.fn_name, args) == job_id):
-            return fn.fn_name, args
+        if (name is None or fn_name == name) and (job_id is None or _call_job(fn_name, args) == job_id):
+            return fn_name, args
     what = name or "call"
     raise LookupError(f"transaction {Web3.to_hex(tx_hash)} made no successful {what} into {transcript.address}")
+
+
+def force_move_call(w3: Web3, transcript: Contract, tx_hash, job_id: int) -> dict:
+    """The arguments of the `forceMove` of `job_id` that transaction `tx_hash` made: from its ForceEvidence log (v2.1:
+    the call as the contract read it, whoever sent it), else (a deployment before v2.1) from its calldata or trace.
+    Decoded as Solidity decodes it."""
+    if any(e.get("type") == "event" and e.get("name") == "ForceEvidence" for e in transcript.abi):
+        topic = Web3.keccak(text="ForceEvidence(uint256,bytes)")
+        for log in w3.eth.get_transaction_receipt(tx_hash)["logs"]:
+            mine = Web3.to_checksum_address(log["address"]) == transcript.address
+            if not mine or not log["topics"] or bytes(log["topics"][0]) != topic:
+                continue
+            ev = transcript.events.ForceEvidence().process_log(log)
+            if int(ev.args["jobId"]) == job_id:
+                name, args = decode_call(transcript, bytes(ev.args["call"]))
+                if name == "forceMove" and int(args["jobId"]) == job_id:
+                    return args
+    name, args = decoded_call(w3, transcript, tx_hash, "forceMove", job_id)
+    if name != "forceMove":
+        raise LookupError(f"job {job_id}'s force came from {name}, not forceMove")
+    return args
 
 
 def _call_frames(w3: Web3, tx_hash, to):
@@ -248,7 +270,7 @@ def read_settlement(w3: Web3, transcript: Contract, job_id: int, from_block: int
     flt = {"jobId": job_id}
     settled = transcript.events.TranscriptSettled().get_logs(from_block=from_block, argument_filters=flt)
     if settled:
-        name, args = _decode(w3, transcript, settled[-1].transactionHash, "settle", job_id)
+        name, args = decoded_call(w3, transcript, settled[-1].transactionHash, "settle", job_id)
         if name != "settle":
             raise LookupError(f"job {job_id}'s TranscriptSettled came from {name}, not settle")
         signed = args["a"]
@@ -271,9 +293,9 @@ def read_settlement(w3: Web3, transcript: Contract, job_id: int, from_block: int
     else:
         raise LookupError(f"job {job_id} has not been settled")
     try:
-        name, args = _decode(w3, transcript, source, "forceMove", job_id)
+        name, args = "forceMove", force_move_call(w3, transcript, source, job_id)
     except LookupError:  # through a contract, and no forceMove in it: an ended answer's completion
-        name, args = _decode(w3, transcript, source, "completeAnswered", job_id)
+        name, args = decoded_call(w3, transcript, source, "completeAnswered", job_id)
     if name == "completeAnswered":  # the verifier's on-chain answer ended it: the cycles are all in the calldata
         cycles = unpack_cycles(args["cycles"])
         reveal = _reveal_on_chain(transcript, job_id, len(cycles) - 1, from_block)

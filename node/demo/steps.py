@@ -9,6 +9,7 @@ from collections import Counter
 
 from rich.table import Table
 
+from node.chain.calldata import function_of
 from node.console import console, cycle_table, print_dispute, summary_lines
 from node.demo.errors import DemoError
 from node.demo.world import (
@@ -392,7 +393,7 @@ def transactions(demo: Demo, job_id: int, dispute_ids: tuple[int, ...] = ()) -> 
     for tx_hash in sorted(seen, key=seen.get):
         tx = demo.w3.eth.get_transaction(tx_hash)
         contract = contracts.get(tx["to"])
-        name = contract.decode_function_input(tx["input"])[0].fn_name if contract is not None else "?"
+        name = function_of(contract, tx["input"])["name"] if contract is not None else "?"
         group = "job"
         if tx["to"] == system.disputes.address or name == "pullCycle":
             group = "dispute"

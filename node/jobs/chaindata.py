@@ -33,6 +33,7 @@ from web3 import Web3
 
 from node import protocol
 from node.chain import logs as chain_logs
+from node.chain.calldata import decode_call
 
 
 class ChainDataError(LookupError):
@@ -224,10 +225,10 @@ def verification_p(source, *args) -> tuple[int, ...]:
             "market directly; its p is not in the transaction's calldata"
         )
     try:
-        function, params = market.decode_function_input(tx["input"])
+        fn_name, params = decode_call(market, tx["input"])  # as the market read it (a dirty padding byte is no error)
     except ValueError as exc:
         raise ChainDataError(f"cannot decode the calldata of {to_hex(tx_hash)}: {exc}") from None
-    if function.fn_name != "submitVerification" or params["jobId"] != job_id or params["cycle"] != cycle:
+    if fn_name != "submitVerification" or params["jobId"] != job_id or params["cycle"] != cycle:
         raise ChainDataError(f"{to_hex(tx_hash)} is not the submitVerification of job {job_id} cycle {cycle}")
     return tuple(int(v) for v in params["p"])
 

@@ -101,21 +101,28 @@ def settle_on_chain(node, ledger: Ledger) -> int:
     return node.transact(f"job:{ledger.spec.job_id}:settle", settle_call(node.system.transcript, ledger))
 
 
-def forced_draft(w3, transcript, job_id: int, from_block: int = 0) -> tuple[tm.Draft, bytes]:
-    """The Draft (and its signature) of the job's latest force move, from the `forceMove` calldata: what a verifier
-    forced by its drafter must answer, whether or not that Draft ever came over the link. Checked like a Draft from
-    the link by whoever takes it in (`LinkServer.take_draft`)."""
+def force_evidence(w3, transcript, job_id: int, from_block: int = 0) -> tuple[dict, list[T.Cycle]]:
+    """The Evidence and the cycles of the job's latest force move: its ForceEvidence log (the `forceMove` call as the
+    contract read it, whoever sent it: an account, a contract wallet, an EIP-7702 account), read as the contract
+    reads it (node/chain/calldata.py: a dirty padding byte does not hide it)."""
     moved = transcript.events.ForceMoved().get_logs(from_block=from_block, argument_filters={"jobId": job_id})
     if not moved:
         raise chaindata.ChainDataError(f"job {job_id} has no force move")
-    tx = w3.eth.get_transaction(moved[-1].transactionHash)
-    fn, args = transcript.decode_function_input(tx["input"])
-    if fn.fn_name != "forceMove":
-        raise chaindata.ChainDataError(f"job {job_id}'s ForceMoved came from {fn.fn_name}, not forceMove")
-    raw = args["e"]["draft"]
     try:
-        draft = tm.Draft.from_message({k: list(v) if isinstance(v, tuple) else v for k, v in dict(raw).items()})
-        signature = tm.canonical_signature(bytes(args["e"]["draftSig"]))
+        args = T.force_move_call(w3, transcript, moved[-1].transactionHash, job_id)
+        return args["e"], T.unpack_cycles(args["cycles"])
+    except (LookupError, ValueError, KeyError) as exc:
+        raise chaindata.ChainDataError(f"job {job_id}: the force move does not read back: {exc}") from None
+
+
+def forced_draft(w3, transcript, job_id: int, from_block: int = 0) -> tuple[tm.Draft, bytes]:
+    """The Draft (and its signature) of the job's latest force move: what a verifier forced by its drafter must
+    answer, whether or not that Draft ever came over the link. Checked like a Draft from the link by whoever takes
+    it in (`LinkServer.take_draft`)."""
+    e, _ = force_evidence(w3, transcript, job_id, from_block)
+    try:
+        draft = tm.Draft.from_message(dict(e["draft"]))
+        signature = tm.canonical_signature(bytes(e["draftSig"]))
     except (tm.MessageRejected, TypeError, ValueError) as exc:
         raise chaindata.ChainDataError(f"job {job_id}: the forced Draft does not parse: {exc}") from None
     return draft, signature

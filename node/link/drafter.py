@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from dataclasses import dataclass
 
@@ -80,6 +81,9 @@ class DrafterLink:
         self.proposed: int | None = None  # the cycle `session` proposed and has not advanced past
         self.connections = 0
         self.on_cycle = None  # optional callback(cycle, tokens) once a cycle is taken in
+        # the link's loop and the node's (which takes a force's Verification from chain data and drafts on it,
+        # node/roles/transcript_jobs.py) both take Verifications in and draft: one at a time, so never two Drafts
+        self.lock = threading.Lock()
 
     def _result(self, settled: bool = False, refused: str | None = None) -> DrafterResult:
         ledger = self.ledger
@@ -160,6 +164,8 @@ class DrafterLink:
             if isinstance(welcome.get(key), dict):
                 replies += await self._take(welcome[key], resend=True)
         n = wire.field(welcome, "next_cycle")
+        if not self.ledger.done and n < self.ledger.next_cycle:  # I hold its signed Verification of cycle n
+            raise PeerRefused(f"the verifier awaits cycle {n}, whose Verification it signed: it withholds it")
         if not self.ledger.done and n != self.ledger.next_cycle:
             raise LinkRefused(
                 f"job {self.spec.job_id}: the verifier awaits cycle {n}, my store is at {self.ledger.next_cycle}"
@@ -176,27 +182,35 @@ class DrafterLink:
         raise LinkRefused(f"a drafter does not take {frame['type']} frames", wire.CLOSE_INVALID)
 
     async def _take_verification(self, frame: dict, resend: bool) -> list[dict]:
-        spec, ledger = self.spec, self.ledger
-        v, sig = wire.parse_signed(frame, spec.domain, tm.Verification, self.limits)
-        c = v.cycle
-        if c in ledger.verifications:
-            if ledger.verifications[c][1] == b"":  # the chain attested cycle c (an on-chain answer): it stands
-                return []
-            if ledger.verifications[c] != (v, sig):
-                raise LinkRefused(f"a second, different Verification of cycle {c}")
-            return []  # a resend of what I hold
-        if c != ledger.next_cycle or c not in ledger.drafts:
-            raise LinkRefused(f"Verification of cycle {c} is stale or out of order: I await cycle {ledger.next_cycle}")
-        try:
-            tm.check_verification(spec.domain, v, sig, verifier=spec.verifier, draft=ledger.drafts[c][0])
-        except tm.MessageRejected as exc:
-            raise LinkRefused(str(exc)) from None
-        ledger.save(v, sig, "verifier", "received")  # stored before it is acted on: evidence if the rule refutes it
-        ledger.verifications[c] = (v, sig)
-        ledger.outputs[c] = ledger.checked_output(c, v)  # RuleViolation: stop, never counter-sign
+        v, sig = wire.parse_signed(frame, self.spec.domain, tm.Verification, self.limits)
+        if not self.take_verification(v, sig):
+            return []
         if self.on_cycle is not None:
-            self.on_cycle(c, ledger.outputs[c])
-        return [] if ledger.done else [await self._draft()]
+            self.on_cycle(v.cycle, self.ledger.outputs[v.cycle])
+        return [] if self.ledger.done else [await self._draft()]
+
+    def take_verification(self, v: tm.Verification, sig: bytes) -> bool:
+        """Check, store and take in the verifier's signed Verification `v` (over the link, or from a force's
+        evidence on chain); False when it is one I hold. LinkRefused when it is not the one I await, RuleViolation
+        (stored: the evidence) when the accept rule refutes it. Thread-safe."""
+        spec, ledger, c = self.spec, self.ledger, v.cycle
+        with self.lock:
+            if c in ledger.verifications:
+                if ledger.verifications[c][1] == b"":  # the chain attested cycle c (an on-chain answer): it stands
+                    return False
+                if ledger.verifications[c] != (v, sig):
+                    raise LinkRefused(f"a second, different Verification of cycle {c}")
+                return False  # a resend of what I hold
+            if c != ledger.next_cycle or c not in ledger.drafts:
+                raise LinkRefused(f"Verification of cycle {c} is stale or out of order: I await {ledger.next_cycle}")
+            try:
+                tm.check_verification(spec.domain, v, sig, verifier=spec.verifier, draft=ledger.drafts[c][0])
+            except tm.MessageRejected as exc:
+                raise LinkRefused(str(exc)) from None
+            ledger.save(v, sig, "verifier", "received")  # stored before it is acted on: evidence if refuted
+            ledger.verifications[c] = (v, sig)
+            ledger.outputs[c] = ledger.checked_output(c, v)  # RuleViolation: stop, never counter-sign
+        return True
 
     def _take_settlement(self, frame: dict) -> list[dict]:
         spec, ledger = self.spec, self.ledger
@@ -229,18 +243,24 @@ class DrafterLink:
 
     async def _draft(self) -> dict:
         """The Draft of the next cycle: the stored one if it was signed before (maybe sent), else a new one."""
+        return wire.signed_frame("draft", self.spec.domain, *await asyncio.to_thread(self.draft_next))
+
+    def draft_next(self) -> tuple[tm.Draft, bytes]:
+        """The (Draft, signature) of the next cycle, signed and stored once (a worker thread, or the node's loop
+        answering a force: thread-safe, so never two Drafts of a cycle)."""
         spec, ledger = self.spec, self.ledger
-        c = ledger.next_cycle
-        if c not in ledger.drafts:
-            tokens, q = await asyncio.to_thread(self._propose, c)
-            # cycle 0 draws the job's salt, stored before the Draft carrying it is signed
-            salt = drafter_salt(ledger.store, spec.job_id, ROLE) if c == 0 else ledger.salt
-            prev = P.transcript_genesis(spec.job_id, salt) if c == 0 else ledger.state(c - 1)
-            draft = tm.Draft.build(spec.job_id, c, prev, tokens, q, salt)
-            sig = tm.sign(spec.domain, draft, self.account.key)
-            ledger.save(draft, sig, "drafter", "sent")  # stored before it is sent: a restart resends this one
-            ledger.drafts[c] = (draft, sig)
-        return wire.signed_frame("draft", spec.domain, *ledger.drafts[c])
+        with self.lock:
+            c = ledger.next_cycle
+            if c not in ledger.drafts:
+                tokens, q = self._propose(c)
+                # cycle 0 draws the job's salt, stored before the Draft carrying it is signed
+                salt = drafter_salt(ledger.store, spec.job_id, ROLE) if c == 0 else ledger.salt
+                prev = P.transcript_genesis(spec.job_id, salt) if c == 0 else ledger.state(c - 1)
+                draft = tm.Draft.build(spec.job_id, c, prev, tokens, q, salt)
+                sig = tm.sign(spec.domain, draft, self.account.key)
+                ledger.save(draft, sig, "drafter", "sent")  # stored before it is sent: a restart resends this one
+                ledger.drafts[c] = (draft, sig)
+            return ledger.drafts[c]
 
     def _propose(self, c: int) -> tuple[list[int], list[int]]:
         s, ledger = self.session, self.ledger

@@ -59,6 +59,17 @@ class ServedJob:
     # (Verification, signature) of the guessed draft, signed ahead: used only when the Verification the real draft
     # gets is that one exactly; a signature kept in memory and never sent commits to nothing
     presigned: tuple | None = None
+    # misbehaviours for the tests (node/roles/behaviors.py `link_verifier_options`): the first cycle whose
+    # Verification is never sent over the link (`withhold`), and whether the Settlement is signed (`nosign`)
+    withhold_from: int | None = None
+    signs_settlement: bool = True
+    ended: bool = False  # the node saw the job leave Running on chain: nothing is owed on it any more
+
+    @property
+    def holds_settlement(self) -> bool:
+        """Both signed the Settlement and the job has not ended on chain: the drafter posts it, or after
+        `--link-silence` this verifier does (node/roles/transcript_jobs.py)."""
+        return len(self.ledger.settlement_sigs) == 2 and not self.ended
 
     def drafter_silence(self) -> float:
         """Seconds since the drafter's last hello, Draft or Settlement (or since the job was served): when that passes
@@ -93,8 +104,9 @@ class LinkServer:
         self.on_silent = None
 
     def watch_silence(self, silence_s: float, on_silent) -> None:
-        """Call `on_silent(job_id)` (on the server's loop) once a job that awaits its drafter has heard nothing from
-        it for `silence_s`, and again every `silence_s` while that lasts: the node then forces the drafter on chain
+        """Call `on_silent(job_id)` (on the server's loop) once a job that awaits its drafter (a Draft, its Settlement
+        signature, or the post of the Settlement both signed) has heard nothing from it for `silence_s`, and again
+        every `silence_s` while that lasts: the node then forces the drafter on chain, or posts the Settlement
         (node/roles/transcript_jobs.py). The link itself never gives up on a job; the chain's force move does."""
         self.silence_s, self.on_silent = float(silence_s), on_silent
 
@@ -105,7 +117,8 @@ class LinkServer:
                 continue
             now = time.monotonic()
             for job_id, served in list(self.jobs.items()):
-                silent = served.awaits_drafter and now - served.heard > self.silence_s
+                waits = served.awaits_drafter or served.holds_settlement
+                silent = waits and now - served.heard > self.silence_s
                 if silent and now - served.poked > self.silence_s:
                     served.poked = now
                     try:
@@ -115,7 +128,9 @@ class LinkServer:
 
     # ------------------------------------------------------------------ jobs
 
-    def open_job(self, spec: TranscriptJob, seed: bytes, session_class=VerifySession, rule=None) -> ServedJob:
+    def open_job(
+        self, spec: TranscriptJob, seed: bytes, session_class=VerifySession, rule=None, **misbehaviour
+    ) -> ServedJob:
         """Serve `spec` (restored from the store if it ran before); `seed` must be the one behind its head."""
         if spec.verifier != self.account.address:
             raise ValueError(f"job {spec.job_id}'s verifier is {spec.verifier}, not this node's {self.account.address}")
@@ -129,10 +144,11 @@ class LinkServer:
         served = self.jobs.get(spec.job_id)
         if served is None:
             ledger = Ledger.load(spec, self.store, ROLE, rule)
-            served = self.jobs[spec.job_id] = ServedJob(spec, seed, ledger, session_class=session_class)
+            served = ServedJob(spec, seed, ledger, session_class=session_class, **misbehaviour)
+            self.jobs[spec.job_id] = served
             if self.verify_ahead and served.ledger.next_cycle == 0:  # a mirror of the drafter starts at cycle 0
                 served.ahead = VerifyAhead(self.draft_model, spec.job)
-            if served.ledger.done and "verifier" not in served.ledger.settlement_sigs:
+            if served.ledger.done and "verifier" not in served.ledger.settlement_sigs and served.signs_settlement:
                 self._sign_settlement(served)  # killed between the last Verification and the Settlement
         return served
 
@@ -264,8 +280,10 @@ class LinkServer:
     def _welcome(self, served: ServedJob) -> dict:
         """Where the job stands here: the next Draft awaited, and the latest signed answers to resend."""
         ledger, domain = served.ledger, served.spec.domain
-        last = max(ledger.verifications, default=None)
-        frame = {"type": "welcome", "job": served.spec.job_id, "next_cycle": ledger.next_cycle}
+        shown = [c for c in ledger.verifications if served.withhold_from is None or c < served.withhold_from]
+        last = max(shown, default=None)
+        next_cycle = ledger.next_cycle if served.withhold_from is None else min(ledger.next_cycle, served.withhold_from)
+        frame = {"type": "welcome", "job": served.spec.job_id, "next_cycle": next_cycle}
         frame["verification"] = (
             wire.signed_frame("verification", domain, *ledger.verifications[last]) if last is not None else None
         )
@@ -312,6 +330,8 @@ class LinkServer:
                 self._publish(served, c)
                 if served.ahead is not None and not ledger.done:
                     served.ahead_task = asyncio.ensure_future(asyncio.to_thread(self._ahead, served))
+        if served.withhold_from is not None and c >= served.withhold_from:
+            return []  # (`withhold`: signed and stored, never sent)
         replies = [wire.signed_frame("verification", spec.domain, *ledger.verifications[c])]
         if ledger.settlement is not None and c == ledger.settlement.cycles - 1:
             replies.append(
@@ -350,7 +370,8 @@ class LinkServer:
         if session is not None:
             session.advance(output)
         if ledger.done:
-            self._sign_settlement(served)
+            if served.signs_settlement:
+                self._sign_settlement(served)
             served.session = None  # generation is over: free the caches
 
     def _verify_out_of_vocab(self, served: ServedJob, draft: tm.Draft, invalid: int) -> SimpleNamespace:

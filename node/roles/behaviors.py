@@ -38,6 +38,13 @@
   The attack it tests: an on-chain answer is not a signature, so the drafter holds no signed state to go on from; it
   goes on from the state the chain attested, forces again, and the verifier is slashed at the claim.
 
+* Withheld messages (transcript mode, v2.1), each against an honest party who must make its move from chain data: a
+  `withhold` verifier signs its Verification of cycle 1 (WITHHELD_CYCLE) but never sends it over the link, and its
+  node's honest silence watch forces the drafter with it (the Verification is in the force's evidence); a `nosign`
+  verifier never signs the Settlement and never forces once the job ended; a `nopost` drafter co-signs the Settlement
+  and never posts it. The honest answers: the drafter drafts on the forced Verification and answers on chain, the
+  drafter forces with the final Verification, the verifier posts the Settlement it holds both signatures of.
+
 Each overrides only the honest session's one decision (`DraftSession._choose` or the model it computes q with,
 `VerifySession._decide` or `_draft_faults`, in node/decoding/proposer.py and scorer.py), so everything else is
 the honest code.
@@ -76,6 +83,7 @@ class DrafterBehavior(_Behavior):
     BIASED = "biased"  # BiasedDraftSession
     LAZY = "lazy"  # LazyDraftSession
     COSIGN = "cosign"  # transcript mode: co-signs any Verification (cosigning_rule)
+    NOPOST = "nopost"  # transcript mode: co-signs the Settlement, never posts it
 
 
 class VerifierBehavior(_Behavior):
@@ -85,6 +93,8 @@ class VerifierBehavior(_Behavior):
     COLLUDE = "collude"  # ColludingVerifySession
     OVERACCEPT = "overaccept"  # transcript mode: OverAcceptingVerifySession, with a cosign drafter
     SIGNWRONG = "signwrong"  # transcript mode: signs a wrong Verification, answers forces by the rule, goes silent
+    WITHHOLD = "withhold"  # transcript mode: withholds its Verification of cycle 1 from the link, forces with it
+    NOSIGN = "nosign"  # transcript mode: never signs the Settlement (and never forces once the job ended)
 
 
 class RefereeBehavior(_Behavior):
@@ -312,7 +322,24 @@ def link_verifier_options(behavior: VerifierBehavior | str) -> dict:
         return {"session_class": OverAcceptingVerifySession, "rule": cosigning_rule}
     if behavior is VerifierBehavior.COLLUDE:
         return {"session_class": ColludingVerifySession}
+    if behavior is VerifierBehavior.WITHHOLD:
+        return {"withhold_from": WITHHELD_CYCLE}
+    if behavior is VerifierBehavior.NOSIGN:
+        return {"signs_settlement": False}
     return {}
+
+
+WITHHELD_CYCLE = 1  # `withhold`: the cycle whose Verification (and every later one) never goes over the link
+
+
+def stalls_at_end(behavior: VerifierBehavior | str) -> bool:
+    """Whether a verifier of `behavior` does nothing once the job ended (`nosign`: no Settlement, no force)."""
+    return VerifierBehavior.parse(behavior) is VerifierBehavior.NOSIGN
+
+
+def posts_settlement(behavior: DrafterBehavior | str) -> bool:
+    """Whether a drafter of `behavior` posts the Settlement both signed (not `nopost`)."""
+    return DrafterBehavior.parse(behavior) is not DrafterBehavior.NOPOST
 
 
 def goes_silent(behavior: VerifierBehavior | str) -> bool:
@@ -379,6 +406,8 @@ __all__ = [
     "goes_silent",
     "link_drafter_options",
     "link_verifier_options",
+    "posts_settlement",
     "rule_answer",
+    "stalls_at_end",
     "verify_session",
 ]

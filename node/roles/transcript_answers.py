@@ -124,3 +124,37 @@ def take_answered_draft(node, served) -> bool:
         return False
     node.log.warning("job %d: took the drafter's on-chain Draft of cycle %d", job_id, c)
     return True
+
+
+# ------------------------------------------------------------------ the drafter forced with a Verification it never got
+
+
+def take_forced_verification(node, link, force: dict) -> bool:
+    """The verifier forced me at k = `force.cycles` with its Verification of cycle k-1 as the pending one, which
+    never came over the link (a verifier may withhold it and force me with it: v2.1). Read it from the force's
+    evidence (the ForceEvidence log), check it exactly as the link checks one (`DrafterLink.take_verification`:
+    signature, my Draft's root, the state chain, the accept rule), store it, so that my Draft k on it answers the
+    force. True when it was taken in."""
+    from node.jobs.chaindata import ChainDataError
+    from node.link.chain import force_evidence
+    from node.link.wire import LinkRefused
+
+    ledger, c = link.ledger, int(force["cycles"]) - 1
+    job_id = ledger.spec.job_id
+    if not force["slash"] or c < 0 or c in ledger.verifications or c != ledger.next_cycle or c not in ledger.drafts:
+        return False
+    try:
+        e, _ = force_evidence(node.w3, node.system.transcript, job_id, node.start_block or 0)
+        v = tm.Verification.from_message(dict(e["pending"]))
+        sig = tm.canonical_signature(bytes(e["pendingSig"]))
+        if v.cycle != c:
+            raise ChainDataError(f"the force's Verification is of cycle {v.cycle}, not {c}")
+        taken = link.take_verification(v, sig)
+    except (ChainDataError, LinkRefused, tm.MessageRejected, TypeError, ValueError, KeyError) as exc:
+        node.log.error("job %d: forced with a Verification of cycle %d I cannot take in: %s", job_id, c, exc)
+        return False
+    if taken:
+        node.log.warning(
+            "job %d: took the verifier's Verification of cycle %d from its force; drafting on it", job_id, c
+        )
+    return taken

@@ -43,7 +43,14 @@ from dataclasses import dataclass
 from node.chain.enums import JobStatus
 from node.jobs.sessions import chain_head, verifier_seed
 from node.roles.schedule import JOB
-from node.roles.transcript_answers import complete_answered, ended_by_answer, take_answered_draft, take_answers
+from node.roles.transcript_answers import (
+    complete_answered,
+    ended_by_answer,
+    is_attested,
+    take_answered_draft,
+    take_answers,
+    take_forced_verification,
+)
 
 RECHECK_S = 2  # chain seconds between rechecks of a job running over the link (its end marks it dirty anyway)
 DEFAULT_SILENCE_S = 120.0  # `serve --link-silence`
@@ -133,7 +140,14 @@ def verifier_work(node, job_id: int) -> int:
             open_on_link(node, job_id)
         else:
             served = node.link_server.jobs[job_id]
-            if force is None and served.awaits_drafter and served.drafter_silence() > link_silence(node):
+            if force is None and served.holds_settlement:  # the drafter posts it; past --link-silence, I do
+                if served.drafter_silence() <= link_silence(node):
+                    return 0  # (the silence watch wakes it)
+                from node.link.chain import settle_on_chain
+
+                node.log.warning("job %d: the drafter has not posted our Settlement; posting it", job_id)
+                return settle_on_chain(node, served.ledger)
+            if force is None and _owes_force(node, served) and served.drafter_silence() > link_silence(node):
                 take_answered_draft(node, served)  # its on-chain answer to my last force, if it never came over
                 sent = force_drafter(node, served.ledger)
                 if sent:
@@ -141,7 +155,17 @@ def verifier_work(node, job_id: int) -> int:
         if force is None:  # (a force against me is looked at again on the wall clock: its deadline is near)
             node.schedule.defer_until(JOB, job_id, node.chain_time() + RECHECK_S)  # the silence watch wakes it
         return 0
+    served = node.link_server.jobs.get(job_id) if node.link_server is not None else None
+    if served is not None:
+        served.ended = True  # (its silence watch stops)
     return _finish(node, job_id, view)
+
+
+def _owes_force(node, served) -> bool:
+    """The drafter owes the next move (`awaits_drafter`), and this verifier forces for it (not `nosign` at the end)."""
+    from node.roles.behaviors import stalls_at_end
+
+    return served.awaits_drafter and not (served.ledger.done and stalls_at_end(node.behavior))
 
 
 def link_silence(node) -> float:
@@ -192,7 +216,10 @@ def drafter_work(node, job_id: int) -> int:
     if force is not None:  # the verifier forced me: answer with my Draft on its state, from the store
         from node.link.job import Ledger
 
-        ledger = run.link.ledger if run is not None else Ledger.load(spec_of(node, job_id), node.store, "drafter")
+        link = run.link if run is not None else _drafter_link(node, job_id)
+        if link is not None and take_forced_verification(node, link, force):
+            link.draft_next()  # Draft k on the Verification the force posted (never a second one: the link's lock)
+        ledger = link.ledger if link is not None else Ledger.load(spec_of(node, job_id), node.store, "drafter")
         sent = answer_verifier_force(node, ledger, force)
         if sent:
             return sent
@@ -205,8 +232,6 @@ def drafter_work(node, job_id: int) -> int:
         if not run.forced:  # (forced: rechecked on the wall clock, the deadline is on chain)
             node.schedule.defer_until(JOB, job_id, node.chain_time() + RECHECK_S)
         return 0
-    from node.link.chain import settle_on_chain
-
     if run.error is not None and "no progress" in str(run.error):
         sent = force_verifier(node, run.link.ledger)
         if sent:
@@ -238,7 +263,18 @@ def drafter_work(node, job_id: int) -> int:
         node.log.error("job %d: the verifier broke the accept rule: %s (evidence kept)", job_id, run.result.refused)
         node.schedule.defer_until(JOB, job_id, node.chain_time() + RECHECK_S)
         return force_verifier(node, ledger)
-    return settle_on_chain(node, run.link.ledger)
+    return _post_settlement(node, run.link.ledger)
+
+
+def _post_settlement(node, ledger) -> int:
+    """Send the Settlement both signed (`settle_on_chain`), unless this drafter's misbehaviour withholds it."""
+    from node.link.chain import settle_on_chain
+    from node.roles.behaviors import posts_settlement
+
+    if not posts_settlement(node.behavior):  # `nopost`: co-signed, never posted (the verifier posts it)
+        node.schedule.defer_until(JOB, ledger.spec.job_id, node.chain_time() + 3600)
+        return 0
+    return settle_on_chain(node, ledger)
 
 
 def _drafter_link(node, job_id: int):
@@ -275,14 +311,12 @@ def _drafter_link(node, job_id: int):
 
 
 def _start_link(node, job_id: int, forced: bool = False) -> int:
-    from node.link.chain import settle_on_chain
-
     link = _drafter_link(node, job_id)
     if link is None:
         node.schedule.defer_until(JOB, job_id, node.chain_time() + RECHECK_S)
         return 0
     if len(link.ledger.settlement_sigs) == 2:  # settled over the link before a restart: no need to reconnect
-        return settle_on_chain(node, link.ledger)
+        return _post_settlement(node, link.ledger)
     if ended_by_answer(link.ledger):  # the verifier's on-chain answer ended the job: nothing to sign
         return complete_answered(node, link.ledger)
 
@@ -322,11 +356,15 @@ def force_of(node, job_id: int) -> dict | None:
 
 
 def force_verifier(node, ledger) -> int:
-    """Post the drafter's pending Draft k (sent, never answered) and the co-signed state S(k-1): `forceMove`."""
+    """Post the drafter's pending Draft k (sent, never answered) and the co-signed state S(k-1): `forceMove`. Once
+    the job ended and the verifier never signed the Settlement: the force with the final Verification, which
+    completes the job at once (`force_final`)."""
     from node.chain import transcript as TX
 
     k, job_id = ledger.next_cycle, ledger.spec.job_id
-    if ledger.done or k not in ledger.drafts:
+    if ledger.done:
+        return force_final(node, ledger)
+    if k not in ledger.drafts:
         return 0  # nothing pending of mine to force with
     draft, sig = ledger.drafts[k]
     last, last_sig = ledger.verifications[k - 1] if k else (None, b"")
@@ -334,6 +372,25 @@ def force_verifier(node, ledger) -> int:
     node.log.warning("job %d: the verifier is silent at cycle %d; posting a force move", job_id, k)
     call = TX.force_call(node.system.transcript, job_id, TX.evidence(draft, sig, last, last_sig), cycles)
     return node.transact(f"job:{job_id}:force:{k}", call)
+
+
+def force_final(node, ledger) -> int:
+    """The verifier sent its last Verification and never signed the Settlement: force with that Verification (its
+    signature in the evidence, checked by the rule on chain), which ends the job there (ForceCompleted): every cycle
+    is paid as settled. 0 when a Settlement is signed by both, or the last cycle is attested (`complete_answered`)."""
+    from node.chain import transcript as TX
+
+    job_id, n = ledger.spec.job_id, ledger.next_cycle
+    if len(ledger.settlement_sigs) == 2 or not n or is_attested(ledger, n - 1):
+        return 0
+    k = n - 1
+    draft, sig = ledger.drafts[k]
+    last, last_sig = ledger.verifications[k - 1] if k else (None, b"")
+    evidence = TX.evidence(draft, sig, last, last_sig, *ledger.verifications[k])
+    cycles = [TX.Cycle.of(ledger.drafts[c][0], ledger.verifications[c][0]) for c in range(k)]
+    node.log.warning("job %d: the verifier never signed the Settlement; forcing with its final Verification", job_id)
+    return node.transact(f"job:{job_id}:force-final:{n}", _ts(node).forceMove(job_id, evidence, TX.pack_cycles(
+        cycles, ledger.spec.job.gamma)))  # fmt: skip
 
 
 def _answered_on_chain(node, job_id: int, cycle: int) -> bool:
