@@ -657,6 +657,9 @@ contract DisputeManager is IDisputeManager, ReentrancyGuard {
         d.drawn = d.panelSize;
         d.faithfulVotes = decided.faithfulVotes;
         d.cheatedVotes = decided.cheatedVotes;
+        // the decided round's reveals (each one counted a vote); its commit count is not kept, so commits = reveals
+        d.reveals = decided.faithfulVotes + decided.cheatedVotes;
+        d.commits = d.reveals;
         emit AppealUnstaffed(disputeId, round, appellant, refund);
         _credit(disputeId, appellant, refund);
         _finish(disputeId, d, d.roundResult);

@@ -863,6 +863,7 @@ class ProtocolMachine(RuleBasedStateMachine):
         d.round -= 1
         d.panel_size = len(d.panels[d.round])
         d.revealed = {r: d.past[r] for r in d.panels[d.round] if r in d.past}
+        d.committed = dict(d.revealed)  # the chain keeps no commit count of a past round: commits = reveals
         STATS["appeal unstaffed: the verdict stands"] += 1
         self.finish(d, d.round_result)
 
