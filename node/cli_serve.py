@@ -259,6 +259,8 @@ def serve(
     price = f", declining jobs below {min_price_wei} wei per accepted token" if min_price_wei else ""
     if role == "drafter":
         price += f", at most {node.capacity} job(s) at once"
+    if role == "keeper":
+        behavior = f"probing the drafters of {len(node.corpora)} target model(s) with the shipped corpus"
     if role == "watchdog":
         behavior = (
             f"audit rate {audit_rate} ({watchdog['weighting']}), draft rate {draft_rate}, bond budget "

@@ -16,7 +16,7 @@ from node.decoding.pairs import PAIRS, get_pair
 from node.jobs.models import load_tokenizer, model_id
 from node.jobs.sessions import prompt_tokens
 from node.probes.corpus import Corpus, corpus_for, load_corpus, raw_prompts, render
-from tests.test_cli import cli, ok
+from tests.test_cli import clean_error, cli, ok
 
 ETHER = 10**18
 WAD = 10**18
@@ -97,9 +97,10 @@ def test_chain_deploy_with_probes_wires_and_funds_the_scheduler(chain, anvil, tm
     assert Web3.to_checksum_address(deployment.params["treasury"]) == scheduler
     assert w3.eth.get_balance(scheduler) == 3 * ETHER
     assert tiny_corpus.matches(system.probes.functions.corpusOf(tiny_corpus.target_model).call())
-    # without --probes: the v1.1 window (no scheduler wired, none recorded)
+    # without --probes: the v1.1 window (no scheduler wired, none recorded), and no keeper serves it
     ok(cli("chain", "deploy", "--rpc", anvil.rpc_url, "--force", home=tmp_path))
     assert "ProbeScheduler" not in Deployment.load(tmp_path / "deployment.json").addresses
+    clean_error(cli("serve", "keeper", "--dev-account", "8", home=tmp_path), "no probe scheduler", "--probes")
 
 
 def _send(w3, fn, sender=None, value=0, to=None):
