@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from node.cli_context import CliError, JsonOpt, session_options
+from node.cli_pair import PairOpt
 from node.console import console, emit_json, print_addresses
 
 chain_app = typer.Typer(
@@ -60,6 +61,45 @@ def _param_value(name: str, text: str, parse_amount):
     return int(text)
 
 
+DEFAULT_PROBE_FUNDS = "10eth"
+ProbesOpt = Annotated[
+    bool,
+    typer.Option(
+        "--probes",
+        help='Deploy with probes (docs/protocol.md "Soundness (v1.2)"): the --pair\'s shipped probe corpus committed '
+        "for its target model, the ProbeScheduler as the treasury, funded from the deployer; only probes move α "
+        "windows then (`verispec serve keeper` runs them).",
+    ),
+]
+ProbeFundsOpt = Annotated[
+    str, typer.Option("--probe-funds", help="With --probes: wei (or e.g. 10eth) sent to the probe scheduler.")
+]
+
+
+def _probe_setup(probes: bool, pair: str | None, funds: str) -> dict:
+    """deploy_to's `corpora` and `probe_funding` for --probes / --probe-funds (the pair's corpus: node/probes)."""
+    from node.requester.errors import RequesterError
+    from node.requester.units import parse_amount
+
+    try:
+        funding = parse_amount(funds)
+    except RequesterError as exc:
+        raise CliError(f"--probe-funds: {exc}") from None
+    if not probes:
+        if funds != DEFAULT_PROBE_FUNDS:
+            raise CliError("--probe-funds goes with --probes")
+        return {}
+    from node.cli_pair import pair_models
+    from node.probes.corpus import CorpusError, load_corpus
+
+    _, target = pair_models(pair, need=("target",))
+    try:
+        corpus = load_corpus(target)
+    except CorpusError as exc:
+        raise CliError(f"--probes: {exc}") from None
+    return {"corpora": {corpus.target_model: corpus.entry()}, "probe_funding": funding}
+
+
 @chain_app.command("up")
 @session_options("home", before="param")
 def chain_up(
@@ -80,6 +120,9 @@ def chain_up(
             help="Seconds between blocks (interval mining, like a real chain's); 0: a block per transaction.",
         ),
     ] = "0",
+    probes: ProbesOpt = False,
+    probe_funds: ProbeFundsOpt = DEFAULT_PROBE_FUNDS,
+    pair: PairOpt = None,
     as_json: JsonOpt = False,
 ):
     """Start a dev chain in the background (pid file in the home), deploy the contracts, write the deployment file."""
@@ -94,7 +137,8 @@ def chain_up(
     except ValueError as exc:
         raise CliError(str(exc)) from None
     params = _parse_params(param) if param else None
-    chain = up(ctx.obj.home_dir(), port, params, client=client, block_time=seconds)
+    setup = _probe_setup(probes, pair, probe_funds)
+    chain = up(ctx.obj.home_dir(), port, params, client=client, block_time=seconds, **setup)
     if as_json:
         emit_json(
             {
@@ -137,6 +181,9 @@ def chain_deploy(
     force: Annotated[
         bool, typer.Option("--force", help="Replace the home's deployment file (nodes serving it stay on the old one).")
     ] = False,
+    probes: ProbesOpt = False,
+    probe_funds: ProbeFundsOpt = DEFAULT_PROBE_FUNDS,
+    pair: PairOpt = None,
     as_json: JsonOpt = False,
 ):
     """Deploy the contracts onto an already running dev chain and write the deployment file (refused when the home
@@ -147,7 +194,8 @@ def chain_deploy(
     if not url:
         raise CliError("chain deploy needs --rpc URL (or use `chain up` to start a local anvil)")
     home = ctx.obj.home_dir()
-    deployment = deploy_to(url, home, _parse_params(param) if param else None, force=force)
+    setup = _probe_setup(probes, pair, probe_funds)
+    deployment = deploy_to(url, home, _parse_params(param) if param else None, force=force, **setup)
     if as_json:
         emit_json(
             {

@@ -1,4 +1,5 @@
-"""`verispec serve ROLE`: one drafter, verifier, referee or watchdog node in this process until Ctrl-C / SIGTERM."""
+"""`verispec serve ROLE`: one drafter, verifier, referee, watchdog or keeper node in this process until Ctrl-C /
+SIGTERM."""
 
 from __future__ import annotations
 
@@ -18,17 +19,19 @@ NODE_CLASSES = {  # in node.roles
     "verifier": "VerifierNode",
     "referee": "RefereeNode",
     "watchdog": "WatchdogNode",
+    "keeper": "KeeperNode",  # node/probes/keeper.py
 }
-SERVE_ROLES = one_of("role", [*STAKED_ROLES, "watchdog"])  # a watchdog stakes nothing: it bonds each dispute
+UNSTAKED_ROLES = ("watchdog", "keeper")  # a watchdog bonds each dispute; a keeper only sends transactions
+SERVE_ROLES = one_of("role", [*STAKED_ROLES, *UNSTAKED_ROLES])
 
 
 def _behavior(role: str, name: str | None):
     """The role's behaviour called `name` (default: honest); node/roles/behaviors.py holds the names."""
     from node.roles.behaviors import BEHAVIORS
 
-    if role == "watchdog":
+    if role in UNSTAKED_ROLES:
         if name is not None and name != "honest":
-            raise CliError("--behavior: a watchdog has one way of working")
+            raise CliError(f"--behavior: a {role} has one way of working")
         return "honest"
 
     kinds = BEHAVIORS[role]
@@ -67,14 +70,18 @@ def _check_registration(w3, deployment, address: str, role: str, models: dict) -
 def serve(
     ctx: typer.Context,
     role: Annotated[
-        str, typer.Argument(help="drafter | verifier | referee | watchdog", show_default=False, callback=SERVE_ROLES)
+        str,
+        typer.Argument(
+            help="drafter | verifier | referee | watchdog | keeper", show_default=False, callback=SERVE_ROLES
+        ),
     ],
     model: Annotated[
         Path | None,
         typer.Option(
             "--model",
             help="The model this node runs: a drafter's draft model, a verifier's, referee's or watchdog's target "
-            "model (default: the --pair's, and the pair's other model too).",
+            "model (a keeper's: the target whose shipped probe corpus it probes with; default: the --pair's, and the "
+            "pair's other model too).",
             show_default=False,
         ),
     ] = None,
@@ -166,8 +173,9 @@ def serve(
     ] = 0,
     pair: PairOpt = None,
 ):
-    """Run a drafter, verifier, referee or watchdog node until Ctrl-C / SIGTERM (register a staked role first with
-    `register`; a watchdog needs only funds for its bonds)."""
+    """Run a drafter, verifier, referee, watchdog or keeper node until Ctrl-C / SIGTERM (register a staked role
+    first with `register`; a watchdog needs only funds for its bonds; a keeper runs the probes of a deployment
+    made with `chain up --probes` and needs only gas)."""
     behavior = _behavior(role, behavior)
     watchdog = _watchdog_options(role, jobs, draft_rate, audit_rate, weighting, bond_budget)
     from node.cli_transcript import parse_listen, start_link
@@ -229,14 +237,14 @@ def serve(
     except NodeLockError as exc:
         raise CliError(str(exc)) from None
     with lock:  # released on every way out, an error included (tests run `serve` in-process too)
-        if role != "watchdog":  # a watchdog stakes nothing: its bonds are checked per dispute
+        if role not in UNSTAKED_ROLES:  # a watchdog's bonds are checked per dispute; a keeper stakes nothing
             _check_registration(w3, deployment, account.address, role, models)
         store = store or home / "nodes" / f"{role}-{account.address.lower()}.db"
         if threads:
             import torch
 
             torch.set_num_threads(threads)
-        kwargs = {"behavior": behavior} if role not in ("referee", "watchdog") else watchdog  # one way of working
+        kwargs = {"behavior": behavior} if role not in ("referee", *UNSTAKED_ROLES) else watchdog  # one way of working
         if role == "drafter":
             kwargs["min_price_wei"] = min_price_wei
             kwargs["link_silence_s"] = link_silence
@@ -262,6 +270,8 @@ def serve(
         price = f", declining jobs below {min_price_wei} wei per accepted token" if min_price_wei else ""
         if role == "drafter":
             price += f", at most {node.capacity} job(s) at once"
+        if role == "keeper":
+            behavior = f"probing the drafters of {len(node.corpora)} target model(s) with the shipped corpus"
         if role == "watchdog":
             behavior = (
                 f"audit rate {audit_rate} ({watchdog['weighting']}), draft rate {draft_rate}, bond budget "

@@ -18,7 +18,8 @@ from node.chain.compile import compile_contracts
 from node.chain.deploy import System
 from node.chain.params import DeploymentParams
 
-CONTRACT_NAMES = ("StakingRegistry", "InferenceMarket", "DisputeManager", "TranscriptSettlement")
+CONTRACT_NAMES = ("StakingRegistry", "InferenceMarket", "DisputeManager", "TranscriptSettlement", "ProbeScheduler")
+ZERO_ADDRESS = "0x" + "00" * 20
 
 
 class DeploymentFileError(RuntimeError):
@@ -51,6 +52,10 @@ class Deployment:
             addresses["DisputeManager"] = system.disputes.address
         if system.transcript is not None:
             addresses["TranscriptSettlement"] = system.transcript.address
+        # the probe scheduler only where the market is wired to it (probes move its α windows; docs/protocol.md
+        # "Soundness (v1.2)"): a deployment without corpora deploys one that nothing uses
+        if system.probes is not None and system.market.functions.probeScheduler().call() != ZERO_ADDRESS:
+            addresses["ProbeScheduler"] = system.probes.address
         return cls(
             rpc_url=rpc_url,
             chain_id=w3.eth.chain_id,
@@ -106,6 +111,7 @@ class Deployment:
         disputes = self.contract(w3, "DisputeManager", artifacts) if "DisputeManager" in self.addresses else None
         has_transcript = "TranscriptSettlement" in self.addresses
         transcript = self.contract(w3, "TranscriptSettlement", artifacts) if has_transcript else None
+        probes = self.contract(w3, "ProbeScheduler", artifacts) if "ProbeScheduler" in self.addresses else None
         return System(
             registry=self.contract(w3, "StakingRegistry", artifacts),
             market=market,
@@ -114,4 +120,5 @@ class Deployment:
             params=self.deployment_params,
             deployer="",
             transcript=transcript,
+            probes=probes,
         )

@@ -26,7 +26,7 @@ from node.chain.anvil import ANVIL_BINARY, _rpc_ready, anvil_command, check_bloc
 from node.chain.deploy import deploy_system
 from node.chain.deployment import Deployment
 from node.chain.hardhat import HARDHAT_BINARY, HARDHAT_CONFIG, hardhat_command, hardhat_env
-from node.chain.params import DeploymentParams
+from node.chain.params import DEFAULT_PARAMS, ETHER, PROBE_TREASURY, DeploymentParams
 from node.chain.rpc import connect
 
 PID_FILE = "anvil.pid"
@@ -36,6 +36,7 @@ CLIENTS = ("anvil", "hardhat")
 DEPLOYMENT_FILE = "deployment.json"
 DEV_ACCOUNTS = 20
 DEV_BALANCE_ETH = 100_000
+PROBE_FUNDING_WEI = 10 * ETHER  # what `chain up --probes` sends the probe scheduler (~50,000 probes at the defaults)
 
 
 class LocalChainError(RuntimeError):
@@ -156,10 +157,18 @@ def start_detached_anvil(
 
 
 def deploy_to(
-    rpc_url: str, home: Path, params: DeploymentParams | None = None, pid: int | None = None, force: bool = False
+    rpc_url: str,
+    home: Path,
+    params: DeploymentParams | None = None,
+    pid: int | None = None,
+    force: bool = False,
+    corpora: dict | None = None,
+    probe_funding: int = PROBE_FUNDING_WEI,
 ) -> Deployment:
     """Deploy the protocol from the node's first unlocked account and write <home>/deployment.json.
 
+    `corpora` (target model id -> (root, size, eos), `chain up --probes`: node/probes/corpus.py `pair_corpora`):
+    deploy with probes, the ProbeScheduler as the treasury, funded with `probe_funding` wei from that account.
     Refuses (before deploying anything) when the home holds a deployment file already, unless `force`: nodes and
     CLI commands of that home may be serving its contracts, and would silently move to the new ones."""
     path = Path(home) / DEPLOYMENT_FILE
@@ -177,7 +186,13 @@ def deploy_to(
     if not accounts:
         raise LocalChainError(f"{rpc_url} has no unlocked account to deploy from (a local dev node is needed)")
     start_block = w3.eth.block_number
-    system = deploy_system(w3, accounts[0], params)
+    if corpora:
+        params = (params or DEFAULT_PARAMS).with_(treasury=PROBE_TREASURY)
+    system = deploy_system(w3, accounts[0], params, corpora=corpora)
+    if corpora and probe_funding:  # the treasury pays probes and keeper tips until α fees come in
+        tx = w3.eth.send_transaction({"from": accounts[0], "to": system.probes.address, "value": int(probe_funding)})
+        if w3.eth.wait_for_transaction_receipt(tx).status != 1:
+            raise LocalChainError("funding the probe scheduler failed")
     deployment = Deployment.of_system(w3, system, rpc_url, start_block, anvil_pid=pid)
     deployment.save(Path(home) / DEPLOYMENT_FILE)
     return deployment
@@ -189,10 +204,12 @@ def chain_up(
     params: DeploymentParams | None = None,
     client: str = "anvil",
     block_time: int = 0,
+    corpora: dict | None = None,
+    probe_funding: int = PROBE_FUNDING_WEI,
 ) -> LocalChain:
     """Start a detached dev chain (`client`: anvil or hardhat) for `home`, deploy, write the deployment file.
     `block_time` > 0: then a block every `block_time` s (interval mining, switched on once deployed, so deploying
-    waits for no block). Refuses a second chain per home."""
+    waits for no block). `corpora`: deploy with probes (`deploy_to`). Refuses a second chain per home."""
     home = Path(home)
     try:
         block_time = check_block_time(block_time)
@@ -212,7 +229,7 @@ def chain_up(
     pid, url = start_detached_anvil(home, port, client=client)
     try:
         # no chain of this home runs (checked above): a deployment file left there names contracts that are gone
-        deployment = deploy_to(url, home, params, pid=pid, force=True)
+        deployment = deploy_to(url, home, params, pid=pid, force=True, corpora=corpora, probe_funding=probe_funding)
         if block_time:
             set_block_time(url, block_time)
     except BaseException:

@@ -5,6 +5,7 @@
     referee/    RefereeNode    (replays a disputed position; commit-reveal vote; resolve)
     watchdog/   WatchdogNode   (audits finished jobs by sampled replay; opens, follows and cashes its disputes), and
                 the audit replays `verispec audit` runs
+    KeeperNode (node/probes/keeper.py): opens and starts the probes of a probing deployment (docs/node.md "Keeper")
 
   shared by the roles:
     base        NodeBase, the node loop: one key, one store, one TxSender, one EventPoller
@@ -28,6 +29,7 @@ _LAZY = {
     "VerifierNode": "node.roles.verifier.node",
     "RefereeNode": "node.roles.referee.node",
     "WatchdogNode": "node.roles.watchdog.node",
+    "KeeperNode": "node.probes.keeper",  # runs probes (docs/node.md "Keeper")
 }
 
 __all__ = sorted(_LAZY)

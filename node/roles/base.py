@@ -142,11 +142,7 @@ class NodeBase:
             defer_writes=self.later,
             confirmations=confirmations,
         )
-        contracts = {"market": self.market}
-        if self.disputes is not None:
-            contracts["disputes"] = self.disputes
-        if self.system.transcript is not None:  # transcript mode's force moves and answers (node/roles/party.py)
-            contracts["transcript"] = self.system.transcript
+        contracts = self.event_contracts()
         handled = [
             (name, entry["name"])
             for name, contract in contracts.items()
@@ -177,6 +173,15 @@ class NodeBase:
         self._timeouts: tuple[int, int] | None = None  # the market's (commitTimeout, verifyTimeout), read once
         self._now: int | None = None  # chain time (latest block timestamp) of this step
         self._seen_time: tuple[float, int, int] | None = None  # (monotonic time, number, timestamp): last block read
+
+    def event_contracts(self) -> dict:
+        """The contracts whose events the poller delivers to the node's `on_<name>_<Event>` handlers, by name."""
+        contracts = {"market": self.market}
+        if self.disputes is not None:
+            contracts["disputes"] = self.disputes
+        if self.system.transcript is not None:  # transcript mode's force moves and answers (node/roles/party.py)
+            contracts["transcript"] = self.system.transcript
+        return contracts
 
     def load_models(self, target_path, draft_path, device=None, *, with_target: bool = True) -> None:
         """The pair a node serves: device and dtype, the shared tokenizer, both model ids, the draft model and

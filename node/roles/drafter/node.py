@@ -20,7 +20,8 @@ chain). `capacity` given (`serve drafter --capacity N`) is declared on chain at 
 market holds another; none given: the market's (its declaration, or DEFAULT_CAPACITY). The market refuses a job
 past it, and the node declines one it would have to serve beside `capacity` others of its own anyway (a lower
 capacity given, a declaration that came after the job): it never commits to it, so its silence is no timeout of
-its (the first commit is the drafter's consent).
+its (the first commit is the drafter's consent). A probe (docs/protocol.md "Soundness (v1.2)") is served whatever
+its price and the node's load: declining one would only enter the drafter's window at α = 0.
 """
 
 from __future__ import annotations
@@ -93,6 +94,7 @@ class DrafterNode(PartyNode):
         self.vocab_size = vocab_size(self.draft_model)
         super().__init__(w3, deployment, account, store_path, poll_interval, **options)
         self.jobs: dict[int, DrafterJobState] = {}
+        self._probe_scheduler: str | None = None  # the market's probe scheduler (`is_probe`), read once
         self._ended: set[int] = set()  # jobs of mine seen past Running: they hold no capacity any more
         self.capacity = self._declare_capacity(None if capacity is None else int(capacity))
         self.restore()
@@ -101,9 +103,7 @@ class DrafterNode(PartyNode):
     # ------------------------------------------------------------------ events
 
     def serve_taken(self, record: chaindata.ChainJob, job: DecodingJob) -> None:
-        reason = chain_checks.job_refusal(
-            record.request, self.min_price_wei, self.vocab_size, self._chain_vocab(record)
-        ) or self._capacity_refusal(record.job_id)
+        reason = self._refusal(record)
         if reason is not None:
             self.refuse(record.job_id, reason, "declined")
             return
@@ -111,9 +111,29 @@ class DrafterNode(PartyNode):
         self.log.info("job %d: assigned (γ=%d, maxTokens=%d)", record.job_id, job.gamma, job.max_new_tokens)
 
     def transcript_refusal(self, record: chaindata.ChainJob) -> str | None:
-        vocab = self._chain_vocab(record)
-        reason = chain_checks.job_refusal(record.request, self.min_price_wei, self.vocab_size, vocab)
-        return reason or self._capacity_refusal(record.job_id)
+        return self._refusal(record)
+
+    def _refusal(self, record: chaindata.ChainJob) -> str | None:
+        """Why the node declines `record` (None: it serves it). A probe (requested by the market's probe scheduler)
+        is never declined for its price or for capacity: it pays the floor, the market never refuses one for
+        capacity, and a declined probe would enter the window at α = 0 (docs/protocol.md "Soundness (v1.2)")."""
+        probe = self.is_probe(record)
+        min_price = 0 if probe else self.min_price_wei
+        reason = chain_checks.job_refusal(record.request, min_price, self.vocab_size, self._chain_vocab(record))
+        return reason or (None if probe else self._capacity_refusal(record.job_id))
+
+    def is_probe(self, record: chaindata.ChainJob) -> bool:
+        """Whether the job's requester is the market's probe scheduler (read once; none: no job is a probe)."""
+        if self._probe_scheduler is None:
+            try:
+                self._probe_scheduler = self.market.functions.probeScheduler().call()
+            except Exception:  # a market without probes (an older deployment): no job is a probe
+                self._probe_scheduler = ""
+        return (
+            bool(self._probe_scheduler)
+            and int(self._probe_scheduler, 16) != 0
+            and (record.requester.lower() == self._probe_scheduler.lower())
+        )
 
     def refusal_config(self) -> dict[str, Any]:
         return {
