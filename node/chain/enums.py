@@ -126,6 +126,15 @@ class PositionState(_Labelled):
     Proven = 2
 
 
+class ProbeStatus(_Labelled):
+    """IProbeScheduler.ProbeStatus: where a probe stands."""
+
+    None_ = 0
+    Seeding = 1
+    Running = 2
+    Done = 3
+
+
 def solidity_name(member: IntEnum) -> str:
     """The member's name in Solidity (`None` is a Python keyword, so it is spelled `None_` here)."""
     return member.name.removesuffix("_")
@@ -142,4 +151,5 @@ SOLIDITY_NAMES: dict[type[IntEnum], str] = {
     Verdict: "Verdict",
     Outcome: "Outcome",
     PositionState: "PositionState",
+    ProbeStatus: "ProbeStatus",
 }

@@ -37,7 +37,7 @@ from eth_utils import to_checksum_address
 from web3.exceptions import ContractLogicError
 
 from node.chain import logs as chain_logs
-from node.chain.enums import JobStatus
+from node.chain.enums import JobStatus, ProbeStatus
 from node.chain.errors import ChainUnavailable
 from node.chain.events import ChainEvent
 from node.jobs import chaindata
@@ -45,7 +45,7 @@ from node.probes.corpus import Corpus, load_corpus
 from node.roles.base import NodeBase
 from node.roles.schedule import JOB
 
-SEEDING, RUNNING, DONE = 1, 2, 3  # IProbeScheduler.ProbeStatus
+SEEDING, RUNNING, DONE = ProbeStatus.Seeding, ProbeStatus.Running, ProbeStatus.Done
 ENDED = (JobStatus.Finished, JobStatus.Finalized)
 
 
