@@ -12,6 +12,7 @@ only that periodic look can see it before the next block.
 
 from __future__ import annotations
 
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -63,15 +64,21 @@ def cut_chain(world, nodes, depth):
     """Reorg away the last `depth` blocks with the nodes' transactions in them (the test's own are kept), once every
     node has processed the head (so that each has something to rewind)."""
     w3 = world.w3
-    for _ in range(20):
-        if all(node.poller.cursor >= w3.eth.block_number for node in nodes):
-            break
-        for node in nodes:
-            if node.poller.cursor < w3.eth.block_number:
-                node.step()
-    assert all(node.poller.cursor >= w3.eth.block_number for node in nodes)
+    caught_up(w3, nodes)
     ours = {node.address for node in nodes}
     return reorg(w3, depth, keep=lambda tx: tx["from"] not in ours)
+
+
+def caught_up(w3, nodes, timeout: float = 60.0):
+    """Step each node until its poller has processed the chain's head. After a reorg this is also the moment it has
+    rewound: a poller that has not seen the fork yet flags the new block (its parent is not the block it remembers)
+    and compares on its next poll, so a condition on chain state alone (the job is settled again) can hold a step
+    before the other node has looked; waiting on the cursor, not on the clock, keeps that race out of the test."""
+    deadline = time.monotonic() + timeout
+    while not all(node.poller.cursor >= w3.eth.block_number for node in nodes):
+        if not sum(node.step() for node in nodes if node.poller.cursor < w3.eth.block_number):
+            time.sleep(0.02)
+        assert time.monotonic() < deadline, f"a node still behind the head after {timeout:.0f}s"
 
 
 def check_after_reorg(world, nodes, fork, first_block):
@@ -80,6 +87,7 @@ def check_after_reorg(world, nodes, fork, first_block):
     recorded request), at most one per key; every record kept mined has its receipt; the blocks its poller remembers
     are the chain's."""
     w3 = world.w3
+    caught_up(w3, nodes)
     for node in nodes:
         node.flush()
         # at the fork point or below it (a poller remembers the blocks it processed up to, not every block)
