@@ -27,7 +27,7 @@ from web3._utils.abi import get_abi_input_types
 from web3.exceptions import ContractLogicError
 from web3.logs import DISCARD
 
-from chainutil import env  # noqa: F401  (env is a fixture)
+from chainutil import advance, env, transact  # noqa: F401  (env is a fixture)
 from node.chain import calldata as CD
 from node.chain import transcript as TX
 from node.chain.contracts import deploy_contract
@@ -262,3 +262,30 @@ def test_a_force_through_a_contract_wallet_is_read_from_its_log(chain, env):
     assert bytes(logged.args.call) == bytes(data)  # the call as the contract read it, junk included
     draft, sig = forced_draft(w3, env.system.transcript, job_id)
     assert draft == t.drafts[1] and sig == t.sign(t.drafts[1], DRAFTER_KEY)
+
+
+def test_two_forces_in_one_transaction_show_the_one_in_effect(chain, env):
+    """Threat-model row 119: a drafter's contract wallet forces at S(0) and then at S(1) in one transaction. The
+    contract keeps the second force; a reader of the transaction's first ForceEvidence would hand the verifier the
+    stale Draft of cycle 1, its answer would not fit the force, and `claimForce` would slash it. The reader takes
+    the last force, and the verifier's answer to it holds."""
+    job_id = transcript_job(env)
+    t = Transcript(env, job_id)
+    w3, a, ts = env.w3, env.actors, env.system.transcript
+    calls = [bytes.fromhex(_force_by_drafter(env, t, k)._encode_transaction_data()[2:]) for k in (1, 2)]
+    wallet = deploy_contract(w3, "CallBatch")
+    w3.provider.make_request("anvil_setCode", [a.drafter, "0xef0100" + wallet.address[2:].lower()])
+    run = wallet.functions.run([ts.address] * 2, calls, [False, False])._encode_transaction_data()
+    sent = w3.eth.send_transaction({"from": a.drafter, "to": a.drafter, "data": run})
+    receipt = w3.eth.wait_for_transaction_receipt(sent)
+    assert receipt.status == 1
+    assert len(ts.events.ForceEvidence().process_receipt(receipt, errors=DISCARD)) == 2
+    draft, sig = forced_draft(w3, ts, job_id)
+    assert draft == t.drafts[2] and sig == t.sign(t.drafts[2], DRAFTER_KEY)
+    stake = env.registry.functions.stakeOf(a.verifier).call()
+    answer = TX.verification_answer(t.cycles[draft.cycle], t.reveals[draft.cycle])
+    transact(w3, ts.functions.answerForce(job_id, answer), a.verifier)
+    advance(w3, env.params.verify_timeout + 1)
+    with pytest.raises(ContractLogicError):  # answered: nothing is left to claim
+        ts.functions.claimForce(job_id).call({"from": a.outsider})
+    assert env.registry.functions.stakeOf(a.verifier).call() == stake

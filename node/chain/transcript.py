@@ -196,13 +196,15 @@ class SettledTranscript:
 def decoded_call(w3: Web3, transcript: Contract, tx_hash, name: str | None = None, job_id: int | None = None):
     """(function name, arguments) of the call into `transcript` that transaction `tx_hash` made: its own calldata
     when it was sent to the contract, else, for a transaction through a contract (a smart wallet, a forwarder, a
-    batch), the first successful call of `name` about `job_id` found in its call trace. Without that second way a
+    batch), the last successful call of `name` about `job_id` found in its call trace. Without that second way a
     pair could settle through a wrapper and leave its records unreadable to every watchdog that parses top-level
-    calldata only. Both are read as the contract reads them (node/chain/calldata.py): a padding byte that Solidity
-    ignores must not blind the reader."""
+    calldata only. The last, not the first: two forces in one transaction leave the second in effect (threat-model
+    row 119), and a settlement succeeds once. Both are read as the contract reads them (node/chain/calldata.py): a
+    padding byte that Solidity ignores must not blind the reader."""
     tx = w3.eth.get_transaction(tx_hash)
     if tx["to"] is not None and Web3.to_checksum_address(tx["to"]) == transcript.address:
         return decode_call(transcript, tx["input"])
+    found = None
     for frame in _call_frames(w3, tx_hash, tx["to"]):
         if Web3.to_checksum_address(frame.get("to") or "0x" + "00" * 20) != transcript.address:
             continue
@@ -211,17 +213,22 @@ def decoded_call(w3: Web3, transcript: Contract, tx_hash, name: str | None = Non
         except ValueError:
             continue
         if (name is None or fn_name == name) and (job_id is None or _call_job(fn_name, args) == job_id):
-            return fn_name, args
-    what = name or "call"
-    raise LookupError(f"transaction {Web3.to_hex(tx_hash)} made no successful {what} into {transcript.address}")
+            found = fn_name, args
+    if found is None:
+        what = name or "call"
+        raise LookupError(f"transaction {Web3.to_hex(tx_hash)} made no successful {what} into {transcript.address}")
+    return found
 
 
 def force_move_call(w3: Web3, transcript: Contract, tx_hash, job_id: int) -> dict:
     """The arguments of the `forceMove` of `job_id` that transaction `tx_hash` made: from its ForceEvidence log (v2.1:
     the call as the contract read it, whoever sent it), else (a deployment before v2.1) from its calldata or trace.
-    Decoded as Solidity decodes it."""
+    Decoded as Solidity decodes it. Where one transaction forced the job twice (a contract wallet's batch), the last
+    force is the one in effect: reading the first would have the honest counterparty answer a stale Draft and be
+    slashed at `claimForce` (threat-model row 119)."""
     if any(e.get("type") == "event" and e.get("name") == "ForceEvidence" for e in transcript.abi):
         topic = Web3.keccak(text="ForceEvidence(uint256,bytes)")
+        found = None
         for log in w3.eth.get_transaction_receipt(tx_hash)["logs"]:
             mine = Web3.to_checksum_address(log["address"]) == transcript.address
             if not mine or not log["topics"] or bytes(log["topics"][0]) != topic:
@@ -230,7 +237,9 @@ def force_move_call(w3: Web3, transcript: Contract, tx_hash, job_id: int) -> dic
             if int(ev.args["jobId"]) == job_id:
                 name, args = decode_call(transcript, bytes(ev.args["call"]))
                 if name == "forceMove" and int(args["jobId"]) == job_id:
-                    return args
+                    found = args
+        if found is not None:
+            return found
     name, args = decoded_call(w3, transcript, tx_hash, "forceMove", job_id)
     if name != "forceMove":
         raise LookupError(f"job {job_id}'s force came from {name}, not forceMove")
