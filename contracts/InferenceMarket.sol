@@ -123,6 +123,9 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
     }
 
     mapping(address drafter => DrafterLoad) private _loads;
+    /// @notice The least price per accepted token (wei) of a job each drafter takes: `submitJob` refuses a job below
+    /// it (0: never declared, any price). A probe pays the floor and is never refused.
+    mapping(address drafter => uint256) public minPriceOf;
 
     /// @param registry_ The staking registry.
     /// @param acceptTimeout_ Seconds the verifier has to accept a job.
@@ -220,6 +223,17 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         emit CapacitySet(msg.sender, capacity);
     }
 
+    /// @notice Declares the least price per accepted token (wei) of a job the caller, a registered drafter, takes:
+    /// `submitJob` refuses a cheaper job ({PriceBelowDrafterMinimum}), so nobody can hold the drafter's capacity
+    /// with jobs it would not serve (docs/protocol.md "Soundness (v1.2)", threat-model row 118). Jobs it has already
+    /// are kept. Emits {MinPriceSet}.
+    /// @param minPrice Wei per accepted token; 0 takes any price.
+    function setMinPrice(uint256 minPrice) external {
+        if (registry.roleOf(msg.sender) != IStakingRegistry.Role.Drafter) revert NotRegisteredDrafter(msg.sender);
+        minPriceOf[msg.sender] = minPrice;
+        emit MinPriceSet(msg.sender, minPrice);
+    }
+
     /// @notice `drafter`'s Open or Running jobs (`live`) and the most it accepts (`capacity`: its declared one, or
     /// DEFAULT_CAPACITY); `submitJob` takes a job for it while live < capacity.
     function drafterLoad(address drafter) external view returns (uint256 live, uint256 capacity) {
@@ -270,7 +284,7 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
             revert VerifierNotActive(verifier);
         }
         uint256 vocab = _jobVocab(drafter, request.draftModel, verifier, request.targetModel);
-        _takeCapacity(drafter, msg.sender == probeScheduler);
+        _takeCapacity(drafter, msg.sender == probeScheduler, request.pricePerAcceptedToken);
         uint256 required =
             uint256(request.maxTokens) * (uint256(request.pricePerAcceptedToken) + request.pricePerPass);
         if (msg.value < required) revert InsufficientEscrow(msg.value, required);
@@ -888,10 +902,12 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         _releaseCapacity(job.drafter);
     }
 
-    /// @dev One more live job for `drafter`, or {DrafterAtCapacity}.
-    /// @dev A probe counts but is never refused: a drafter keeping itself at capacity with self-dealt jobs must not
-    /// dodge its probes.
-    function _takeCapacity(address drafter, bool probe) private {
+    /// @dev One more live job for `drafter`, or {DrafterAtCapacity}; a job paying `price` per accepted token below
+    /// the drafter's declared min price takes no slot ({PriceBelowDrafterMinimum}).
+    /// @dev A probe counts but is never refused: a drafter keeping itself at capacity with self-dealt jobs, or
+    /// pricing itself above the probe price, must not dodge its probes.
+    function _takeCapacity(address drafter, bool probe, uint256 price) private {
+        if (!probe && price < minPriceOf[drafter]) revert PriceBelowDrafterMinimum(drafter, price, minPriceOf[drafter]);
         DrafterLoad storage load = _loads[drafter];
         uint256 live = load.live;
         uint256 capacity = load.capacity == 0 ? DEFAULT_CAPACITY : load.capacity;

@@ -23,6 +23,7 @@ import pytest
 from eth_hash.auto import keccak
 from web3.exceptions import ContractCustomError, ContractLogicError
 
+from chainutil import decode_error
 from node import protocol
 from node.chain.deploy import deploy_system
 from node.chain.deployment import Deployment
@@ -202,10 +203,22 @@ def test_a_malformed_cycle_verified_is_rebuilt_from_the_drafters_own_proposals(w
 # ---------------------------------------------------------------- --min-price
 
 
-def test_a_drafter_declines_jobs_below_its_min_price_with_a_log_line(world, caplog):
+def test_a_drafter_declares_its_min_price_and_declines_an_older_cheaper_job_with_a_log_line(world, caplog):
+    """The node declares `--min-price` on chain at start (`setMinPrice`): the market then refuses a cheaper job at
+    submit (threat-model row 118: a job the node would decline cannot hold its capacity). A cheaper job submitted
+    before the declaration is declined by the node, with a log line, and never drafted."""
     caplog.set_level(logging.INFO)
+    cheap = world.submit(price_token=10**12)  # before the drafter declared its price
+    assert world.market.functions.minPriceOf(world.w3.eth.accounts[2]).call() == 0
     drafter = world.drafter(min_price_wei=2 * 10**12)
-    cheap, fair = world.submit(price_token=10**12), world.submit(price_token=2 * 10**12)
+    assert world.market.functions.minPriceOf(world.w3.eth.accounts[2]).call() == 2 * 10**12
+    with pytest.raises(ContractCustomError) as refused:
+        world.submit(price_token=2 * 10**12 - 1)
+    assert decode_error(refused.value.data, world.market) == (
+        "PriceBelowDrafterMinimum",
+        (world.w3.eth.accounts[2], 2 * 10**12 - 1, 2 * 10**12),
+    )
+    fair = world.submit(price_token=2 * 10**12)
     world.accept(cheap, 12)
     world.accept(fair, 12)
     steps(drafter, lambda: world.view(fair)["phase"] == Phase.AwaitVerify)

@@ -212,3 +212,36 @@ def test_a_transcript_job_frees_its_slot_when_it_settles_or_is_forced(chain, env
     advance(w3, p.verify_timeout + 1)
     transact(w3, env.system.transcript.functions.claimForce(ids[1]), a.outsider)
     assert load(env) == (0, 2)
+
+
+def test_jobs_below_a_drafters_declared_min_price_cannot_hold_its_capacity(chain, env):
+    """Threat-model row 118: a requester with its own verifier filled an honest drafter's capacity with zero-escrow
+    jobs the drafter would never serve (transcript jobs of maxTokens 65,535: nothing ends them for about 182 days),
+    and no paid job could reach it. A drafter declares its least price per accepted token (`setMinPrice`); below
+    it, per-cycle or transcript, the market refuses the job at submit and no slot is taken. An outsider's job at
+    the price is taken."""
+    w3, a, m = env.w3, env.actors, env.market
+    price = 10**12
+    receipt = transact(w3, m.functions.setMinPrice(price), a.drafter)
+    (ev,) = events(m, receipt, "MinPriceSet")
+    assert (ev.args.drafter, ev.args.minPrice) == (a.drafter, price)
+    assert m.functions.minPriceOf(a.drafter).call() == price
+    free = job_request(env, maxTokens=65535, pricePerAcceptedToken=0, pricePerPass=0)
+    refused = (a.drafter, 0, price)
+    for _ in range(DEFAULT_CAPACITY + 1):
+        expect_revert(env, m.functions.submitJob(free, b"\x00"), a.requester, "PriceBelowDrafterMinimum", refused)
+        fn = m.functions.submitTranscriptJob(free, b"\x00")
+        expect_revert(env, fn, a.requester, "PriceBelowDrafterMinimum", refused)
+    one_short = job_request(env, maxTokens=5, pricePerAcceptedToken=price - 1)
+    expect_revert(env, m.functions.submitJob(one_short, b"\x00"), a.requester, "PriceBelowDrafterMinimum",
+                  (a.drafter, price - 1, price), escrow_for(one_short))  # fmt: skip
+    assert load(env) == (0, DEFAULT_CAPACITY)
+    fair = job_request(env, maxTokens=5, pricePerAcceptedToken=price)
+    transact(w3, m.functions.submitJob(fair, b"\x00"), a.outsider, escrow_for(fair))
+    assert load(env) == (1, DEFAULT_CAPACITY)
+    # only a registered drafter declares one; 0 takes any price again
+    for who in (a.verifier, a.requester, a.outsider):
+        expect_revert(env, m.functions.setMinPrice(1), who, "NotRegisteredDrafter", (who,))
+    transact(w3, m.functions.setMinPrice(0), a.drafter)
+    transact(w3, m.functions.submitJob(free, b"\x00"), a.requester)
+    assert load(env) == (2, DEFAULT_CAPACITY)

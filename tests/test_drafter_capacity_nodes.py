@@ -52,22 +52,22 @@ class Flood:
         assert receipt.status == 1
         return receipt
 
-    def drafter(self, capacity=None):
+    def drafter(self, capacity=None, min_price_wei=0):
         return DrafterNode(
             self.w3, self.deployment, dev_account(2), self.tmp / "drafter.db", DRAFT, TARGET, device="cpu",
-            capacity=capacity,
+            capacity=capacity, min_price_wei=min_price_wei,
         )  # fmt: skip
 
     def verifier(self):
         store = self.tmp / "verifier.db"
         return VerifierNode(self.w3, self.deployment, dev_account(3), store, TARGET, DRAFT, device="cpu")
 
-    def request(self):
+    def request(self, **overrides):
         return dict(
             draftModel=self.ids["draft"], targetModel=self.ids["target"], drafter=self.drafter_address,
             verifier=self.verifier_address, gamma=GAMMA, temperature=WAD, topK=0, topP=WAD, maxTokens=MAX_TOKENS,
             eosToken=0, pricePerAcceptedToken=10**12, pricePerPass=3 * 10**12,
-        )  # fmt: skip
+        ) | overrides  # fmt: skip
 
     def submit_fn(self):
         return self.market.functions.submitJob(self.request(), PROMPT.encode()), MAX_TOKENS * 4 * 10**12
@@ -150,3 +150,35 @@ def test_the_node_declines_a_job_beyond_its_capacity_at_no_cost(flood):
     assert finished["args"]["reason"] == FinishReason.DraftTimeout and finished["args"]["slashed"] == 0
     assert flood.stake() == stake and flood.drafter_slashes() == []
     assert chaindata.job_view(flood.market, second)["cycle"] == 0
+
+
+def test_a_drafter_with_a_min_price_cannot_be_locked_out_by_free_jobs(flood):
+    """Threat-model row 118 with the nodes: `serve drafter --min-price` declares the price on chain at start, so the
+    requester's zero-escrow jobs (per-cycle or transcript, maxTokens 65,535, its own verifier) are refused at
+    submit and hold none of the drafter's slots; the requester's client says so before sending anything; a job at
+    the price is served to its end, and the drafter is never slashed."""
+    price = 10**12
+    drafter, verifier = flood.drafter(min_price_wei=price), flood.verifier()
+    assert flood.market.functions.minPriceOf(flood.drafter_address).call() == price
+    stake = flood.stake()
+    free = flood.request(maxTokens=65535, pricePerAcceptedToken=0, pricePerPass=0)
+    for fn in (flood.market.functions.submitJob, flood.market.functions.submitTranscriptJob):
+        with pytest.raises(Exception) as refused:
+            fn(free, PROMPT.encode()).call({"from": flood.requester})
+        assert decode_error(refused.value.data, flood.market) == (
+            "PriceBelowDrafterMinimum",
+            (flood.drafter_address, 0, price),
+        )
+    assert flood.load() == (0, 4)
+    client = Requester(flood.w3, flood.deployment, dev_account(1), store_path=flood.tmp / "requester.db")
+    nonce = flood.w3.eth.get_transaction_count(flood.requester)
+    with pytest.raises(RequesterError, match=f"takes jobs from {price} wei per accepted token"):
+        client.submit(PROMPT, draft_model=DRAFT, target_model=TARGET, max_tokens=MAX_TOKENS, price_token_wei=price - 1,
+                      drafter=flood.drafter_address, verifier=flood.verifier_address)  # fmt: skip
+    with pytest.raises(RequesterError, match=r"every active drafter .* asks more than 0 wei .* takes 1000000000000"):
+        client.submit(PROMPT, draft_model=DRAFT, target_model=TARGET, max_tokens=MAX_TOKENS, price_token_wei=0)
+    assert flood.w3.eth.get_transaction_count(flood.requester) == nonce  # nothing was sent
+    job = client.submit(PROMPT, draft_model=DRAFT, target_model=TARGET, max_tokens=MAX_TOKENS, price_token_wei=price)
+    drive([drafter, verifier], lambda: flood.status(job.job_id) == JobStatus.Finished)
+    assert flood.stake() == stake and flood.drafter_slashes() == []
+    client.close()

@@ -235,6 +235,16 @@ def test_a_drafter_at_capacity_still_gets_its_probe(env):
     assert Web3.to_checksum_address(m.functions.getJob(started.jobId).call()[0]) == env.probes.address
 
 
+def test_a_drafter_pricing_itself_above_the_probe_price_still_gets_its_probe(env):
+    """A drafter cannot dodge probes by declaring a min price above what a probe pays (`setMinPrice` binds only
+    requesters' jobs)."""
+    w3, m = env.w3, env.market
+    send(w3, m.functions.setMinPrice(PARAMS.probe_price * 10), env.drafter)
+    probe_id, _ = env.open()
+    started, _, _ = env.start(probe_id)
+    assert Web3.to_checksum_address(m.functions.getJob(started.jobId).call()[0]) == env.probes.address
+
+
 def test_a_probed_window_in_breach_slashes_a_real_fraction_of_stake(env):
     """With probes wired nobody steers the window, so the α slash is alphaSlashBps of the stake, uncapped (v1.1
     capped it at N × floor × fee, 1.5e14 wei at the defaults, because requesters could farm it). Eight declined

@@ -243,8 +243,8 @@ def _in_process(*args, home: Path):
 
 
 def test_a_drafter_restarted_with_a_lower_min_price_drafts_the_job_it_declined(world):
+    cheap = world.submit(price_token=10**12)  # before the drafter declared its price (the market refuses it after)
     drafter = world.drafter(min_price_wei=2 * 10**12)
-    cheap = world.submit(price_token=10**12)
     world.accept(cheap, 12)  # Running: the drafter's turn, cycle 0
     for _ in range(5):
         drafter.step()

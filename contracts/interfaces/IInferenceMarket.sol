@@ -143,6 +143,8 @@ interface IInferenceMarket {
     event Withdrawn(address indexed account, uint256 amount);
     /// @notice Drafter `drafter` declared it serves at most `capacity` jobs at once (Open or Running).
     event CapacitySet(address indexed drafter, uint256 capacity);
+    /// @notice Drafter `drafter` declared the least price per accepted token (wei) of a job it takes.
+    event MinPriceSet(address indexed drafter, uint256 minPrice);
 
     /// @dev Only the deployer may wire the dispute manager.
     error MarketNotDeployer(address caller);
@@ -217,6 +219,8 @@ interface IInferenceMarket {
     error DrafterAtCapacity(address drafter, uint256 capacity);
     /// @dev A capacity must be at least 1.
     error BadCapacity();
+    /// @dev The job pays `price` wei per accepted token, below the drafter's declared `minPrice` (`setMinPrice`).
+    error PriceBelowDrafterMinimum(address drafter, uint256 price, uint256 minPrice);
     /// @dev Only a registered drafter declares a capacity.
     error NotRegisteredDrafter(address account);
 

@@ -21,6 +21,7 @@ from typing import Any
 from eth_account.signers.local import LocalAccount
 from eth_utils import to_checksum_address
 from web3 import Web3
+from web3.exceptions import BadFunctionCallOutput, ContractLogicError
 from web3.logs import DISCARD
 
 from node.chain import logs as chain_logs
@@ -239,6 +240,14 @@ class Requester(JobReader, DisputeClient):
         live, capacity = self.market.functions.drafterLoad(drafter or self.address).call()
         return int(live), int(capacity)
 
+    def drafter_min_price(self, drafter: str) -> int:
+        """The least price per accepted token (wei) `drafter` declared (`minPriceOf`; 0: any), from the market; 0 on
+        a market without declared prices (an older deployment)."""
+        try:
+            return int(self.market.functions.minPriceOf(drafter).call())
+        except (BadFunctionCallOutput, ContractLogicError):
+            return 0
+
     def unbond(self) -> UnbondResult:
         """requestUnbond; when already unbonding and due (and no locks), withdrawUnbonded."""
         state = self.account_state()
@@ -371,6 +380,7 @@ class Requester(JobReader, DisputeClient):
             self.active_drafters(draft.model_id, target.model_id),
             lambda a: registry.isActiveDrafter(a, draft.model_id, target.model_id).call(),
             f"draft model 0x{draft.model_id.hex()[:16]}… for target 0x{target.model_id.hex()[:16]}…",
+            price_token_wei,
         )
         verifier = self._pick(
             "verifier",
@@ -416,13 +426,19 @@ class Requester(JobReader, DisputeClient):
         return SubmitResult(event["args"]["jobId"], drafter, verifier, escrow, len(tokens), tx)
 
     def _pick_drafter(
-        self, given: str | None, candidates: list[str], is_active: Callable[[str], bool], what: str
+        self, given: str | None, candidates: list[str], is_active: Callable[[str], bool], what: str, price: int
     ) -> str:
         """`_pick` among the drafters with a free slot (`drafterLoad`: live < capacity; the market refuses a job past
-        it, DrafterAtCapacity): a given drafter that is full, or no free one, is a clear error before anything is
-        sent."""
+        it, DrafterAtCapacity) whose declared min price (`minPriceOf`; PriceBelowDrafterMinimum) `price` meets: a
+        given drafter that is full or dearer, or no such one, is a clear error before anything is sent."""
         if given:
             address = self._pick("drafter", given, candidates, is_active, what)
+            least = self.drafter_min_price(address)
+            if price < least:
+                raise RequesterError(
+                    f"drafter {address} takes jobs from {least} wei per accepted token (its declared min price); "
+                    f"--price-token is {price} wei"
+                )
             live, capacity = self.drafter_load(address)
             if live >= capacity:
                 raise RequesterError(
@@ -436,11 +452,18 @@ class Requester(JobReader, DisputeClient):
             return live < capacity
 
         # (the requester itself stays a candidate: `_pick` says why it cannot be its own drafter)
-        free = [a for a in candidates if a == self.address or has_room(a)]
-        if candidates and not free:
+        priced = [a for a in candidates if a == self.address or price >= self.drafter_min_price(a)]
+        if candidates and not priced:
+            cheapest = min(self.drafter_min_price(a) for a in candidates)
             raise RequesterError(
-                f"every active drafter for {what} is at capacity ({len(candidates)} of them): submit again once one "
-                "of their jobs finishes"
+                f"every active drafter for {what} asks more than {price} wei per accepted token ({len(candidates)} "
+                f"of them; the cheapest takes {cheapest} wei): raise --price-token"
+            )
+        free = [a for a in priced if a == self.address or has_room(a)]
+        if priced and not free:
+            raise RequesterError(
+                f"every active drafter for {what} at this price is at capacity ({len(priced)} of them): submit again "
+                "once one of their jobs finishes"
             )
         return self._pick("drafter", None, free, is_active, what)
 

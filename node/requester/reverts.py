@@ -84,6 +84,10 @@ def explain_revert(exc: TransactionReverted, now: int | None = None) -> str:
             "submit again once one finishes, or to another drafter"
         ),
         "BadCapacity": lambda: "a capacity must be at least 1 concurrent job",
+        "PriceBelowDrafterMinimum": lambda: (
+            f"drafter {args['drafter']} takes jobs from {args['minPrice']} wei per accepted token (its declared min "
+            f"price); this one pays {args['price']}: raise --price-token or pick another drafter"
+        ),
         "NotRegisteredDrafter": lambda: f"{args['account']} is not registered as a drafter",
     }
     hint = hints.get(name)

@@ -9,8 +9,11 @@ salt that enters every accept and residual uniform of the job, docs/protocol.md 
 *before* the transaction, so a restart resends the very same draft instead of computing another. It answers
 DraftReplay disputes against it with its claimed q and its top-k at the disputed position.
 
-Everything it reads from chain is hostile input (node/roles/drafter/chain_checks.py): it declines a job whose price per
-accepted token is below `min_price_wei` (`serve drafter --min-price`), whose γ is out of range or whose vocabulary
+Its `min_price_wei` (`serve drafter --min-price`) is declared on chain at start (`setMinPrice`) when the market holds
+another, so the market refuses a cheaper job at submit and nobody can fill the node's capacity with jobs it would
+not serve (threat-model row 118). Everything it reads from chain is hostile input (node/roles/drafter/chain_checks.py):
+it still declines a job whose price per accepted token is below `min_price_wei` (one submitted before the
+declaration), whose γ is out of range or whose vocabulary
 is not its model's, saying why in the log and the store; a verified cycle's output that does not decode, is not
 its accepted proposals then outToken, or holds a token outside the vocabulary is logged and rebuilt or sanitized,
 and the node keeps drafting: it never crashes on it and never misses a deadline because of it.
@@ -29,6 +32,8 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
+
+from web3.exceptions import BadFunctionCallOutput, ContractLogicError
 
 from node import protocol
 from node.chain.enums import JobStatus, Phase
@@ -97,6 +102,7 @@ class DrafterNode(PartyNode):
         self._probe_scheduler: str | None = None  # the market's probe scheduler (`is_probe`), read once
         self._ended: set[int] = set()  # jobs of mine seen past Running: they hold no capacity any more
         self.capacity = self._declare_capacity(None if capacity is None else int(capacity))
+        self._declare_min_price()
         self.restore()
         self.log_start("draft")
 
@@ -155,6 +161,21 @@ class DrafterNode(PartyNode):
         self.sender.send_call(key, self.market.functions.setCapacity(capacity))
         self.log.info("declared capacity %d on chain (was %d)", capacity, held)
         return capacity
+
+    def _declare_min_price(self) -> None:
+        """Declares `min_price_wei` on chain (`setMinPrice`, sent and waited for) when the market holds another, so
+        that the market refuses the jobs the node would decline: a declined job would hold one of its capacity's
+        slots until someone claims its timeout (threat-model row 118). A market without it (an older deployment)
+        is left alone: the node still declines such jobs itself."""
+        try:
+            held = int(self.market.functions.minPriceOf(self.address).call())
+        except (BadFunctionCallOutput, ContractLogicError):  # an older market has no minPriceOf: nothing to declare
+            return
+        if held == self.min_price_wei:
+            return
+        key = f"drafter:min-price:{self.min_price_wei}:{uuid.uuid4().hex}"  # a declaration per start that changes it
+        self.sender.send_call(key, self.market.functions.setMinPrice(self.min_price_wei))
+        self.log.info("declared min price %d wei per accepted token on chain (was %d)", self.min_price_wei, held)
 
     def _capacity_refusal(self, job_id: int) -> str | None:
         """Why the node declines job `job_id` for capacity: it already serves `capacity` other jobs that are Open or
