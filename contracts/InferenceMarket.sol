@@ -525,18 +525,13 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         job.openDisputes = uint16(open - 1);
         emit DisputeClosed(jobId, accused, accusedLost, open - 1);
         if (!accusedLost) return;
-        // A convicted party forfeits, and the job's cycles never enter the drafter's α window as they were: a
-        // convicted drafter's probe enters it at α = 0 (else lying once on a probe going badly, convicted by an
-        // ally, would erase it: threat-model P9); a convicted verifier's leaves it out.
-        bool probeCounts = accused == job.drafter && job.requester == probeScheduler && (job.state & _ELIGIBLE) != 0;
+        // A convicted party forfeits, and the job's cycles never enter the drafter's α window.
         if (accused == job.drafter) job.state = (job.state | _DRAFTER_FORFEIT) & ~_ELIGIBLE;
         else if (accused == job.verifier) job.state = (job.state | _VERIFIER_FORFEIT) & ~_ELIGIBLE;
         if (_status(job) == JobStatus.Running) {
             _stop(job);
             emit JobFinished(jobId, FinishReason.DisputeLost, accused, 0);
         }
-        // slither-disable-next-line reentrancy-no-eth,reentrancy-events (nonReentrant; the protocol's own registry)
-        if (probeCounts) _recordAlpha(jobId, job.drafter, job.maxTokens, 0, job.maxTokens);
     }
 
     // ------------------------------------------------------------------ transcript hooks

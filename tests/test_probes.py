@@ -16,7 +16,7 @@ from web3 import Web3
 
 from node import protocol as P
 from node.chain.deploy import deploy_system
-from node.chain.enums import DisputeKind, FinishReason, JobStatus, Role
+from node.chain.enums import FinishReason, Role
 from node.chain.params import BURN_ADDRESS, DEFAULT_PARAMS, PROBE_TREASURY
 from tests.test_disputes import DRAFT_MODEL, EOS, ETHER, STAKE, TARGET_MODEL, VOCAB, WAD, run_cycle, send, submit_job
 
@@ -35,7 +35,6 @@ class Probes:
         corpus = {TARGET_MODEL: (P.probe_corpus_root(PROMPTS), len(PROMPTS), EOS)}
         system = deploy_system(w3, self.deployer, PARAMS, corpora=corpus)
         self.registry, self.market, self.probes = system.registry, system.market, system.probes
-        self.dm = system.disputes
         fn = self.registry.functions.registerDrafter(DRAFT_MODEL, TARGET_MODEL, WAD // 2, VOCAB)
         send(w3, fn, self.drafter, value=STAKE)
         for verifier, stake in zip(self.verifiers, VERIFIER_STAKES):
@@ -251,50 +250,6 @@ def test_a_drawn_verifier_that_never_accepts_a_probe_is_slashed_and_never_drawn_
     assert env.owed(BURN_ADDRESS) == burnt + 2 * PARAMS.timeout_slash  # burnt: nobody is paid for it
     third = env.start_drawn(probe_id)
     assert third.verifier == ({*env.verifiers} - {*aborted}).pop()  # the one verifier that never aborted it
-
-
-def test_a_drafter_convicted_on_its_probe_enters_the_window_at_alpha_zero(env):
-    """Threat-model P9: a conviction removed the job from the window, probes too. A drafter whose probe went badly
-    posted one provably wrong q, let an ally DraftReplay it and stayed silent: the probe never counted, while a
-    timeout would have counted it at α = 0. Now a convicted drafter's probe enters the window at α = 0 (all its
-    tokens, nothing accepted), once: finalize records nothing more."""
-    w3, m, dm = env.w3, env.market, env.dm
-    referees = w3.eth.accounts[7:14]
-    for referee in referees:
-        fn = env.registry.functions.register(Role.Referee, [DRAFT_MODEL, TARGET_MODEL], [VOCAB, VOCAB])
-        send(w3, fn, referee, value=PARAMS.min_referee_stake)
-    probe_id, _ = env.open()
-    started, _, verifier = env.start(probe_id)
-    job = started.jobId
-    length = env.accept(job, verifier)
-    tokens, q, p, salt, out = [11, 12, 13, 14], [WAD // 2, WAD // 3, WAD // 5, WAD // 7], [WAD, WAD, 0, WAD // 2], 9, 77
-    root = P.draft_root(job, 0, tokens, q)
-    send(w3, m.functions.commitFirstDraft(job, root, tokens, q, salt), env.drafter)
-    reveal = P.chain_reveal(HEAD_SEED, length, 0)
-    send(w3, m.functions.submitVerification(job, 0, tokens, q, p, reveal, out), verifier)
-    accepted = P.count_accepted(reveal, root, q, p, salt)
-    leaves = [P.leaf(job, 0, i, t, x) for i, (t, x) in enumerate(zip(tokens, q))]
-    ally = w3.eth.accounts[1]  # the drafter's ally, a party of nothing
-    fn = dm.functions.openDispute(job, 0, 1, DisputeKind.DraftReplay, (root, p, accepted, out),
-                                  (tokens[1], q[1], P.proof(leaves, 1)))  # fmt: skip
-    send(w3, fn, ally, value=PARAMS.dispute_bond)
-    dispute_id = dm.functions.disputeCount().call()
-    for _ in range(PARAMS.max_escalations + 1):  # drawn from the next block's hash; a draw may escalate
-        receipt = send(w3, dm.functions.drawReferees(dispute_id), env.keeper)
-        if dm.functions.refereesOf(dispute_id).call():
-            break
-        advance(w3, PARAMS.escalation_period + 1)
-    window = env.window()
-    advance(w3, PARAMS.answer_period + 10)  # the drafter stays silent: it loses
-    receipt = send(w3, dm.functions.claimAnswerTimeout(dispute_id), env.keeper)
-    (recorded,) = m.events.AlphaCyclesRecorded().process_receipt(receipt)
-    owed = PARAMS.probe_tokens
-    assert (recorded.args.cycles, recorded.args.accepted, recorded.args.rejected) == (owed, 0, owed)
-    assert env.window()[2] == window[2]  # nothing accepted was added
-    assert m.functions.jobStatus(job).call() == JobStatus.Finished  # the conviction stopped it
-    advance(w3, PARAMS.challenge_window + 1)
-    receipt = send(w3, m.functions.finalize(job), env.keeper)
-    assert m.events.AlphaCyclesRecorded().process_receipt(receipt) == ()  # counted once
 
 
 def test_a_drafter_that_lets_a_probe_time_out_enters_the_window_at_alpha_zero(env):
