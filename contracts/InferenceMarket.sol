@@ -434,8 +434,6 @@ contract InferenceMarket is IInferenceMarket, AlphaWindow, ReentrancyGuardTransi
         address party = address(0); // nobody is slashed unless a branch names the party
         if (status == JobStatus.Open) {
             reason = FinishReason.AcceptTimeout;
-            // a drawn probe verifier that never accepts aborts it: free, it would re-roll the drafter's prompt
-            if (job.requester == probeScheduler) party = job.verifier;
         } else if (status == JobStatus.Running) {
             if (job.state & _TRANSCRIPT != 0) revert TranscriptJob(jobId); // its liveness: force moves
             if (uint256(job.commitment) & _PHASE_BIT == 0) {

@@ -52,9 +52,6 @@ contract ProbeScheduler is IProbeScheduler, ReentrancyGuard {
     mapping(address drafter => uint256) public nextDueOf;
     /// @notice The probe a market job belongs to.
     mapping(uint256 jobId => uint256) public probeOfJob;
-    /// @notice Whether `verifier` aborted probe `probeId` (never accepted it, or timed out on it): it is never drawn
-    /// for that probe again, so two aborting verifiers cannot take turns re-rolling its prompt.
-    mapping(uint256 probeId => mapping(address verifier => bool)) public abortedOn;
 
     mapping(bytes32 targetModel => Corpus) private _corpora;
     mapping(uint256 probeId => Probe) private _probes;
@@ -185,7 +182,7 @@ contract ProbeScheduler is IProbeScheduler, ReentrancyGuard {
         // slither-disable-next-line weak-prng (a block hash fixed after every party's last choice: docs/protocol.md "Soundness (v1.2)")
         index = seed % corpus.size;
         if (!MerkleProof.verifyCalldata(proof, corpus.root, _leaf(index, prompt))) revert BadProbePrompt(index);
-        verifier = _drawVerifier(targetModel, seed, probeId, p.drafter, p.seedBlock);
+        verifier = _drawVerifier(targetModel, seed, p);
     }
 
     /// @dev Submits the probe job (reference settings, `probeTokens`, `probeGamma`, paid at `probePrice`).
@@ -220,7 +217,6 @@ contract ProbeScheduler is IProbeScheduler, ReentrancyGuard {
         if (probeId == 0 || p.jobId != jobId) return; // not the current attempt of a probe
         p.status = ProbeStatus.Seeding;
         p.excluded = verifier;
-        abortedOn[probeId][verifier] = true;
         p.attempts += 1;
         p.jobId = 0;
         p.seedBlock = uint64(block.number);
@@ -281,14 +277,12 @@ contract ProbeScheduler is IProbeScheduler, ReentrancyGuard {
         return keccak256(bytes.concat(keccak256(abi.encode(index, keccak256(prompt)))));
     }
 
-    /// @dev A verifier of `targetModel` drawn ∝ its stake in the tree of the block before `seedBlock`: active
-    /// now, not the drafter and no verifier that aborted probe `probeId` before; address(0) when the tries find none.
-    function _drawVerifier(bytes32 targetModel, uint256 seed, uint256 probeId, address drafter, uint256 seedBlock)
-        private
-        view
-        returns (address)
-    {
-        uint256 snapshot = seedBlock - 1;
+    /// @dev A verifier of `targetModel` drawn ∝ its stake in the tree of the block before `p`'s seed block: active
+    /// now, not the drafter and not the verifier whose abort sent `p` back; address(0) when the tries find none.
+    function _drawVerifier(bytes32 targetModel, uint256 seed, Probe storage p) private view returns (address) {
+        uint256 snapshot = p.seedBlock - 1;
+        address drafter = p.drafter;
+        address excluded = p.excluded;
         uint256 total = registry.verifierStakeTotalAt(targetModel, snapshot);
         if (total == 0) return address(0);
         for (uint256 j = 0; j < VERIFIER_TRIES; ++j) {
@@ -296,7 +290,7 @@ contract ProbeScheduler is IProbeScheduler, ReentrancyGuard {
             uint256 point = uint256(keccak256(abi.encode(seed, j))) % total;
             // slither-disable-next-line calls-loop (the protocol's registry; ≤ VERIFIER_TRIES times)
             address candidate = registry.verifierByStakeAt(targetModel, point, snapshot);
-            if (candidate == drafter || abortedOn[probeId][candidate]) continue;
+            if (candidate == drafter || candidate == excluded) continue;
             // slither-disable-next-line calls-loop (the protocol's registry; ≤ VERIFIER_TRIES times)
             if (registry.isActive(candidate, IStakingRegistry.Role.Verifier, targetModel)) return candidate;
         }

@@ -16,7 +16,7 @@ from web3 import Web3
 
 from node import protocol as P
 from node.chain.deploy import deploy_system
-from node.chain.enums import FinishReason, Role
+from node.chain.enums import Role
 from node.chain.params import BURN_ADDRESS, DEFAULT_PARAMS, PROBE_TREASURY
 from tests.test_disputes import DRAFT_MODEL, EOS, ETHER, STAKE, TARGET_MODEL, VOCAB, WAD, run_cycle, send, submit_job
 
@@ -70,22 +70,6 @@ class Probes:
         receipt = send(self.w3, fn, self.keeper)
         (started,) = self.probes.events.ProbeStarted().process_receipt(receipt)
         return started.args, index, verifier
-
-    def start_drawn(self, probe_id, reseeds=20):
-        """`startProbe` with the drawn prompt, again after each reseed (no eligible verifier in the 16 tries): the
-        ProbeStarted args. For draws whose weights this class does not model (stakes slashed since registration)."""
-        for _ in range(reseeds):
-            probe = self.probes.functions.getProbe(probe_id).call()
-            seed_hash = self.w3.eth.get_block(probe[1])["hash"]
-            seed = int.from_bytes(keccak(encode(["bytes32", "uint256", "uint32"], [seed_hash, probe_id, probe[3]])))
-            index = seed % len(PROMPTS)
-            fn = self.probes.functions.startProbe(probe_id, PROMPTS[index], P.probe_proof(PROMPTS, index))
-            receipt = send(self.w3, fn, self.keeper)
-            started = self.probes.events.ProbeStarted().process_receipt(receipt)
-            if started:
-                return started[0].args
-            self.w3.provider.make_request("evm_mine", [])  # reseeded: its hash exists from the next block on
-        raise AssertionError(f"no verifier drawn in {reseeds} seeds")
 
     def accept(self, job_id, verifier):
         length = P.hash_chain_length(PARAMS.probe_tokens)
@@ -222,34 +206,6 @@ def test_a_verifier_that_aborts_a_probe_is_slashed_burnt_and_another_is_drawn(en
     assert env.window() == window
     second, _, other = env.start(probe_id)
     assert other != verifier and second.verifier == other and second.jobId != started.jobId
-
-
-def test_a_drawn_verifier_that_never_accepts_a_probe_is_slashed_and_never_drawn_for_it_again(env):
-    """Threat-model P11: the prompt is public once the probe's job is submitted, so a drafter's ally drawn as its
-    verifier let the probes whose prompt the drafter drafts badly lapse unaccepted, for free, and the probe came
-    back with a fresh prompt; two such verifiers took turns (only the last one was excluded). Now not accepting a
-    probe is an abort: the timeout slash, burnt, and the verifier is never drawn for that probe again."""
-    w3, m, probes = env.w3, env.market, env.probes
-    probe_id, _ = env.open()
-    burnt, aborted = env.owed(BURN_ADDRESS), []
-    for _ in range(2):
-        started = env.start_drawn(probe_id)
-        assert started.verifier not in aborted
-        stake = env.registry.functions.stakeOf(started.verifier).call()
-        advance(w3, m.functions.acceptTimeout().call() + 1)
-        receipt = send(w3, m.functions.claimTimeout(started.jobId), env.keeper)
-        (finished,) = m.events.JobFinished().process_receipt(receipt)
-        assert (finished.args.reason, finished.args.party) == (FinishReason.AcceptTimeout, started.verifier)
-        assert finished.args.slashed == PARAMS.timeout_slash
-        assert env.registry.functions.stakeOf(started.verifier).call() == stake - PARAMS.timeout_slash
-        (redrawn,) = probes.events.ProbeRedrawn().process_receipt(receipt)
-        assert redrawn.args.abortedVerifier == started.verifier
-        assert probes.functions.abortedOn(probe_id, started.verifier).call()
-        aborted.append(started.verifier)
-        w3.provider.make_request("evm_mine", [])
-    assert env.owed(BURN_ADDRESS) == burnt + 2 * PARAMS.timeout_slash  # burnt: nobody is paid for it
-    third = env.start_drawn(probe_id)
-    assert third.verifier == ({*env.verifiers} - {*aborted}).pop()  # the one verifier that never aborted it
 
 
 def test_a_drafter_that_lets_a_probe_time_out_enters_the_window_at_alpha_zero(env):

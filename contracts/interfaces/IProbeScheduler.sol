@@ -22,7 +22,7 @@ interface IProbeScheduler {
         uint64 seedBlock; // the block whose hash draws the prompt and the verifier
         ProbeStatus status;
         uint32 attempts; // verifiers' aborts so far (each draws anew)
-        address excluded; // the verifier whose abort sent it back last (every aborter: `abortedOn`)
+        address excluded; // the verifier whose abort sent it back (never drawn again for it)
         uint256 jobId; // the market job of the current attempt (0 while Seeding)
     }
 
