@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import socket
 import threading
 import time
 
@@ -12,7 +13,7 @@ from eth_account.signers.local import LocalAccount
 from web3 import Web3
 from web3.exceptions import Web3RPCError
 
-from node.chain.anvil import free_port, start_anvil
+from node.chain.anvil import LOWEST_PORT, ephemeral_ports, free_port, start_anvil
 from node.chain.contracts import deploy_contract
 from node.chain.errors import ChainUnavailable, TransactionRejected, TransactionReverted
 from node.chain.events import ChainEvent, EventPoller
@@ -378,6 +379,16 @@ def test_tx_lost_with_the_node_is_rebroadcast_after_it_returns(spare_anvil, tmp_
     assert receipt["transactionHash"].to_0x_hex() == tx_hash
     assert w3.eth.get_transaction_count(account.address) == 1
     assert w3.eth.get_balance(recipient) == 8
+
+
+def test_a_free_port_lies_below_the_kernels_outgoing_port_range_and_binds():
+    """free_port's ports are bound later (anvil, --listen): one inside the ephemeral range could be taken by any
+    outgoing connection first (a fresh-clone run beside CPU hogs failed a verifier's --listen so)."""
+    low, _ = ephemeral_ports()
+    ports = {free_port() for _ in range(20)}
+    assert len(ports) > 1 and all(LOWEST_PORT <= port < low for port in ports)
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", ports.pop()))
 
 
 def test_rpc_that_stays_down_is_a_clear_error(tmp_path):

@@ -101,6 +101,7 @@ class JobWatch:
 
     def __init__(self, w3: Web3, market, job_id: int, from_block: int):
         self.w3, self.market, self.job_id, self.from_block = w3, market, job_id, from_block
+        self.paced = False  # True: automine is off and `wait` mines the blocks
 
     def logs(self, event: str) -> list:
         logs = getattr(self.market.events, event)().get_logs(
@@ -131,6 +132,8 @@ class JobWatch:
         """Poll until `until(progress)` holds; the node processes must stay alive meanwhile."""
         deadline = time.monotonic() + timeout
         while True:
+            if self.paced:  # one block per look: the job cannot run ahead of this loop, however busy the machine
+                self.w3.provider.make_request("evm_mine", [])
             progress = self.progress()
             if until(progress):
                 return progress
@@ -156,6 +159,29 @@ def _node_transactions(w3: Web3, first_block: int, last_block: int, senders: set
 
 
 # ---------------------------------------------------------------- the test
+
+
+def _kill_twice_and_finish(w3, watch, nodes, home, job_id, drafter_cycle, verifier_gap, where) -> tuple[int, int]:
+    """kill -9 the drafter, then the verifier, at the cycles drawn, and wait for the end of the job: the cycles each
+    was at when it died."""
+    # kill -9 the drafter while it works on `drafter_cycle` (that cycle's predecessor is verified), restart it
+    watch.wait(lambda p: p[1] >= drafter_cycle, f"cycle {drafter_cycle - 1} verified", nodes, home)
+    committed, verified, finished = _kill_and_restart(nodes, "drafter", home, watch)
+    assert not finished, f"the job finished before the drafter was killed {where}"
+    drafter_killed_at = verified  # the cycle it was drafting (or had just sent) when it died
+
+    # later in the same job: kill -9 the verifier while it verifies a cycle the restarted drafter committed
+    verifier_cycle = min(drafter_killed_at + verifier_gap, MIN_CYCLES - 6)  # well before the job can end
+    assert verifier_cycle >= drafter_killed_at + 2, f"the drafter's kill came too late in the job {where}"
+    watch.wait(lambda p: p[0] >= verifier_cycle + 1 or p[2], f"cycle {verifier_cycle} committed", nodes, home)
+    committed, verified, finished = _kill_and_restart(nodes, "verifier", home, watch)
+    assert not finished, f"the job finished before the verifier was killed {where}"
+    assert committed >= verifier_cycle + 1 > drafter_killed_at + 1  # the restarted drafter has committed cycles
+    verifier_killed_at = committed - 1  # the cycle it was verifying (or had just sent) when it died
+
+    # the job completes
+    watch.wait(lambda p: p[2] >= 1, f"the end of job {job_id}", nodes, home)
+    return drafter_killed_at, verifier_killed_at
 
 
 def test_job_survives_kill_9_of_the_drafter_then_the_verifier(home, nodes):
@@ -204,24 +230,18 @@ def test_job_survives_kill_9_of_the_drafter_then_the_verifier(home, nodes):
     )
     job_id = int(json.loads(out)["job_id"])
     watch = JobWatch(w3, market, job_id, first_block)
+    # The chain mines only when the test looks (one block a look): under load the test's process could be starved
+    # while the tiny pair ran the whole job before a kill (a fresh-clone run beside CPU hogs failed so).
+    w3.provider.make_request("evm_setAutomine", [False])
+    watch.paced = True
+    try:
+        drafter_killed_at, verifier_killed_at = _kill_twice_and_finish(
+            w3, watch, nodes, home, job_id, drafter_cycle, verifier_gap, where
+        )
+    finally:
+        w3.provider.make_request("evm_setAutomine", [True])
+        w3.provider.make_request("evm_mine", [])
 
-    # kill -9 the drafter while it works on `drafter_cycle` (that cycle's predecessor is verified), restart it
-    watch.wait(lambda p: p[1] >= drafter_cycle, f"cycle {drafter_cycle - 1} verified", nodes, home)
-    committed, verified, finished = _kill_and_restart(nodes, "drafter", home, watch)
-    assert not finished, f"the job finished before the drafter was killed {where}"
-    drafter_killed_at = verified  # the cycle it was drafting (or had just sent) when it died
-
-    # later in the same job: kill -9 the verifier while it verifies a cycle the restarted drafter committed
-    verifier_cycle = min(drafter_killed_at + verifier_gap, MIN_CYCLES - 6)  # well before the job can end
-    assert verifier_cycle >= drafter_killed_at + 2, f"the drafter's kill came too late in the job {where}"
-    watch.wait(lambda p: p[0] >= verifier_cycle + 1 or p[2], f"cycle {verifier_cycle} committed", nodes, home)
-    committed, verified, finished = _kill_and_restart(nodes, "verifier", home, watch)
-    assert not finished, f"the job finished before the verifier was killed {where}"
-    assert committed >= verifier_cycle + 1 > drafter_killed_at + 1  # the restarted drafter has committed cycles
-    verifier_killed_at = committed - 1  # the cycle it was verifying (or had just sent) when it died
-
-    # the job completes
-    watch.wait(lambda p: p[2] >= 1, f"the end of job {job_id}", nodes, home)
     # quiet: nothing more is sent for a while (a duplicate would show up here) ...
     stable_since, seen = time.monotonic(), None
     while time.monotonic() - stable_since < 3.0:

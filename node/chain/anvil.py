@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import random
 import shutil
 import socket
 import subprocess
@@ -46,7 +47,34 @@ class Anvil:
             shutil.rmtree(self.state_cache, ignore_errors=True)
 
 
+LOWEST_PORT = 10_000
+
+
+def ephemeral_ports() -> tuple[int, int]:
+    """The kernel's range for the local ports of outgoing connections (Linux; else the IANA range)."""
+    try:
+        low, high = (int(x) for x in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+        return low, high
+    except (OSError, ValueError):
+        return 49152, 65535
+
+
 def free_port() -> int:
+    """A loopback port that is free now, for a server that binds it later (anvil, a node's `--listen`). Drawn at
+    random below the kernel's ephemeral range: a port the kernel picks (`bind(0)`) lies inside it, where any
+    outgoing connection of a busy machine (an RPC call, a websocket) can take it before the server binds it,
+    which failed a fresh-clone suite run beside CPU hogs ("address already in use" at a verifier's --listen)."""
+    low, _ = ephemeral_ports()
+    if low - LOWEST_PORT >= 1_000:
+        rnd = random.SystemRandom()
+        for _ in range(64):
+            port = rnd.randrange(LOWEST_PORT, low)
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+                return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
