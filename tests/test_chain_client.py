@@ -13,7 +13,7 @@ from eth_account.signers.local import LocalAccount
 from web3 import Web3
 from web3.exceptions import Web3RPCError
 
-from node.chain.anvil import LOWEST_PORT, ephemeral_ports, free_port, start_anvil
+from node.chain.anvil import LOWEST_PORT, free_port, lowest_ephemeral_port, start_anvil
 from node.chain.contracts import deploy_contract
 from node.chain.errors import ChainUnavailable, TransactionRejected, TransactionReverted
 from node.chain.events import ChainEvent, EventPoller
@@ -384,7 +384,7 @@ def test_tx_lost_with_the_node_is_rebroadcast_after_it_returns(spare_anvil, tmp_
 def test_a_free_port_lies_below_the_kernels_outgoing_port_range_and_binds():
     """free_port's ports are bound later (anvil, --listen): one inside the ephemeral range could be taken by any
     outgoing connection first (a fresh-clone run beside CPU hogs failed a verifier's --listen so)."""
-    low, _ = ephemeral_ports()
+    low = lowest_ephemeral_port()
     ports = {free_port() for _ in range(20)}
     assert len(ports) > 1 and all(LOWEST_PORT <= port < low for port in ports)
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:

@@ -161,7 +161,7 @@ def _node_transactions(w3: Web3, first_block: int, last_block: int, senders: set
 # ---------------------------------------------------------------- the test
 
 
-def _kill_twice_and_finish(w3, watch, nodes, home, job_id, drafter_cycle, verifier_gap, where) -> tuple[int, int]:
+def _kill_twice_and_finish(watch, nodes, home, job_id, drafter_cycle, verifier_gap, where) -> tuple[int, int]:
     """kill -9 the drafter, then the verifier, at the cycles drawn, and wait for the end of the job: the cycles each
     was at when it died."""
     # kill -9 the drafter while it works on `drafter_cycle` (that cycle's predecessor is verified), restart it
@@ -236,7 +236,7 @@ def test_job_survives_kill_9_of_the_drafter_then_the_verifier(home, nodes):
     watch.paced = True
     try:
         drafter_killed_at, verifier_killed_at = _kill_twice_and_finish(
-            w3, watch, nodes, home, job_id, drafter_cycle, verifier_gap, where
+            watch, nodes, home, job_id, drafter_cycle, verifier_gap, where
         )
     finally:
         w3.provider.make_request("evm_setAutomine", [True])

@@ -50,13 +50,12 @@ class Anvil:
 LOWEST_PORT = 10_000
 
 
-def ephemeral_ports() -> tuple[int, int]:
-    """The kernel's range for the local ports of outgoing connections (Linux; else the IANA range)."""
+def lowest_ephemeral_port() -> int:
+    """Where the kernel's range for the local ports of outgoing connections starts (Linux; else the IANA range)."""
     try:
-        low, high = (int(x) for x in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
-        return low, high
-    except (OSError, ValueError):
-        return 49152, 65535
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 49152
 
 
 def free_port() -> int:
@@ -64,7 +63,7 @@ def free_port() -> int:
     random below the kernel's ephemeral range: a port the kernel picks (`bind(0)`) lies inside it, where any
     outgoing connection of a busy machine (an RPC call, a websocket) can take it before the server binds it,
     which failed a fresh-clone suite run beside CPU hogs ("address already in use" at a verifier's --listen)."""
-    low, _ = ephemeral_ports()
+    low = lowest_ephemeral_port()
     if low - LOWEST_PORT >= 1_000:
         rnd = random.SystemRandom()
         for _ in range(64):
